@@ -1,0 +1,1 @@
+"""What the bot knows about a vLLM checkout."""

@@ -1,0 +1,97 @@
+"""Real vLLM trees from the source distributions on the package index, cached per version.
+
+A release's sdist holds the whole repository (tests/ and docs/ included), but pip cannot build
+its metadata here. ``pip download --no-clean`` with our own TMPDIR keeps the unpacked tree
+before that step fails; we take it from there. Each cached tree is made a git repository with
+one deterministic commit, because later stages branch and commit on it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import git
+
+from bot.config import cache_dir
+from bot.errors import BotError
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
+_READY_MARKER = "bot-tree-ready"
+_COMMIT_DATE = "2000-01-01T00:00:00+00:00"
+
+
+def trees_dir() -> Path:
+    return cache_dir() / "vllm-trees"
+
+
+def release_tree(version: str) -> Path:
+    """The cached git checkout of vLLM ``version``; downloads it on first use only."""
+    if not _VERSION.match(version):
+        raise BotError(f"not a vLLM release version: {version!r} (expected e.g. 0.23.0)")
+    root = trees_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    dest = root / version
+    if (dest / ".git" / _READY_MARKER).exists():
+        return dest
+    with open(root / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (dest / ".git" / _READY_MARKER).exists():
+            return dest
+        if dest.exists():
+            shutil.rmtree(dest)  # a half-made tree from an interrupted run
+        with tempfile.TemporaryDirectory(dir=root, prefix=f".{version}-") as scratch:
+            unpacked = _download_sdist(version, Path(scratch))
+            _commit_tree(unpacked, version)
+            (unpacked / ".git" / _READY_MARKER).write_text(version + "\n")
+            os.replace(unpacked, dest)
+    return dest
+
+
+def _download_sdist(version: str, scratch: Path) -> Path:
+    pip_tmp = scratch / "pip-tmp"
+    pip_tmp.mkdir()
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--no-binary",
+        ":all:",
+        "--no-build-isolation",
+        "--no-clean",
+        "--disable-pip-version-check",
+        "-d",
+        str(scratch / "dl"),
+        f"vllm=={version}",
+    ]
+    env = {**os.environ, "TMPDIR": str(pip_tmp)}
+    # pip is expected to fail at "preparing metadata"; the unpacked tree is what we want.
+    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    for candidate in sorted(pip_tmp.glob("pip-download-*/vllm*")):
+        if (candidate / "vllm" / "__init__.py").is_file():
+            return candidate
+    tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+    raise BotError(f"could not download the vLLM {version} source distribution: {tail[0]}")
+
+
+def _commit_tree(path: Path, version: str) -> None:
+    repo = git.Repo.init(path, initial_branch="main")
+    repo.git.add("--all", "--force", ".")
+    env = {
+        "GIT_AUTHOR_NAME": "vLLM release",
+        "GIT_AUTHOR_EMAIL": "release@invalid",
+        "GIT_AUTHOR_DATE": _COMMIT_DATE,
+        "GIT_COMMITTER_NAME": "vLLM release",
+        "GIT_COMMITTER_EMAIL": "release@invalid",
+        "GIT_COMMITTER_DATE": _COMMIT_DATE,
+    }
+    repo.git.commit("--quiet", "--no-verify", "--no-gpg-sign", "-m", f"vLLM {version}", env=env)
+    repo.close()
