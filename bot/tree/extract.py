@@ -1,0 +1,178 @@
+"""One file's facts for the class index, extracted with ``ast`` into plain, cacheable data.
+
+Everything here is a function of the file's text and its module name alone, so the result can be
+cached by content hash. Cross-file resolution happens in :mod:`bot.tree.index`.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+# Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
+EXTRACT_VERSION = 3
+
+FileFacts = dict[str, Any]
+
+_AUX_HELPER = "_maybe_add_hidden_state"
+_AUX_LAYERS_ATTR = "aux_hidden_state_layers"
+
+
+def extract_file(source: str, module: str, is_package: bool) -> FileFacts:
+    """Parse ``source`` and return its imports, aliases and classes as plain data."""
+    tree = ast.parse(source)
+    facts: FileFacts = {"imports": {}, "aliases": {}, "classes": {}}
+    _collect(tree.body, module, is_package, facts)
+    return facts
+
+
+def _collect(body: list[ast.stmt], module: str, is_package: bool, facts: FileFacts) -> None:
+    """Walk module-level statements, descending into if/try blocks (platform selection)."""
+    for node in body:
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(node.module, node.level, module, is_package)
+            for alias in node.names:
+                if alias.name == "*":
+                    facts["imports"].setdefault("*", []).append([base, None])
+                    continue
+                local = alias.asname or alias.name
+                facts["imports"].setdefault(local, []).append([base, alias.name])
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    facts["imports"].setdefault(alias.asname, []).append([alias.name, None])
+                else:
+                    top = alias.name.split(".")[0]
+                    facts["imports"].setdefault(top, []).append([top, None])
+        elif isinstance(node, ast.ClassDef):
+            facts["classes"][node.name] = _class_facts(node)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            dotted = _dotted(node.value)
+            if isinstance(target, ast.Name) and dotted:
+                facts["aliases"].setdefault(target.id, []).append(dotted)
+        elif isinstance(node, ast.If):
+            _collect(node.body, module, is_package, facts)
+            _collect(node.orelse, module, is_package, facts)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                _collect(block, module, is_package, facts)
+            for handler in node.handlers:
+                _collect(handler.body, module, is_package, facts)
+
+
+def _absolute(name: str | None, level: int, module: str, is_package: bool) -> str:
+    if level == 0:
+        return name or ""
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    base = ".".join(parts)
+    return f"{base}.{name}" if name else base
+
+
+def _dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    if isinstance(node, ast.Subscript):  # Generic[...] bases
+        return _dotted(node.value)
+    return None
+
+
+def _class_facts(node: ast.ClassDef) -> dict[str, Any]:
+    class_attrs: dict[str, Any] = {}
+    methods: dict[str, Any] = {}
+    for item in node.body:
+        if isinstance(item, ast.Assign):
+            for target in item.targets:
+                if isinstance(target, ast.Name):
+                    class_attrs[target.id] = _attr_value(item.value)
+        elif isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name) and item.value:
+            class_attrs[item.target.id] = _attr_value(item.value)
+        elif isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef):
+            methods[item.name] = _method_facts(item)
+    return {
+        "line": node.lineno,
+        "end_line": node.end_lineno,
+        "bases": [_dotted(b) for b in node.bases],
+        "class_attrs": class_attrs,
+        "methods": methods,
+    }
+
+
+def _attr_value(node: ast.expr) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, bool | int | str):
+        return {"const": node.value}
+    dotted = _dotted(node)
+    return {"ref": dotted} if dotted else None
+
+
+def _callee(call: ast.Call, local_refs: dict[str, str]) -> list[str] | None:
+    """How a constructor call names its class: ``[kind, name]``.
+
+    kinds: ``ref`` a dotted name in module scope, ``self-method`` a call of ``self._init_x()``,
+    ``self-attr`` a call of a class attribute (``self.model_cls(...)``).
+    """
+    func = call.func
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+    ):
+        return ["self-call", func.attr]
+    dotted = _dotted(func)
+    if dotted is None:
+        return None
+    head = dotted.split(".")[0]
+    if head in local_refs:
+        return ["ref", local_refs[head] + dotted[len(head) :]]
+    return ["ref", dotted]
+
+
+def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
+    local_refs: dict[str, str] = {}
+    args = func.args
+    positional = args.posonlyargs + args.args
+    for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+        if dotted := _dotted(default):
+            local_refs[arg.arg] = dotted
+    for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        if default is not None and (dotted := _dotted(default)):
+            local_refs[arg.arg] = dotted
+
+    assigns: list[list[Any]] = []
+    returns: list[list[str]] = []
+    aux: dict[str, list[int]] = {"helper": [], "layers_attr": [], "aux_names": []}
+    for node in ast.walk(func):
+        if isinstance(node, ast.Assign):
+            value = node.value
+            for target in node.targets:
+                if isinstance(target, ast.Name) and (dotted := _dotted(value)):
+                    local_refs.setdefault(target.id, dotted)
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                    and isinstance(value, ast.Call)
+                    and (callee := _callee(value, local_refs))
+                ):
+                    assigns.append([target.attr, callee, node.lineno])
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
+            if callee := _callee(node.value, local_refs):
+                returns.append(callee)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == _AUX_HELPER:
+                aux["helper"].append(node.lineno)
+            elif node.attr == _AUX_LAYERS_ATTR:
+                aux["layers_attr"].append(node.lineno)
+        elif isinstance(node, ast.Name) and "aux_hidden_state" in node.id:
+            aux["aux_names"].append(node.lineno)
+    facts: dict[str, Any] = {"line": func.lineno, "assigns": assigns, "returns": returns}
+    if any(aux.values()):
+        facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
+    return facts

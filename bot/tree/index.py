@@ -1,0 +1,296 @@
+"""The class index: every class in vLLM's model packages, with bases resolved across files.
+
+Built with ``ast`` (libcst is ~8x slower to parse; it is only used for edits). Each file's facts
+are cached by content hash, so re-scanning an unchanged tree re-parses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.config import cache_dir
+from bot.tree.extract import EXTRACT_VERSION, FileFacts, extract_file
+
+MODEL_PACKAGES = ("vllm/model_executor/models", "vllm/models")
+INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
+# Below this many files to parse, a process pool costs more than it saves.
+_PARALLEL_THRESHOLD = 64
+
+
+@dataclass(frozen=True, order=True)
+class ClassRef:
+    module: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(frozen=True)
+class External:
+    """A base that lives outside the indexed packages (``nn.Module``, ``Protocol``...)."""
+
+    dotted: str
+
+
+Resolved = ClassRef | External
+
+
+@dataclass
+class ModuleFacts:
+    module: str
+    path: str  # relative to the tree root
+    is_package: bool
+    facts: FileFacts
+
+
+@dataclass
+class ClassIndex:
+    root: Path
+    modules: dict[str, ModuleFacts]
+    problems: list[str] = field(default_factory=list)
+    parsed: int = 0  # files parsed in this build (0 on a fully warm cache)
+    _resolve_memo: dict[tuple[str, str], tuple[Resolved, ...]] = field(
+        default_factory=dict, repr=False
+    )
+
+    # -- lookups ---------------------------------------------------------------------------
+    def class_facts(self, ref: ClassRef) -> dict[str, Any] | None:
+        module = self.modules.get(ref.module)
+        return module.facts["classes"].get(ref.name) if module else None
+
+    def path_of(self, ref: ClassRef) -> str:
+        return self.modules[ref.module].path
+
+    def classes(self) -> Iterator[ClassRef]:
+        for module, facts in self.modules.items():
+            for name in facts.facts["classes"]:
+                yield ClassRef(module, name)
+
+    # -- resolution ------------------------------------------------------------------------
+    def resolve(self, module: str, dotted: str) -> tuple[Resolved, ...]:
+        """What ``dotted`` names inside ``module``: one class, several (platform variants), or
+        something outside the index."""
+        key = (module, dotted)
+        if key not in self._resolve_memo:
+            self._resolve_memo[key] = ()  # cycle guard
+            self._resolve_memo[key] = tuple(dict.fromkeys(self._resolve(module, dotted, 0)))
+        return self._resolve_memo[key]
+
+    def _resolve(self, module: str, dotted: str, depth: int) -> list[Resolved]:
+        if depth > 20:
+            return [External(dotted)]
+        head, _, rest = dotted.partition(".")
+        facts = self.modules.get(module)
+        if facts is None:
+            return self._resolve_in_module_path(module, dotted, depth)
+        data = facts.facts
+        if head in data["classes"] and not rest:
+            return [ClassRef(module, head)]
+        results: list[Resolved] = []
+        for origin, name in data["imports"].get(head, []):
+            target_module = origin if name is None else f"{origin}.{name}"
+            if name is not None and target_module not in self.modules:
+                # `from pkg import Name` where Name is defined in (or re-exported by) pkg
+                path = f"{name}.{rest}" if rest else name
+                results.extend(self._resolve(origin, path, depth + 1))
+            elif rest:
+                results.extend(self._resolve(target_module, rest, depth + 1))
+            else:
+                results.append(External(target_module))
+        for alias in data["aliases"].get(head, []):
+            if alias != head:
+                path = f"{alias}.{rest}" if rest else alias
+                results.extend(self._resolve(module, path, depth + 1))
+        if not results and rest and f"{module}.{head}" in self.modules:
+            results.extend(self._resolve(f"{module}.{head}", rest, depth + 1))
+        if not results:
+            for origin, _ in data["imports"].get("*", []):
+                if origin in self.modules:
+                    found = self._resolve(origin, dotted, depth + 1)
+                    if any(isinstance(r, ClassRef) for r in found):
+                        results.extend(found)
+        return results or [External(f"{module}.{dotted}")]
+
+    def _resolve_in_module_path(self, module: str, dotted: str, depth: int) -> list[Resolved]:
+        full = f"{module}.{dotted}"
+        parts = full.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            candidate = ".".join(parts[:cut])
+            if candidate in self.modules:
+                return self._resolve(candidate, ".".join(parts[cut:]), depth + 1)
+        return [External(full)]
+
+    def bases(self, ref: ClassRef) -> list[Resolved]:
+        facts = self.class_facts(ref)
+        if facts is None:
+            return []
+        resolved: list[Resolved] = []
+        for base in facts["bases"]:
+            if base:
+                resolved.extend(self.resolve(ref.module, base))
+        return resolved
+
+    def ancestors(self, ref: ClassRef) -> list[Resolved]:
+        """Every class in ``ref``'s MRO (including itself), depth-first, without repeats."""
+        seen: dict[Resolved, None] = {}
+        stack: list[Resolved] = [ref]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen[current] = None
+            if isinstance(current, ClassRef):
+                stack.extend(reversed(self.bases(current)))
+        return list(seen)
+
+    def path_to(self, ref: ClassRef, target: ClassRef) -> list[ClassRef] | None:
+        """The chain of classes from ``ref`` up to the one that lists ``target`` as a base."""
+        if ref == target:
+            return [ref]
+        for base in self.bases(ref):
+            if isinstance(base, ClassRef) and base != ref:
+                chain = self._path_to(base, target, {ref})
+                if chain is not None:
+                    return [ref, *chain]
+        return None
+
+    def _path_to(
+        self, ref: ClassRef, target: ClassRef, visiting: set[ClassRef]
+    ) -> list[ClassRef] | None:
+        if ref == target:
+            return [ref]
+        if ref in visiting:
+            return None
+        visiting = visiting | {ref}
+        for base in self.bases(ref):
+            if isinstance(base, ClassRef):
+                chain = self._path_to(base, target, visiting)
+                if chain is not None:
+                    return [ref, *chain]
+        return None
+
+    def find_method(self, ref: ClassRef, name: str) -> tuple[ClassRef, dict[str, Any]] | None:
+        """The first definition of method ``name`` along ``ref``'s MRO."""
+        for ancestor in self.ancestors(ref):
+            if isinstance(ancestor, ClassRef):
+                facts = self.class_facts(ancestor)
+                if facts and name in facts["methods"]:
+                    return ancestor, facts["methods"][name]
+        return None
+
+    def find_class_attr(self, ref: ClassRef, name: str) -> tuple[ClassRef, Any] | None:
+        for ancestor in self.ancestors(ref):
+            if isinstance(ancestor, ClassRef):
+                facts = self.class_facts(ancestor)
+                if facts and name in facts["class_attrs"]:
+                    return ancestor, facts["class_attrs"][name]
+        return None
+
+
+# -- building -------------------------------------------------------------------------------
+
+
+def is_vllm_tree(root: Path) -> bool:
+    return (root / "vllm" / "__init__.py").is_file() and (root / MODEL_PACKAGES[0]).is_dir()
+
+
+def model_files(root: Path) -> list[Path]:
+    files: list[Path] = []
+    for package in MODEL_PACKAGES:
+        base = root / package
+        if base.is_dir():
+            files.extend(p for p in base.rglob("*.py") if p.is_file())
+    return sorted(files)
+
+
+def module_name(root: Path, path: Path) -> tuple[str, bool]:
+    rel = path.relative_to(root).with_suffix("")
+    parts = list(rel.parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+        parts = parts[:-1]
+    return ".".join(parts), is_package
+
+
+def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
+    root = root.resolve()
+    cache_path = _cache_file()
+    cache: dict[str, FileFacts] = _load_cache(cache_path) if use_cache else {}
+    entries: list[tuple[str, str, bool, str]] = []
+    for path in model_files(root):
+        module, is_package = module_name(root, path)
+        data = path.read_bytes()
+        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        entries.append((module, str(path.relative_to(root)), is_package, digest))
+
+    missing = [e for e in entries if e[3] not in cache]
+    parsed = _parse_all([(m, str(root / p), pkg) for m, p, pkg, _ in missing])
+    for (_, _, _, digest), facts in zip(missing, parsed):
+        cache[digest] = facts
+
+    index = ClassIndex(root=root, modules={}, parsed=len(missing))
+    for module, rel, is_package, digest in entries:
+        facts = cache[digest]
+        if "error" in facts:
+            index.problems.append(f"{rel}: {facts['error']}")
+            continue
+        index.modules[module] = ModuleFacts(module, rel, is_package, facts)
+    if missing:
+        _save_cache(cache_path, cache)
+    return index
+
+
+def _parse_one(item: tuple[str, str, bool]) -> FileFacts:
+    # Workers read the file themselves: shipping 20 MB of source through pickles costs more.
+    module, path, is_package = item
+    try:
+        return extract_file(Path(path).read_text(encoding="utf-8"), module, is_package)
+    except SyntaxError as exc:
+        return {"error": f"does not parse (line {exc.lineno}: {exc.msg})"}
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return {"error": f"does not parse ({exc.__class__.__name__})"}
+
+
+def _parse_all(items: list[tuple[str, str, bool]]) -> list[FileFacts]:
+    workers = min(os.cpu_count() or 1, 8)
+    if len(items) < _PARALLEL_THRESHOLD or workers < 2:
+        return [_parse_one(item) for item in items]
+    chunk = max(1, len(items) // (workers * 4))
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_parse_one, items, chunksize=chunk))
+
+
+def _cache_file() -> Path:
+    tag = f"v{EXTRACT_VERSION}-py{sys.version_info.major}{sys.version_info.minor}"
+    return cache_dir() / "index" / f"facts-{tag}.pickle"
+
+
+def _load_cache(path: Path) -> dict[str, FileFacts]:
+    # The cache is our own file in the user's cache directory; a damaged one is just rebuilt.
+    try:
+        with path.open("rb") as handle:
+            data = pickle.load(handle)
+        return data if isinstance(data, dict) else {}
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
+        return {}
+
+
+def _save_cache(path: Path, cache: dict[str, FileFacts]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".facts-")
+        with os.fdopen(fd, "wb") as handle:
+            pickle.dump(cache, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a cache we cannot write only costs time
