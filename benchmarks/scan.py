@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import resource
 import statistics
@@ -31,10 +32,8 @@ from bot.tree.index import model_files  # noqa: E402
 def parse_baseline(root: Path) -> float:
     start = time.perf_counter()
     for path in model_files(root):
-        try:
+        with contextlib.suppress(SyntaxError):
             ast.parse(path.read_bytes())
-        except SyntaxError:
-            pass
     return time.perf_counter() - start
 
 
@@ -62,12 +61,9 @@ def main() -> int:
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"scan benchmark: vLLM {args.version}, {len(files)} files, {args.repeat} rounds")
     print(f"  baseline ast.parse   {base:6.2f} s   1.00x")
-    print(
-        f"  cold scan            {statistics.median(cold):6.2f} s   {statistics.median(cold) / base:.2f}x  (goal <= 1.0x)"
-    )
-    print(
-        f"  warm scan            {statistics.median(warm):6.2f} s   {statistics.median(warm) / base:.2f}x  (goal <= 0.15x)"
-    )
+    for label, runs, goal in (("cold scan", cold, "1.0x"), ("warm scan", warm, "0.15x")):
+        median = statistics.median(runs)
+        print(f"  {label:<20} {median:6.2f} s   {median / base:.2f}x  (goal <= {goal})")
     print(f"  peak RSS (this process) {peak_mib:.0f} MiB")
     return 0
 
