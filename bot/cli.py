@@ -51,10 +51,128 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_fetch)
 
 
+def cmd_drafts(args: argparse.Namespace) -> int:
+    from bot import drafts
+
+    if args.drafts_command == "refresh":
+        found = drafts.refresh_from_hub(endpoint=args.endpoint)
+        print(f"found {len(found)} draft models; catalogue: {drafts.user_catalogue_path()}")
+        return 0
+    catalogue = drafts.load_catalogue()
+    entries = catalogue.for_arch(args.arch) if args.arch else list(catalogue.entries)
+    for e in entries:
+        print(f"{e.method}\t{e.repo_id}\t{e.target_repo_id or '-'}\t{e.target_arch or '-'}")
+    return 0
+
+
+def _add_drafts(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("drafts", help="list or refresh the catalogue of public draft models")
+    actions = p.add_subparsers(dest="drafts_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="print method, draft, target and architecture")
+    listing.add_argument("--arch", help="only drafts for this target architecture")
+    refresh = actions.add_parser("refresh", help="find draft models on the Hugging Face Hub")
+    refresh.add_argument("--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
+    p.set_defaults(handler=cmd_drafts)
+
+
+def cmd_propose(args: argparse.Namespace) -> int:
+    from bot import pipeline
+    from bot.issues import load_issue
+
+    if args.issue is None and args.class_name is None:
+        raise BotError("give --issue N or --class NAME")
+    issue = load_issue(args.issue, args.issue_file) if args.issue is not None else None
+    out = Path(args.out) if args.out else pipeline.default_plan_dir(args.issue, args.class_name)
+    plan = pipeline.propose(Path(args.repo), out, issue=issue, class_name=args.class_name)
+    print(f"plan: {out} ({plan.status}: {plan.reason})")
+    if plan.questions:
+        for question in plan.questions:
+            print(f"  question: {question}")
+    if not args.dry_run and plan.status != "nothing-to-fix":
+        from bot.publish import publish_plan
+
+        result = publish_plan(out, reviewer=args.reviewer)
+        print(f"publish: {result.action}: {result.message}")
+    return 0
+
+
+def _add_propose(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("propose", help="plan the fix for an issue or a scan finding")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--issue", type=int, metavar="N", help="upstream issue number")
+    target.add_argument("--class", dest="class_name", metavar="NAME", help="class or architecture")
+    p.add_argument("--repo", default=".", help="vLLM git checkout (default: .)")
+    p.add_argument("--issue-file", help="read the issue from a JSON file (GitHub's REST shape)")
+    p.add_argument("--dry-run", action="store_true", help="write the plan; do not publish")
+    p.add_argument("--out", help="plan directory (default: under BOT_HOME/plans)")
+    p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
+    p.set_defaults(handler=cmd_propose)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from bot import pipeline
+
+    out = Path(args.out)
+    plan, patch = pipeline.demo(out, version=args.version)
+    print(patch if patch else "(no patch)")
+    print(f"plan: {out.resolve()} ({plan.status}): plan.json, patch.diff, pr.md")
+    print(f"pull request title: {plan.title}")
+    return 0
+
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("demo", help="offline: the seed issue against vLLM 0.23.0, end to end")
+    p.add_argument("--out", default="out/demo", help="plan directory (default: out/demo)")
+    p.add_argument("--version", default="0.23.0", help=argparse.SUPPRESS)
+    p.set_defaults(handler=cmd_demo)
+
+
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from bot.dashboard.app import serve
+
+    print(f"bot: dashboard on http://{args.host}:{args.port}/", file=sys.stderr)
+    serve(args.host, args.port, as_login=args.as_login)
+    return 0
+
+
+def _add_dashboard(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("dashboard", help="serve the maintainer review dashboard")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8765, help="port (default: 8765)")
+    p.add_argument(
+        "--as",
+        dest="as_login",
+        metavar="LOGIN",
+        help="local single-user mode: act as this maintainer (localhost only)",
+    )
+    p.set_defaults(handler=cmd_dashboard)
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from bot.sync import sync
+
+    report = sync()
+    for line in report.lines():
+        print(line)
+    return 0
+
+
+def _add_sync(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sync", help="rebuild the journal from GitHub and refresh the dashboard issue"
+    )
+    p.set_defaults(handler=cmd_sync)
+
+
 # Each entry adds one subcommand. New commands: write `cmd_x` + `_add_x` and list `_add_x` here.
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_scan,
     _add_fetch,
+    _add_propose,
+    _add_demo,
+    _add_drafts,
+    _add_dashboard,
+    _add_sync,
 ]
 
 

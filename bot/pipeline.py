@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bot.errors import BotError
+from bot.plan import Plan, write_plan_dir
 from bot.recipes import RECIPES, Finding, ScanContext
 from bot.tree.index import ClassIndex, build_index, is_vllm_tree
 from bot.tree.model_registry import load_model_registry
@@ -50,3 +52,55 @@ def scan(root: Path, *, use_cache: bool = True) -> ScanResult:
         files_parsed=ctx.index.parsed,
         files_indexed=len(ctx.index.modules),
     )
+
+
+# -- propose ---------------------------------------------------------------------------------
+
+
+def propose(
+    repo: Path,
+    out: Path,
+    *,
+    issue: dict[str, Any] | None = None,
+    class_name: str | None = None,
+    upstream: str = "vllm-project/vllm",
+) -> Plan:
+    """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan."""
+    from bot.drafts import load_catalogue
+    from bot.propose import proposal_for
+    from bot.triage import triage_issue
+
+    repo = Path(repo).resolve()
+    result = scan(repo)
+    catalogue = load_catalogue()
+    triage = triage_issue(issue, repo, catalogue) if issue is not None else None
+    plan, patch, pr_markdown = proposal_for(
+        repo,
+        result,
+        triage=triage,
+        issue=issue,
+        class_name=class_name,
+        upstream=upstream,
+        catalogue=catalogue,
+    )
+    write_plan_dir(out, plan, patch, pr_markdown)
+    return plan
+
+
+def default_plan_dir(issue: int | None, class_name: str | None) -> Path:
+    from bot.config import home_dir
+
+    name = f"issue-{issue}" if issue is not None else f"class-{class_name}"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return home_dir() / "plans" / safe
+
+
+def demo(out: Path, *, version: str = "0.23.0") -> tuple[Plan, str]:
+    """The main job, offline: the bundled example issue against a cached vLLM release."""
+    from bot.issues import read_issue_file
+    from bot.tree.fetch import release_tree
+
+    tree = release_tree(version)
+    issue = read_issue_file(Path(__file__).parent / "data" / "example_issue.json")
+    plan = propose(tree, out, issue=issue)
+    return plan, (out / "patch.diff").read_text(encoding="utf-8")

@@ -1,0 +1,67 @@
+"""Scratch worktrees: the bot edits and tests a detached copy, never the user's working tree."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import git
+
+from bot.errors import BotError
+
+
+def open_repo(path: Path) -> git.Repo:
+    try:
+        return git.Repo(path)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise BotError(
+            f"{path} is not a git checkout; the bot needs one to branch from "
+            "(`bot fetch VERSION` makes one from a release)"
+        ) from None
+
+
+def head_commit(path: Path) -> str:
+    repo = open_repo(path)
+    try:
+        return repo.head.commit.hexsha
+    except ValueError:
+        raise BotError(f"{path} has no commits") from None
+    finally:
+        repo.close()
+
+
+@contextmanager
+def scratch_worktree(repo_path: Path, commit: str) -> Iterator[Path]:
+    """A detached worktree of ``repo_path`` at ``commit``, removed afterwards whatever happens."""
+    repo = open_repo(repo_path)
+    parent = Path(tempfile.mkdtemp(prefix="bot-worktree-"))
+    path = parent / "tree"
+    try:
+        repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
+        yield path
+    finally:
+        try:
+            repo.git.worktree("remove", "--force", str(path))
+        except git.GitCommandError:
+            pass
+        shutil.rmtree(parent, ignore_errors=True)
+        try:
+            repo.git.worktree("prune")
+        except git.GitCommandError:
+            pass
+        repo.close()
+
+
+def diff_worktree(path: Path) -> str:
+    """The worktree's changes against its HEAD, as a ``git apply``-able patch."""
+    repo = git.Repo(path)
+    try:
+        text = repo.git.diff(
+            "HEAD", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/"
+        )
+    finally:
+        repo.close()
+    return text + "\n" if text else ""

@@ -1,0 +1,76 @@
+"""The PR write-up: Jinja templates in templates/, composed to the upstream's own PR template.
+
+Templates are files; data is only ever passed as values (never compiled as template code), and
+every value goes through a filter that neutralises Markdown/HTML where it is shown.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _plain(value: object) -> str:
+    text = "".join(ch for ch in str(value) if unicodedata.category(ch) not in ("Cf", "Cc"))
+    return _CONTROL.sub(" ", text).strip()
+
+
+def code(value: object) -> str:
+    """An inline code span that stays one span whatever the value holds."""
+    text = _plain(value)
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def code_inner(value: object) -> str:
+    return _plain(value).replace("`", "'")
+
+
+def shell_quoted_inner(value: object) -> str:
+    return _plain(value).replace("'", "")
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=False,  # the output is Markdown; values are escaped by the filters below
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        code=code,
+        code_plain=_plain,
+        code_inner=code_inner,
+        shell_quoted_inner=shell_quoted_inner,
+    )
+    return env
+
+
+def pr_template_style(tree: Path) -> str:
+    """``claims`` (Overview/Claims/Validation/Details, from 0.32) or ``purpose`` (older)."""
+    template = tree / ".github" / "PULL_REQUEST_TEMPLATE.md"
+    text = template.read_text(encoding="utf-8") if template.is_file() else ""
+    return "claims" if "## Overview" in text and "## Claims" in text else "purpose"
+
+
+def render_pr(context: dict[str, Any], style: str) -> str:
+    env = environment()
+    title = env.get_template("title.j2").render(context).strip()
+    body = env.get_template(f"pr_{style}.md.j2").render(context)
+    body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
+    return f"{title}\n\n{body}"
+
+
+def blob_url(upstream: str, ref: str, path: str, line: int | None = None) -> str:
+    anchor = f"#L{line}" if line else ""
+    return f"https://github.com/{upstream}/blob/{ref}/{path}{anchor}"
