@@ -17,13 +17,13 @@ from bot import plan as plans
 from bot.codemods.bases import append_base_class
 from bot.codemods.imports import add_import_name
 from bot.codemods.registry_entry import insert_registry_entry
+from bot.codemods.regression_test import add_eagle3_regression_test
 from bot.codemods.safety import check_round_trip, check_ruff_clean, format_touched
 from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
 from bot.pipeline import ScanResult, scan
 from bot.recipes import Finding
 from bot.recipes.eagle3_interface import NAME as INTERFACE_RECIPE
-from bot.codemods.regression_test import add_eagle3_regression_test
 from bot.registry_entry import DICT_NAME, REGISTRY_FILE, RegistryEntryPlan, plan_registry_entry
 from bot.tree.index import ClassRef
 from bot.tree.signatures import error_signatures
@@ -92,7 +92,7 @@ def _declare_interface(tree: Path, finding: Finding) -> dict[str, Any]:
     path = tree / finding.path
     before = path.read_text(encoding="utf-8")
     check_round_trip(before, finding.path)
-    module = ".interfaces" if "from .interfaces import" in before else ABSOLUTE_INTERFACES
+    module = _interfaces_module(before, finding.path)
     after = add_import_name(before, module, INTERFACE)
     after = append_base_class(after, finding.class_name, INTERFACE)
     allowed = _interface_edit_spans(before, module, finding.class_name)
@@ -148,22 +148,34 @@ def _write_formatted(tree: Path, relpath: str, before: str, after: str) -> None:
     (tree / relpath).write_text(after, encoding="utf-8")
 
 
+def _interfaces_module(source: str, path: str) -> str:
+    """How this file imports from interfaces: an existing import wins, else the file's style."""
+    if "from .interfaces import" in source:
+        return ".interfaces"
+    if f"from {ABSOLUTE_INTERFACES} import" in source:
+        return ABSOLUTE_INTERFACES
+    in_models_package = path.startswith("vllm/model_executor/models/")
+    return ".interfaces" if in_models_package and "\nfrom ." in source else ABSOLUTE_INTERFACES
+
+
 def _interface_edit_spans(source: str, module: str, class_name: str) -> list[tuple[int, int]]:
     """Lines the interface edit may touch: the interfaces import and the class header."""
     tree = ast.parse(source)
     spans: list[tuple[int, int]] = []
     level = len(module) - len(module.lstrip("."))
     name = module.lstrip(".")
-    last_import = 0
+    first_import, last_import = 0, 0
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
+            first_import = first_import or node.lineno
             last_import = node.end_lineno or node.lineno
         if isinstance(node, ast.ImportFrom) and node.module == name and node.level == level:
             spans.append((node.lineno, node.end_lineno or node.lineno))
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             spans.append((node.lineno, node.body[0].lineno - 1))
     if not any(start <= last_import <= end for start, end in spans):
-        spans.append((last_import, last_import + 1))  # a new import line goes after the last one
+        # no import from interfaces yet: the new one goes where isort puts it among the imports
+        spans.append((first_import, last_import + 1))
     return spans
 
 
@@ -262,7 +274,7 @@ def proposal_for(
         + (f"@{variant}" if variant else "")
         + f":{base_commit[:12]}"
     )
-    plan.reason = f"{finding.class_name}: {finding.summary}"
+    plan.reason = finding.summary if entry else f"{finding.summary}; {entry_why}"
     context = _writeup_context(repo, plan, findings, entry, entry_why, variant, upstream, version)
     pr_markdown = render_pr(context, pr_template_style(repo))
     plan.title = pr_markdown.split("\n", 1)[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import git
@@ -43,15 +43,11 @@ def scratch_worktree(repo_path: Path, commit: str) -> Iterator[Path]:
         repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
         yield path
     finally:
-        try:
+        with suppress(git.GitCommandError):
             repo.git.worktree("remove", "--force", str(path))
-        except git.GitCommandError:
-            pass
         shutil.rmtree(parent, ignore_errors=True)
-        try:
+        with suppress(git.GitCommandError):
             repo.git.worktree("prune")
-        except git.GitCommandError:
-            pass
         repo.close()
 
 

@@ -1,0 +1,428 @@
+"""The catalogue of public draft models (DFlash, EAGLE-3, ...) and the targets they serve.
+
+Two layers, read together:
+
+- shipped: ``bot/data/drafts.json``: :func:`seed_from_tree` run on vLLM's newest test registry,
+  plus curated facts, each marked with its source;
+- user: ``<cache_dir>/drafts.json``, written by ``bot drafts refresh`` from the Hugging Face Hub.
+  The shipped file is never modified at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from bot.config import cache_dir
+from bot.errors import BotError
+from bot.tree.known_models import GENERATION_CATEGORIES, TEST_REGISTRY_PATH, load_known_models
+
+CATALOGUE_SCHEMA = 1
+# Methods a registry entry may use, best first. DSpark drafts exist but are not preferred.
+PREFERRED_METHODS = ("dflash", "eagle3")
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+# Method named by the registry key itself; checked before the section comment.
+_KEY_METHODS = (("eagle3", "eagle3"), ("dflash", "dflash"), ("dspark", "dspark"))
+_SECTION_METHODS = {
+    "dflash": "dflash",
+    "dspark": "dspark",
+    "eagle": "eagle",
+    "eagle3": "eagle3",
+    "mtp": "mtp",
+    "medusa": "medusa",
+    "xpress": "xpress",
+}
+
+
+@dataclass(frozen=True)
+class DraftEntry:
+    repo_id: str  # the draft checkpoint on the Hub
+    method: str  # "dflash", "eagle3", "dspark", "eagle", "mtp", ...
+    target_repo_id: str | None
+    target_arch: str | None
+    source: str  # where this fact comes from
+    available: bool = True  # False when the tree says the checkpoint is not published
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DraftEntry:
+        try:
+            return cls(
+                repo_id=str(data["repo_id"]),
+                method=str(data["method"]),
+                target_repo_id=_optional_str(data.get("target_repo_id")),
+                target_arch=_optional_str(data.get("target_arch")),
+                source=str(data.get("source", "")),
+                available=bool(data.get("available", True)),
+            )
+        except (KeyError, TypeError) as exc:
+            raise BotError(f"malformed draft catalogue entry: missing {exc}") from None
+
+
+def _optional_str(value: object) -> str | None:
+    return str(value) if value else None
+
+
+@dataclass(frozen=True)
+class DraftChoice:
+    draft: DraftEntry | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class DraftCatalogue:
+    entries: tuple[DraftEntry, ...]
+
+    def for_arch(self, arch: str) -> list[DraftEntry]:
+        return _unique(e for e in self.entries if e.target_arch == arch)
+
+    def for_target_repo(self, repo_id: str) -> list[DraftEntry]:
+        wanted = repo_id.lower()
+        return _unique(e for e in self.entries if (e.target_repo_id or "").lower() == wanted)
+
+    def find(self, repo_id: str) -> DraftEntry | None:
+        """The entry for draft ``repo_id``, preferring one that names its target architecture."""
+        wanted = repo_id.lower()
+        matches = [e for e in self.entries if e.repo_id.lower() == wanted]
+        with_arch = [e for e in matches if e.target_arch]
+        return (with_arch or matches or [None])[0]
+
+    def target_arch_of(self, target_repo_id: str) -> str | None:
+        archs = {e.target_arch for e in self.for_target_repo(target_repo_id) if e.target_arch}
+        return archs.pop() if len(archs) == 1 else None
+
+    def choose(self, arch: str) -> DraftChoice:
+        """The draft a registry entry should use for ``arch``: DFlash first, then EAGLE-3."""
+        candidates = self.for_arch(arch)
+        for method in PREFERRED_METHODS:
+            published = [e for e in candidates if e.method == method and e.available]
+            if published:
+                chosen = published[0]
+                return DraftChoice(chosen, f"{method} draft {chosen.repo_id} ({chosen.source})")
+        if candidates:
+            listed = ", ".join(
+                f"{e.repo_id} ({e.method}, published={e.available})" for e in candidates
+            )
+            return DraftChoice(
+                None, f"no published DFlash or EAGLE-3 draft for {arch}; catalogue has: {listed}"
+            )
+        return DraftChoice(None, f"the draft catalogue lists no public draft model for {arch}")
+
+
+def _unique(entries: Iterable[DraftEntry]) -> list[DraftEntry]:
+    """One entry per draft repo, keeping the first (the more specific layer comes first)."""
+    seen: dict[str, DraftEntry] = {}
+    for entry in entries:
+        seen.setdefault(entry.repo_id.lower(), entry)
+    return list(seen.values())
+
+
+# --- seeding from a vLLM tree -------------------------------------------------------------------
+
+
+def seed_from_tree(tree_root: Path) -> list[DraftEntry]:
+    """Draft models named by ``speculative_model=`` in the tree's test registry."""
+    known = load_known_models(tree_root)
+    target_archs: dict[str, str] = {}
+    for entry in known.examples:
+        if entry.category in GENERATION_CATEGORIES:
+            for hf_id in entry.hf_ids:
+                target_archs.setdefault(hf_id, entry.arch)
+    seeded = []
+    for entry in known.examples:
+        if entry.category != "speculative_decoding":
+            continue
+        draft = entry.kwargs.get("speculative_model")
+        if not (isinstance(draft, str) and _HF_ID.match(draft)):
+            continue  # absent, a local path, or a placeholder name
+        target = entry.default if _HF_ID.match(entry.default) else None
+        seeded.append(
+            DraftEntry(
+                repo_id=draft,
+                method=_method_of(entry.arch, entry.section, entry.kwargs),
+                target_repo_id=target,
+                target_arch=target_archs.get(target) if target else None,
+                source=f"vllm {tree_root.name} {TEST_REGISTRY_PATH} {entry.arch}",
+                available=entry.kwargs.get("is_available_online", True) is not False,
+            )
+        )
+    return seeded
+
+
+def _method_of(key: str, section: str | None, kwargs: dict[str, Any]) -> str:
+    """``speculative_method=`` if given; else the section, refined by the key within a family.
+
+    ``Eagle3LlamaForCausalLM`` under ``# [Eagle]`` is eagle3; ``DFlashQwen3XPressModel`` under
+    ``# [XPress]`` stays xpress (its draft is an XPress checkpoint).
+    """
+    explicit = kwargs.get("speculative_method")
+    if isinstance(explicit, str) and explicit:
+        return explicit.lower()
+    lowered = key.lower()
+    from_key = next((method for needle, method in _KEY_METHODS if needle in lowered), None)
+    from_section = None
+    if section:
+        name = section.strip().lower()
+        from_section = _SECTION_METHODS.get(name, name)
+    if from_section is None:
+        return from_key or "unknown"
+    if from_key and from_key.startswith(from_section):
+        return from_key
+    return from_section
+
+
+# --- loading and saving -------------------------------------------------------------------------
+
+
+def user_catalogue_path() -> Path:
+    return cache_dir() / "drafts.json"
+
+
+def shipped_entries() -> list[DraftEntry]:
+    text = resources.files("bot").joinpath("data/drafts.json").read_text(encoding="utf-8")
+    return _entries_from_text(text, "bot/data/drafts.json")
+
+
+def load_catalogue(include_user: bool = True) -> DraftCatalogue:
+    """Shipped entries plus, when present, the user's refreshed ones (which come first)."""
+    entries = shipped_entries()
+    path = user_catalogue_path()
+    if include_user and path.is_file():
+        entries = read_catalogue_file(path) + entries
+    # Curated facts outrank derived ones for the same draft.
+    entries.sort(key=lambda e: 0 if e.source.startswith("curated") else 1)
+    return DraftCatalogue(tuple(entries))
+
+
+def read_catalogue_file(path: Path) -> list[DraftEntry]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise BotError(f"cannot read draft catalogue {path}: {exc.strerror}") from None
+    return _entries_from_text(text, str(path))
+
+
+def _entries_from_text(text: str, where: str) -> list[DraftEntry]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BotError(f"draft catalogue {where} is not valid JSON (line {exc.lineno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise BotError(f"draft catalogue {where} has no 'entries' list")
+    return [DraftEntry.from_dict(item) for item in data["entries"] if isinstance(item, dict)]
+
+
+def catalogue_json(entries: Iterable[DraftEntry], note: str) -> str:
+    payload = {
+        "schema": CATALOGUE_SCHEMA,
+        "note": note,
+        "entries": [e.to_dict() for e in entries],
+    }
+    return json.dumps(payload, indent=2, ensure_ascii=True) + "\n"
+
+
+def write_catalogue_file(path: Path, entries: Iterable[DraftEntry], note: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(catalogue_json(entries, note), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def merge_entries(old: list[DraftEntry], new: list[DraftEntry]) -> list[DraftEntry]:
+    """``new`` replaces ``old`` for the same (draft, target); everything else is kept."""
+
+    def key(entry: DraftEntry) -> tuple[str, str]:
+        return entry.repo_id.lower(), (entry.target_repo_id or "").lower()
+
+    merged = {key(e): e for e in old}
+    merged.update((key(e), e) for e in new)
+    return sorted(merged.values(), key=lambda e: (e.repo_id.lower(), e.target_repo_id or ""))
+
+
+# Facts no vLLM test registry states in full, each with its evidence.
+CURATED: tuple[DraftEntry, ...] = (
+    DraftEntry(
+        repo_id="z-lab/Qwen3-Coder-Next-DFlash",
+        method="dflash",
+        target_repo_id="Qwen/Qwen3-Coder-Next",
+        target_arch="Qwen3NextForCausalLM",
+        source=(
+            "curated: vllm-project/vllm PR #45319 (fix for issue #33329) tests this draft "
+            "against Qwen/Qwen3-Coder-Next, whose config.json architectures is "
+            "Qwen3NextForCausalLM"
+        ),
+    ),
+)
+
+
+def shipped_catalogue_entries(tree_root: Path) -> list[DraftEntry]:
+    """What ``bot/data/drafts.json`` holds: the tree's seed, then the curated facts."""
+    return [*seed_from_tree(tree_root), *CURATED]
+
+
+# --- refreshing from the Hugging Face Hub -------------------------------------------------------
+
+DEFAULT_SEARCH_TERMS = ("dflash", "eagle3", "dspark")
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def refresh_from_hub(
+    endpoint: str | None = None,
+    search_terms: Iterable[str] = DEFAULT_SEARCH_TERMS,
+    limit_per_term: int = 100,
+) -> list[DraftEntry]:
+    """Find draft models on the Hub, merge them into the user catalogue, return what was found.
+
+    Each candidate's ``config.json`` says which method it is (and, for speculators-format
+    checkpoints, its verifier); its card's ``base_model`` names the target, whose own
+    ``config.json`` gives the target architecture. No token is sent: this is public data.
+    """
+    import tempfile
+
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+    transport_error = _transport_error_type()
+    _probe(endpoint, transport_error)
+    api = HfApi(endpoint=endpoint, token=False)
+    found: list[DraftEntry] = []
+    with tempfile.TemporaryDirectory(prefix="bot-hub-") as scratch:
+        reader = _HubConfigReader(api, Path(scratch))
+        try:
+            candidates: dict[str, Any] = {}
+            for term in search_terms:
+                for info in api.list_models(search=term, limit=limit_per_term, cardData=True):
+                    candidates.setdefault(info.id, info)
+            for repo_id, info in sorted(candidates.items()):
+                entry = _entry_from_hub(repo_id, info, reader, endpoint)
+                if entry is not None:
+                    found.append(entry)
+        except (OfflineModeIsEnabled, transport_error, HfHubHTTPError, OSError) as exc:
+            raise BotError(f"cannot refresh drafts from {endpoint}: {_first_line(exc)}") from None
+    path = user_catalogue_path()
+    old = read_catalogue_file(path) if path.is_file() else []
+    write_catalogue_file(
+        path, merge_entries(old, found), f"Draft models found on {endpoint} by bot drafts refresh"
+    )
+    return found
+
+
+def _transport_error_type() -> type[Exception]:
+    """The HTTP library huggingface_hub uses raises its own connection errors."""
+    try:
+        import httpx2
+
+        return httpx2.TransportError
+    except ImportError:
+        import httpx
+
+        return httpx.TransportError
+
+
+def _probe(endpoint: str, transport_error: type[Exception]) -> None:
+    """One request without retries, so an offline machine fails at once, not after backoff."""
+    from huggingface_hub.utils import get_session
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+        raise BotError("cannot refresh drafts: HF_HUB_OFFLINE is set")
+    try:
+        response = get_session().get(f"{endpoint}/api/models", params={"limit": 1}, timeout=10)
+    except (transport_error, OSError) as exc:
+        raise BotError(
+            f"cannot reach the Hugging Face Hub at {endpoint}: {_first_line(exc)}"
+        ) from None
+    if response.status_code >= 400:
+        raise BotError(f"the Hugging Face Hub at {endpoint} answered HTTP {response.status_code}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else exc.__class__.__name__
+
+
+class _HubConfigReader:
+    """Reads ``config.json`` of Hub repos once each; a missing or broken file reads as ``{}``."""
+
+    def __init__(self, api: Any, scratch: Path) -> None:
+        self._api = api
+        self._scratch = scratch
+        self._seen: dict[str, dict[str, Any]] = {}
+
+    def config(self, repo_id: str) -> dict[str, Any]:
+        if repo_id not in self._seen:
+            self._seen[repo_id] = self._read(repo_id)
+        return self._seen[repo_id]
+
+    def _read(self, repo_id: str) -> dict[str, Any]:
+        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
+
+        try:
+            local = self._api.hf_hub_download(
+                repo_id, "config.json", cache_dir=self._scratch, token=False
+            )
+        except (EntryNotFoundError, RepositoryNotFoundError):
+            return {}
+        try:
+            data = json.loads(Path(local).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+
+def _entry_from_hub(
+    repo_id: str, info: Any, reader: _HubConfigReader, endpoint: str
+) -> DraftEntry | None:
+    config = reader.config(repo_id)
+    method = _hub_method(repo_id, config)
+    if method is None:
+        return None
+    verifier = (config.get("speculators_config") or {}).get("verifier") or {}
+    target = _first_str(verifier.get("name_or_path")) or _card_base_model(info)
+    target_arch = _first_str(verifier.get("architectures"))
+    if target and not target_arch:
+        target_arch = _first_str(reader.config(target).get("architectures"))
+    return DraftEntry(
+        repo_id=repo_id,
+        method=method,
+        target_repo_id=target if target and _HF_ID.match(target) else None,
+        target_arch=target_arch,
+        source=f"hub {endpoint}: {repo_id} config.json and model card",
+    )
+
+
+def _hub_method(repo_id: str, config: dict[str, Any]) -> str | None:
+    architectures = " ".join(str(a) for a in config.get("architectures") or []).lower()
+    algorithm = str((config.get("speculators_config") or {}).get("algorithm", "")).lower()
+    name = repo_id.lower()
+    if "dflash_config" in config or "dflash" in architectures or algorithm == "dflash":
+        return "dflash"
+    if "dspark" in architectures or algorithm == "dspark":
+        return "dspark"
+    if "eagle3" in architectures or algorithm == "eagle3" or "eagle_config" in config:
+        return "eagle3"
+    for method in ("dflash", "dspark", "eagle3"):
+        if method in name:
+            return method
+    return None
+
+
+def _card_base_model(info: Any) -> str | None:
+    card = getattr(info, "card_data", None)
+    return _first_str(getattr(card, "base_model", None)) if card is not None else None
+
+
+def _first_str(value: object) -> str | None:
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return value[0]
+    return None

@@ -1,0 +1,220 @@
+"""bot propose end to end on real trees: the seed issue reproduces upstream's fix exactly."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from bot.tree.fetch import release_tree
+
+pytestmark = pytest.mark.vllm_tree
+
+EXAMPLE_ISSUE = Path(__file__).resolve().parents[1] / "bot" / "data" / "example_issue.json"
+
+
+def bot(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=cwd, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def seed_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("seed") / "plan"
+    tree = release_tree("0.23.0")
+    result = bot(
+        "propose",
+        "--issue",
+        "33329",
+        "--issue-file",
+        str(EXAMPLE_ISSUE),
+        "--repo",
+        str(tree),
+        "--dry-run",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def added_and_removed(patch: str, path: str) -> tuple[list[str], list[str]]:
+    section = patch.split(f"diff --git a/{path} b/{path}", 1)[1].split("\ndiff --git", 1)[0]
+    lines = section.splitlines()
+    added = [ln[1:] for ln in lines if ln.startswith("+") and not ln.startswith("+++")]
+    removed = [ln[1:] for ln in lines if ln.startswith("-") and not ln.startswith("---")]
+    return added, removed
+
+
+def test_model_change_is_exactly_upstreams_two_lines(seed_plan: Path) -> None:
+    patch = (seed_plan / "patch.diff").read_text()
+    added, removed = added_and_removed(patch, "vllm/model_executor/models/qwen3_next.py")
+    assert removed == []
+    assert added == ["    SupportsEagle3,", "    SupportsEagle3,"]
+    # The same two lines upstream's PR #45319 added, at the same places: compare with 0.24.0.
+    after = (release_tree("0.24.0") / "vllm/model_executor/models/qwen3_next.py").read_text()
+    assert "    MixtureOfExperts,\n    SupportsEagle3,\n    SupportsLoRA," in after
+    assert "    IsHybrid,\n    SupportsEagle3,\n):" in after
+    assert "    MixtureOfExperts,\n+    SupportsEagle3,\n     SupportsLoRA," in patch
+    assert "     IsHybrid,\n+    SupportsEagle3,\n ):" in patch
+
+
+def registry_call(source: str, key: str) -> tuple[ast.Call, list[str]]:
+    tree = ast.parse(source)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == (
+            "_SPECULATIVE_DECODING_EXAMPLE_MODELS"
+        ):
+            keys = [k.value for k in node.value.keys]
+            return node.value.values[keys.index(key)], keys
+    raise AssertionError("dict not found")
+
+
+def test_registry_entry_equals_upstreams(seed_plan: Path, tmp_path: Path) -> None:
+    clone = tmp_path / "tree"
+    git.Repo.clone_from(str(release_tree("0.23.0")), clone, shared=True, no_checkout=True)
+    repo = git.Repo(clone)
+    repo.git.checkout("HEAD", "--", "tests/models/registry.py", "vllm/model_executor/models/")
+    repo.git.apply("--include=tests/models/registry.py", str(seed_plan / "patch.diff"))
+    ours, our_keys = registry_call(
+        (clone / "tests/models/registry.py").read_text(), "DFlashQwen3NextDraftModel"
+    )
+    theirs, _ = registry_call(
+        (release_tree("0.24.0") / "tests/models/registry.py").read_text(),
+        "DFlashQwen3NextDraftModel",
+    )
+    assert ast.dump(ours) == ast.dump(theirs)  # arguments and keywords, comments aside
+    assert our_keys[our_keys.index("DFlashDraftModel") + 1] == "DFlashQwen3NextDraftModel"
+
+
+def test_touched_files_are_ruff_format_clean_under_the_trees_settings(
+    seed_plan: Path, tmp_path: Path
+) -> None:
+    clone = tmp_path / "tree"
+    git.Repo.clone_from(str(release_tree("0.23.0")), clone, shared=True)
+    git.Repo(clone).git.apply(str(seed_plan / "patch.diff"))
+    plan = json.loads((seed_plan / "plan.json").read_text())
+    touched = [edit["path"] for edit in plan["edits"]]
+    assert "vllm/model_executor/models/qwen3_next.py" in touched
+    ruff = Path(sys.executable).with_name("ruff")
+    for path in touched:
+        before = subprocess.run(
+            [str(ruff), "format", "--check", "--quiet", path],
+            cwd=release_tree("0.23.0"),
+            capture_output=True,
+            check=False,
+        ).returncode
+        after = subprocess.run(
+            [str(ruff), "format", "--check", "--quiet", path],
+            cwd=clone,
+            capture_output=True,
+            check=False,
+        ).returncode
+        assert after <= before, f"{path} was formatted before the edit and is not after"
+
+    # A second run on the patched tree proposes nothing.
+    git.Repo(clone).git.commit("-qam", "apply the bot's patch", "--no-verify")
+    out = tmp_path / "again"
+    again = bot(
+        "propose",
+        "--issue",
+        "33329",
+        "--issue-file",
+        str(EXAMPLE_ISSUE),
+        "--repo",
+        str(clone),
+        "--dry-run",
+        "--out",
+        str(out),
+    )
+    assert again.returncode == 0, again.stderr
+    second = json.loads((out / "plan.json").read_text())
+    assert second["status"] == "nothing-to-fix"
+    assert second["reason"].startswith("already fixed")
+    assert (out / "patch.diff").read_text() == ""
+
+
+def test_plan_and_writeup(seed_plan: Path) -> None:
+    plan = json.loads((seed_plan / "plan.json").read_text())
+    assert plan["status"] == "ready"
+    assert plan["branch"] == "bot/eagle3-interface/qwen3-next-for-causal-lm"
+    assert plan["fingerprint"].startswith("eagle3-interface:Qwen3NextForCausalLM:")
+    assert plan["triage"]["architecture"] == "Qwen3NextForCausalLM"
+    assert plan["tests"]["gpu"] == [
+        "tests/models/test_initialization.py::test_can_initialize_large_subset"
+        "[DFlashQwen3NextDraftModel]"
+    ]
+    assert plan["tests"]["cpu"]
+    pr = (seed_plan / "pr.md").read_text()
+    title, _, body = pr.partition("\n\n")
+    assert title.startswith("[Model][Spec Decode]") and "Qwen3NextForCausalLM" in title
+    for heading in ("## Purpose", "## Test Plan", "## Test Result"):  # 0.23's PR template
+        assert heading in body
+    assert "Fixes #33329" in body
+    assert "blob/v0.23.0/vllm/model_executor/models/qwen3_next.py#L709" in body
+    assert "generated by an automation bot" in body
+    assert f"<!-- bot:fingerprint={plan['fingerprint']} -->" in body
+    patch = (seed_plan / "patch.diff").read_text()
+    check = subprocess.run(
+        ["git", "apply", "--check", "-"],
+        input=patch,
+        text=True,
+        cwd=release_tree("0.23.0"),
+        capture_output=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_newest_release_uses_the_new_pr_template(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    result = bot(
+        "propose",
+        "--class",
+        "Glm4ForCausalLM",
+        "--repo",
+        str(release_tree("0.34.0")),
+        "--dry-run",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    body = (out / "pr.md").read_text()
+    for heading in ("## Overview", "## Claims", "## Validation", "## Details"):
+        assert heading in body
+    assert "Fixes #" not in body  # the proactive path has no issue
+    patch = (out / "patch.diff").read_text()
+    added, _ = added_and_removed(patch, "vllm/model_executor/models/glm4.py")
+    assert added.count("    SupportsEagle3,") + sum("SupportsEagle3" in a for a in added) >= 2
+
+
+def test_nothing_to_fix_after_upstreams_fix(tmp_path: Path) -> None:
+    out = tmp_path / "plan"
+    result = bot(
+        "propose",
+        "--issue",
+        "33329",
+        "--issue-file",
+        str(EXAMPLE_ISSUE),
+        "--repo",
+        str(release_tree("0.24.0")),
+        "--dry-run",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["status"] == "nothing-to-fix"
+    assert "already fixed" in plan["reason"]
+
+
+def test_propose_never_touches_the_users_tree(seed_plan: Path) -> None:
+    repo = git.Repo(release_tree("0.23.0"))
+    assert not repo.is_dirty(untracked_files=True)
+    assert [wt for wt in repo.git.worktree("list").splitlines() if "bot-worktree" in wt] == []
