@@ -105,13 +105,13 @@ def test_touched_files_are_ruff_format_clean_under_the_trees_settings(
     ruff = Path(sys.executable).with_name("ruff")
     for path in touched:
         before = subprocess.run(
-            [str(ruff), "format", "--check", "--quiet", path],
+            [str(ruff), "format", "--no-cache", "--check", "--quiet", path],
             cwd=release_tree("0.23.0"),
             capture_output=True,
             check=False,
         ).returncode
         after = subprocess.run(
-            [str(ruff), "format", "--check", "--quiet", path],
+            [str(ruff), "format", "--no-cache", "--check", "--quiet", path],
             cwd=clone,
             capture_output=True,
             check=False,
