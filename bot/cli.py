@@ -164,6 +164,114 @@ def _add_sync(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_sync)
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from bot.verify import PollSettings, VerifyOptions, exit_code, verify_plan
+
+    options = VerifyOptions(
+        gpu=args.gpu,
+        before=args.before,
+        poll=PollSettings(interval=args.poll_interval, timeout=args.timeout),
+        target_repo=args.target_repo,
+        target_ref=args.target_ref,
+    )
+    verification = verify_plan(Path(args.plan_dir), options)
+    print(
+        f"verify: {'passed' if verification['passed'] else 'not passed'}: {verification['message']}"
+    )
+    return exit_code(verification)
+
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="check a plan on a patched scratch tree, then on a GPU")
+    p.add_argument("plan_dir", help="plan directory written by `bot propose`")
+    p.add_argument(
+        "--gpu",
+        choices=("local", "dispatch", "skip"),
+        default="skip",
+        help="run the GPU test here, on the GPU runner via workflow_dispatch, or not",
+    )
+    p.add_argument(
+        "--before",
+        action="store_true",
+        help="also run the GPU test on the unpatched tree (fail-before/pass-after)",
+    )
+    p.add_argument("--poll-interval", type=float, default=30.0, help="seconds between polls")
+    p.add_argument("--timeout", type=float, default=10800.0, help="seconds to wait for the run")
+    p.add_argument("--target-repo", help="dispatch: vLLM repository holding the patched commit")
+    p.add_argument("--target-ref", help="dispatch: the patched commit (default: plan's branch)")
+    p.set_defaults(handler=cmd_verify)
+
+
+def cmd_gpu_test(args: argparse.Namespace) -> int:
+    from bot.verify import run_pytest, split_node_ids
+
+    run = run_pytest(split_node_ids(args.tests), Path(args.cwd), Path(args.junit))
+    print(
+        f"gpu-test: {run.conclusion}: {run.tests} tests, {run.failures} failures, "
+        f"{run.errors} errors, {run.skipped} skipped"
+    )
+    return 0 if run.conclusion == "success" else 1
+
+
+def _add_gpu_test(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gpu-test", help="run pytest node ids, write JUnit XML (the GPU runner)")
+    p.add_argument("--tests", required=True, help="pytest node ids, separated by spaces")
+    p.add_argument("--cwd", default=".", help="the vLLM checkout to run them in")
+    p.add_argument("--junit", required=True, help="where to write the JUnit XML report")
+    p.set_defaults(handler=cmd_gpu_test)
+
+
+def cmd_init_workflows(args: argparse.Namespace) -> int:
+    from bot.workflows import init_workflows
+
+    for path in init_workflows(Path(args.dir), force=args.force):
+        print(path)
+    return 0
+
+
+def _add_init_workflows(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("init-workflows", help="write the GitHub Actions workflows into DIR")
+    p.add_argument("dir", help="target directory, usually .github/workflows")
+    p.add_argument("--force", action="store_true", help="overwrite files that differ")
+    p.set_defaults(handler=cmd_init_workflows)
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from bot.publish import publish_plan
+
+    result = publish_plan(Path(args.plan_dir), reviewer=args.reviewer)
+    print(f"{result.action}: {result.message}" + (f" {result.pr_url}" if result.pr_url else ""))
+    return 0
+
+
+def _add_publish(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("publish", help="open or update the PR for a plan directory")
+    p.add_argument("plan_dir", help="directory written by `bot propose`")
+    p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
+    p.set_defaults(handler=cmd_publish)
+
+
+def cmd_triage(args: argparse.Namespace) -> int:
+    from bot.triage_search import find_candidates, record_candidates
+
+    candidates = find_candidates(Path(args.tree))
+    path = record_candidates(candidates)
+    if args.json:
+        print_json([{"number": c.number, "title": c.title, "url": c.html_url} for c in candidates])
+    else:
+        for c in candidates:
+            print(f"#{c.number}\t{c.html_url}")
+        print(f"{len(candidates)} candidate(s) recorded in {path}", file=sys.stderr)
+    return 0
+
+
+def _add_triage(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("triage", help="find open upstream issues of the known class")
+    p.add_argument("--tree", default=".", help="vLLM checkout for error signatures (default: .)")
+    p.add_argument("--json", action="store_true", help="print candidates as JSON")
+    p.set_defaults(handler=cmd_triage)
+
+
 # Each entry adds one subcommand. New commands: write `cmd_x` + `_add_x` and list `_add_x` here.
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_scan,
@@ -173,6 +281,11 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_drafts,
     _add_dashboard,
     _add_sync,
+    _add_verify,
+    _add_gpu_test,
+    _add_init_workflows,
+    _add_publish,
+    _add_triage,
 ]
 
 

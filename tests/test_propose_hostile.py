@@ -13,7 +13,10 @@ from bot.tree.fetch import release_tree
 
 pytestmark = pytest.mark.vllm_tree
 
-ERROR = "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested"
+ERROR = (
+    "RuntimeError: Model does not support EAGLE3 interface "
+    "but aux_hidden_state_outputs was requested"
+)
 
 
 def hostile_issue(canary: Path) -> dict:

@@ -179,7 +179,9 @@ def _render_entry(
     return element
 
 
-def _insert(key: str, section: str, args: list[Literal], kwargs: list[tuple[str, Literal]]):
+def _insert(
+    key: str, section: str, args: list[Literal], kwargs: list[tuple[str, Literal]]
+) -> Callable[[str], str]:
     return lambda source: insert_registry_entry(
         source, dict_name="_MODELS", key=key, args=args, kwargs=kwargs, section=section
     )

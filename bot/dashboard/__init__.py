@@ -1,0 +1,1 @@
+"""The maintainer review dashboard: a server-rendered FastAPI app over the journal."""

@@ -1,0 +1,136 @@
+"""The JSON API behind the pages (read-only; FastAPI documents it at /openapi.json)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Query, Request
+from pydantic import BaseModel
+
+from bot.errors import BotError
+from bot.store import STATES, FindingFilter, Journal, Proposal
+
+router = APIRouter(prefix="/api", tags=["journal"])
+
+
+class SummaryOut(BaseModel):
+    states: dict[str, int]
+    recipes: dict[str, dict[str, int]]
+    findings_by_recipe: dict[str, int]
+    findings_by_version: dict[str, int]
+    findings_total: int
+
+
+class FindingOut(BaseModel):
+    id: int
+    recipe: str
+    class_name: str
+    path: str
+    line: int | None
+    architectures: list[str]
+    evidence: dict[str, Any]
+    summary: str
+    tree_root: str
+    base_commit: str
+    version: str
+    recorded_at: str
+    proposal_id: int | None
+    proposal_state: str | None
+
+
+class ProposalOut(BaseModel):
+    id: int
+    fingerprint: str
+    state: str
+    title: str
+    recipe: str | None
+    class_name: str | None
+    vllm_version: str | None
+    base_commit: str | None
+    issue_number: int | None
+    issue_title: str | None
+    pr_number: int | None
+    pr_url: str | None
+    comment_url: str | None
+    created_at: str
+    updated_at: str
+
+
+class EventOut(BaseModel):
+    at: str
+    actor: str
+    action: str
+    from_state: str | None
+    to_state: str | None
+    note: str
+
+
+class VerificationOut(BaseModel):
+    passed: bool | None
+    data: dict[str, Any]
+    recorded_at: str
+
+
+class ProposalDetailOut(ProposalOut):
+    patch: str
+    pr_title: str
+    pr_body: str
+    triage: dict[str, Any] | None
+    events: list[EventOut]
+    verifications: list[VerificationOut]
+
+
+def _journal(request: Request) -> Journal:
+    return request.app.state.journal
+
+
+def _brief(proposal: Proposal) -> ProposalOut:
+    return ProposalOut(
+        **{k: v for k, v in proposal.to_json().items() if k in ProposalOut.model_fields}
+    )
+
+
+@router.get("/summary", response_model=SummaryOut)
+def summary(request: Request) -> SummaryOut:
+    return SummaryOut(**asdict(_journal(request).summary()))
+
+
+@router.get("/proposals", response_model=list[ProposalOut])
+def proposals(
+    request: Request, state: str | None = Query(None, description=f"one of {', '.join(STATES)}")
+) -> list[ProposalOut]:
+    if state is not None and state not in STATES:
+        raise HTTPException(status_code=422, detail=f"unknown state {state!r}")
+    states = [state] if state else None
+    return [_brief(p) for p in _journal(request).proposals(states)]
+
+
+@router.get("/proposals/{proposal_id}", response_model=ProposalDetailOut)
+def proposal(request: Request, proposal_id: int) -> ProposalDetailOut:
+    journal = _journal(request)
+    try:
+        found = journal.proposal(proposal_id)
+    except BotError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
+    return ProposalDetailOut(
+        **_brief(found).model_dump(),
+        patch=found.patch,
+        pr_title=found.pr_title,
+        pr_body=found.pr_body,
+        triage=found.plan.get("triage"),
+        events=[EventOut(**asdict(e)) for e in journal.events(proposal_id)],
+        verifications=[VerificationOut(**asdict(v)) for v in journal.verifications(proposal_id)],
+    )
+
+
+@router.get("/findings", response_model=list[FindingOut])
+def findings(
+    request: Request,
+    recipe: str | None = None,
+    version: str | None = None,
+    q: str | None = Query(None, description="text in the class name, path or architectures"),
+    limit: int = Query(500, ge=1, le=5000),
+) -> list[FindingOut]:
+    rows = _journal(request).findings(FindingFilter(recipe, version, q, limit))
+    return [FindingOut(**asdict(row)) for row in rows]

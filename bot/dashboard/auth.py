@@ -1,0 +1,90 @@
+"""Who is looking: a maintainer (may act) or an anonymous viewer (read-only); CSRF tokens."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import secrets
+from dataclasses import dataclass
+
+from fastapi import HTTPException, Request
+
+from bot.errors import BotError
+
+
+@dataclass(frozen=True)
+class Viewer:
+    login: str | None
+    maintainer: bool
+
+    @property
+    def anonymous(self) -> bool:
+        return self.login is None
+
+
+ANONYMOUS = Viewer(login=None, maintainer=False)
+
+
+def maintainers_from_env() -> frozenset[str]:
+    raw = os.environ.get("BOT_MAINTAINERS", "")
+    return frozenset(login.strip().lower() for login in raw.split(",") if login.strip())
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def viewer_of(request: Request) -> Viewer:
+    settings = request.app.state.settings
+    if settings.as_login:
+        return Viewer(login=settings.as_login, maintainer=True)
+    login = request.session.get("login")
+    if not isinstance(login, str) or not login:
+        return ANONYMOUS
+    return Viewer(login=login, maintainer=login.lower() in settings.maintainers)
+
+
+def csrf_token(request: Request) -> str:
+    token = request.session.get("csrf")
+    if not isinstance(token, str):
+        token = secrets.token_urlsafe(32)
+        request.session["csrf"] = token
+    return token
+
+
+def check_csrf(request: Request, submitted: str) -> None:
+    # The session cookie is signed, so the token in it cannot be forged; comparing it with
+    # the form's copy proves the form came from a page we served to this session.
+    expected = request.session.get("csrf")
+    if not isinstance(expected, str) or not hmac.compare_digest(expected, submitted or ""):
+        raise HTTPException(status_code=403, detail="missing or stale CSRF token; reload the page")
+
+
+def require_maintainer(request: Request) -> Viewer:
+    viewer = viewer_of(request)
+    if not viewer.maintainer:
+        raise HTTPException(status_code=403, detail="only maintainers may act on proposals")
+    return viewer
+
+
+def login_for_token(api_url: str, token: str) -> str:
+    """Ask GitHub whose token this is. The token is used for this one call and then dropped."""
+    from github import Auth, Github, GithubException
+
+    client = Github(auth=Auth.Token(token), base_url=api_url, timeout=15, retry=None)
+    try:
+        return str(client.get_user().login)
+    except GithubException as exc:
+        raise BotError(f"GitHub did not accept that token (HTTP {exc.status})") from None
+    except Exception as exc:  # noqa: BLE001 - network errors must not leak the token
+        raise BotError(
+            f"could not reach GitHub to check the token ({type(exc).__name__})"
+        ) from None
+    finally:
+        client.close()

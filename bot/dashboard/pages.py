@@ -1,0 +1,174 @@
+"""The HTML pages and the form actions. Plain forms and redirects: no JavaScript needed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Form, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from bot.dashboard import actions
+from bot.dashboard.auth import (
+    check_csrf,
+    csrf_token,
+    login_for_token,
+    require_maintainer,
+    viewer_of,
+)
+from bot.errors import BotError
+from bot.store import (
+    APPROVABLE,
+    REJECTABLE,
+    REVERIFIABLE,
+    STATES,
+    FindingFilter,
+    Journal,
+    Proposal,
+)
+
+router = APIRouter(include_in_schema=False)
+
+
+def _journal(request: Request) -> Journal:
+    return request.app.state.journal
+
+
+def render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
+    template = request.app.state.templates.get_template(name)
+    context.update(
+        request=request,
+        viewer=viewer_of(request),
+        csrf=csrf_token(request),
+        flash=request.session.pop("flash", None),
+        upstream=request.app.state.settings.upstream,
+        states=STATES,
+    )
+    return HTMLResponse(template.render(**context), status_code=status_code)
+
+
+def error_page(request: Request, status_code: int, detail: str) -> HTMLResponse:
+    return render(request, "error.html", status_code=status_code, status=status_code, detail=detail)
+
+
+def _proposal_or_404(journal: Journal, proposal_id: int) -> Proposal:
+    try:
+        return journal.proposal(proposal_id)
+    except BotError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
+
+
+def _back_to(request: Request, proposal_id: int, message: str) -> RedirectResponse:
+    request.session["flash"] = message
+    return RedirectResponse(f"/proposals/{proposal_id}", status_code=303)
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(
+    request: Request, recipe: str = "", version: str = "", q: str = "", state: str = ""
+) -> HTMLResponse:
+    journal = _journal(request)
+    recipes, versions = journal.finding_facets()
+    where = FindingFilter(recipe=recipe or None, version=version or None, text=q or None)
+    proposals = journal.proposals([state] if state in STATES else None)
+    return render(
+        request,
+        "overview.html",
+        summary=journal.summary(),
+        proposals=proposals,
+        findings=journal.findings(where),
+        recipes=recipes,
+        versions=versions,
+        chosen={"recipe": recipe, "version": version, "q": q, "state": state},
+    )
+
+
+@router.get("/proposals/{proposal_id}", response_class=HTMLResponse)
+def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
+    journal = _journal(request)
+    proposal = _proposal_or_404(journal, proposal_id)
+    return render(
+        request,
+        "proposal.html",
+        proposal=proposal,
+        triage=proposal.plan.get("triage") or {},
+        verification=proposal.plan.get("verification") or {},
+        verifications=journal.verifications(proposal_id),
+        events=journal.events(proposal_id),
+        can_approve=proposal.state in APPROVABLE,
+        can_reject=proposal.state in REJECTABLE,
+        can_reverify=proposal.state in REVERIFIABLE,
+    )
+
+
+@router.post("/proposals/{proposal_id}/approve")
+async def approve(request: Request, proposal_id: int, csrf: str = Form("")) -> RedirectResponse:
+    check_csrf(request, csrf)
+    viewer = require_maintainer(request)
+    journal = _journal(request)
+    _proposal_or_404(journal, proposal_id)
+    outcome = await run_in_threadpool(
+        actions.approve, journal, proposal_id, viewer.login or "", request.app.state.publish
+    )
+    return _back_to(request, proposal_id, outcome.message)
+
+
+@router.post("/proposals/{proposal_id}/reject")
+async def reject(
+    request: Request, proposal_id: int, csrf: str = Form(""), note: str = Form("")
+) -> RedirectResponse:
+    check_csrf(request, csrf)
+    viewer = require_maintainer(request)
+    journal = _journal(request)
+    _proposal_or_404(journal, proposal_id)
+    outcome = await run_in_threadpool(
+        actions.reject, journal, proposal_id, viewer.login or "", note
+    )
+    return _back_to(request, proposal_id, outcome.message)
+
+
+@router.post("/proposals/{proposal_id}/reverify")
+async def reverify(request: Request, proposal_id: int, csrf: str = Form("")) -> RedirectResponse:
+    check_csrf(request, csrf)
+    viewer = require_maintainer(request)
+    journal = _journal(request)
+    _proposal_or_404(journal, proposal_id)
+    outcome = await run_in_threadpool(actions.reverify, journal, proposal_id, viewer.login or "")
+    return _back_to(request, proposal_id, outcome.message)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_page(request: Request) -> HTMLResponse:
+    return render(request, "login.html", error=None)
+
+
+@router.post("/login", response_model=None)
+async def login(
+    request: Request, csrf: str = Form(""), token: str = Form("")
+) -> HTMLResponse | RedirectResponse:
+    check_csrf(request, csrf)
+    if not token.strip():
+        return render(request, "login.html", status_code=400, error="Paste a GitHub token.")
+    try:
+        login_name = await run_in_threadpool(
+            login_for_token, request.app.state.settings.api_url, token.strip()
+        )
+    except BotError as exc:
+        return render(request, "login.html", status_code=403, error=str(exc))
+    # The token was used for that one call: it is not stored in the session, nor echoed.
+    request.session.clear()
+    request.session["login"] = login_name
+    maintainer = login_name.lower() in request.app.state.settings.maintainers
+    request.session["flash"] = (
+        f"Signed in as {login_name}."
+        if maintainer
+        else f"Signed in as {login_name}, who is not a maintainer: read-only."
+    )
+    return RedirectResponse("/", status_code=303)
+
+
+@router.post("/logout")
+def logout(request: Request, csrf: str = Form("")) -> RedirectResponse:
+    check_csrf(request, csrf)
+    request.session.clear()
+    return RedirectResponse("/", status_code=303)

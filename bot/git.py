@@ -1,0 +1,280 @@
+"""The git edge: build the fix commit and push it to the fork, via GitPython.
+
+The bot works in its own bare repository (default ``home_dir()/work/<upstream slug>``); it
+borrows objects from the plan's ``repo_path`` through git's alternates (read-only: that
+checkout's working tree, index and branches are never touched) and builds the commit with a
+private index file, so no working tree is ever checked out. The fork's branch is only
+rewritten while every commit on it is the bot's own: once anyone else commits there, the bot
+leaves it alone (Renovate's rule).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit
+
+import git
+
+from bot.config import GitHubSettings, github_settings, home_dir
+from bot.errors import BotError
+from bot.plan import Plan
+from bot.redact import redact
+
+FORK_REMOTE = "fork"
+_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    branch: str
+    sha: str  # what the fork's branch should point at
+    base_commit: str
+    reused: bool  # the fork already had an equivalent commit of ours
+    human_edited: bool  # someone else committed to the branch; the bot will not push
+    remote_sha: str | None  # the fork branch's tip when we looked (None: no such branch)
+
+
+def default_work_dir(settings: GitHubSettings) -> Path:
+    return home_dir() / "work" / settings.upstream.replace("/", "__")
+
+
+def fork_url(settings: GitHubSettings) -> str:
+    """``BOT_FORK_URL`` if set, else ``https://<web host>/<fork owner>/<upstream name>.git``."""
+    override = os.environ.get("BOT_FORK_URL")
+    if override:
+        return override
+    if not settings.fork_owner:
+        raise BotError("no fork configured: set BOT_FORK_OWNER (or BOT_FORK_URL)")
+    api = urlsplit(settings.api_url)
+    host = "github.com" if api.hostname == "api.github.com" else api.netloc
+    name = settings.upstream.split("/", 1)[1]
+    return f"https://{host}/{settings.fork_owner}/{name}.git"
+
+
+def prepare_branch(
+    plan: Plan, patch: str, work_dir: Path | None = None, settings: GitHubSettings | None = None
+) -> CommitInfo:
+    """The commit the fork's ``plan.branch`` should carry: reused if already there, else new.
+
+    Safe to re-run: when the fork already has a bot commit with the same tree on the same
+    base, that commit is returned and nothing new is created.
+    """
+    settings = settings or github_settings()
+    branch, base = _checked_branch(plan), _checked_base(plan)
+    if not patch.strip():
+        raise BotError("the plan has an empty patch; there is nothing to commit")
+    repo = _work_repo(work_dir or default_work_dir(settings))
+    _ensure_base(repo, plan.repo_path, base)
+    with _git_errors("reading the fork"):
+        _set_fork_remote(repo, settings)
+        remote_sha = _fetch_fork_branch(repo, branch, settings)
+    tree = _tree_with_patch(repo, base, patch)
+    if remote_sha is not None:
+        ours = _only_bot_commits(repo, base, remote_sha, settings)
+        if not ours:
+            return CommitInfo(branch, remote_sha, base, False, True, remote_sha)
+        tip = repo.commit(remote_sha)
+        if tip.tree.hexsha == tree and [p.hexsha for p in tip.parents] == [base]:
+            return CommitInfo(branch, remote_sha, base, True, False, remote_sha)
+    sha = _commit(repo, tree, base, _message(plan, settings), settings)
+    return CommitInfo(branch, sha, base, False, False, remote_sha)
+
+
+def push_branch(
+    commit: CommitInfo, work_dir: Path | None = None, settings: GitHubSettings | None = None
+) -> bool:
+    """Point the fork's branch at ``commit.sha``. True if something was pushed.
+
+    The push is guarded by ``--force-with-lease`` on the tip seen in :func:`prepare_branch`,
+    so a commit someone pushed in between is never overwritten.
+    """
+    settings = settings or github_settings()
+    if commit.human_edited or commit.remote_sha == commit.sha:
+        return False
+    repo = git.Repo(work_dir or default_work_dir(settings))
+    lease = f"refs/heads/{commit.branch}:{commit.remote_sha or ''}"
+    with _git_errors(f"pushing {commit.branch} to the fork"), _auth_env(repo, settings):
+        repo.git.push(
+            "--porcelain",
+            f"--force-with-lease={lease}",
+            FORK_REMOTE,
+            f"{commit.sha}:refs/heads/{commit.branch}",
+        )
+    return True
+
+
+# --- steps --------------------------------------------------------------------------------
+
+
+def _checked_branch(plan: Plan) -> str:
+    if not plan.branch or not _BRANCH.match(plan.branch) or ".." in plan.branch:
+        raise BotError(f"the plan's branch {plan.branch!r} is not bot/<recipe>/<class-slug>")
+    return plan.branch
+
+
+def _checked_base(plan: Plan) -> str:
+    if not _SHA.match(plan.base_commit or ""):
+        raise BotError("the plan's base_commit is not a full commit sha")
+    return plan.base_commit
+
+
+def _work_repo(work_dir: Path) -> git.Repo:
+    if (work_dir / "HEAD").is_file():
+        return git.Repo(work_dir)
+    work_dir.parent.mkdir(parents=True, exist_ok=True)
+    return git.Repo.init(work_dir, bare=True)
+
+
+def _ensure_base(repo: git.Repo, repo_path: str, base: str) -> None:
+    if _has_commit(repo, base):
+        return
+    if not repo_path or not Path(repo_path).is_dir():
+        raise BotError(f"the plan's repo_path {repo_path!r} is not a directory")
+    try:
+        source = git.Repo(repo_path)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise BotError(f"the plan's repo_path {repo_path} is not a git checkout") from None
+    # Borrow the checkout's objects instead of copying ~100 MB of vLLM history.
+    objects = Path(source.common_dir, "objects").resolve()
+    alternates = Path(repo.git_dir, "objects", "info", "alternates")
+    alternates.parent.mkdir(parents=True, exist_ok=True)
+    known = alternates.read_text().splitlines() if alternates.exists() else []
+    if str(objects) not in known:
+        alternates.write_text("".join(f"{line}\n" for line in [*known, str(objects)]))
+    if not _has_commit(repo, base):
+        raise BotError(f"base commit {base[:12]} is not in {repo_path}")
+
+
+def _has_commit(repo: git.Repo, sha: str) -> bool:
+    try:
+        repo.git.cat_file("-e", f"{sha}^{{commit}}")
+    except git.GitCommandError:
+        return False
+    return True
+
+
+def _set_fork_remote(repo: git.Repo, settings: GitHubSettings) -> None:
+    url = fork_url(settings)
+    if FORK_REMOTE in [r.name for r in repo.remotes]:
+        if repo.remotes[FORK_REMOTE].url != url:
+            repo.git.remote("set-url", FORK_REMOTE, url)
+    else:
+        repo.git.remote("add", FORK_REMOTE, url)
+
+
+def _fetch_fork_branch(repo: git.Repo, branch: str, settings: GitHubSettings) -> str | None:
+    with _auth_env(repo, settings):
+        listing = repo.git.ls_remote(FORK_REMOTE, f"refs/heads/{branch}").strip()
+        if not listing:
+            return None
+        sha = listing.split()[0]
+        if not _has_commit(repo, sha):
+            repo.git.fetch("--no-tags", FORK_REMOTE, f"+refs/heads/{branch}:refs/fork/{branch}")
+    return sha
+
+
+def _tree_with_patch(repo: git.Repo, base: str, patch: str) -> str:
+    # Re-runs are common (every step is re-run safe), and rebuilding a 6k-file index costs a
+    # second, so the resulting tree is remembered under a ref named by (base, patch).
+    key = hashlib.sha256(f"{base}\0{patch}".encode()).hexdigest()
+    cache_ref = f"refs/bot/trees/{key}"
+    try:
+        return repo.git.rev_parse("--verify", "--quiet", f"{cache_ref}^{{tree}}")
+    except git.GitCommandError:
+        tree = _apply_to_base(repo, base, patch)
+        repo.git.update_ref(cache_ref, tree)
+        return tree
+
+
+def _apply_to_base(repo: git.Repo, base: str, patch: str) -> str:
+    # A private index: the patch is applied to base's tree without any checkout.
+    with tempfile.TemporaryDirectory(prefix="bot-index-") as scratch:
+        env = {"GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        with repo.git.custom_environment(**env):
+            repo.git.read_tree(base)
+            try:
+                with _stdin(patch, scratch) as stdin:
+                    repo.git.apply("--cached", "-", istream=stdin)
+            except git.GitCommandError as exc:
+                detail = redact(str(exc.stderr or "").strip()).splitlines()
+                reason = detail[0] if detail else "git apply failed"
+                raise BotError(f"the patch does not apply at {base[:12]}: {reason}") from None
+            return repo.git.write_tree()
+
+
+def _stdin(text: str, scratch: str) -> BinaryIO:
+    path = Path(scratch) / "stdin"
+    path.write_text(text, encoding="utf-8")
+    return open(path, "rb")  # noqa: SIM115 - callers use it as a context manager
+
+
+def _only_bot_commits(repo: git.Repo, base: str, tip: str, settings: GitHubSettings) -> bool:
+    commits = list(repo.iter_commits(f"{base}..{tip}"))
+    return bool(commits) and all(
+        c.author.email == settings.git_email and c.committer.email == settings.git_email
+        for c in commits
+    )
+
+
+def _message(plan: Plan, settings: GitHubSettings) -> str:
+    title = (plan.title or f"Declare SupportsEagle3 on {plan.class_name}").strip()
+    lines = [title, ""]
+    if plan.reason.strip():
+        lines += [plan.reason.strip(), ""]
+    if plan.issue_number:
+        lines += [f"Fixes #{plan.issue_number}", ""]
+    lines.append(f"Signed-off-by: {settings.git_name} <{settings.git_email}>")
+    return "\n".join(lines) + "\n"
+
+
+def _commit(repo: git.Repo, tree: str, base: str, message: str, settings: GitHubSettings) -> str:
+    identity = {
+        "GIT_AUTHOR_NAME": settings.git_name,
+        "GIT_AUTHOR_EMAIL": settings.git_email,
+        "GIT_COMMITTER_NAME": settings.git_name,
+        "GIT_COMMITTER_EMAIL": settings.git_email,
+    }
+    with (
+        tempfile.TemporaryDirectory(prefix="bot-msg-") as scratch,
+        repo.git.custom_environment(**identity),
+        _stdin(message, scratch) as stdin,
+    ):
+        return repo.git.commit_tree(tree, "-p", base, "-F", "-", istream=stdin)
+
+
+@contextmanager
+def _auth_env(repo: git.Repo, settings: GitHubSettings) -> Iterator[None]:
+    """Hand git the token through its environment: never argv, never a config file."""
+    url = repo.remotes[FORK_REMOTE].url
+    token = settings.token
+    env = {"GIT_TERMINAL_PROMPT": "0"}
+    if token and url.startswith("https://"):
+        parts = urlsplit(url)
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        env |= {
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": f"http.https://{parts.netloc}/.extraheader",
+            "GIT_CONFIG_VALUE_0": f"AUTHORIZATION: basic {basic}",
+        }
+    with repo.git.custom_environment(**env):
+        yield
+
+
+@contextmanager
+def _git_errors(action: str) -> Iterator[None]:
+    try:
+        yield
+    except git.GitCommandError as exc:
+        stderr = redact(str(exc.stderr or "")).strip().splitlines()
+        detail = stderr[-1].strip() if stderr else f"exit {exc.status}"
+        raise BotError(f"{action} failed: {detail[:200]}") from None

@@ -1,0 +1,271 @@
+"""Publish a plan: one pull request per fix, never a duplicate, plus one sticky issue comment.
+
+Every step is safe to re-run. Earlier PRs are found by their head branch and by the hidden
+fingerprint marker in their body: an open one is updated in place (only when the body's hash
+changed), a closed unmerged one means a maintainer said no (nothing is reopened), a merged one
+means there is nothing left to do. A crash between the push and the PR leaves a pushed branch,
+which the next run reuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.config import GitHubSettings, github_settings, home_dir
+from bot.errors import BotError
+from bot.git import CommitInfo, prepare_branch, push_branch
+from bot.github import GitHubClient, PullRequestExists
+from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, Plan, read_plan_dir
+
+REVIEWER_MARKER = "<!-- bot:reviewer -->"
+_FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
+_BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    action: str  # opened | updated | unchanged | closed-by-maintainer | merged |
+    # needs-info-commented | nothing-to-do | rate-limited
+    pr_number: int | None = None
+    pr_url: str | None = None
+    comment_url: str | None = None
+    message: str = ""
+
+
+def fingerprint_marker(fingerprint: str) -> str:
+    return f"<!-- bot:fingerprint={fingerprint} -->"
+
+
+def status_marker(issue_number: int) -> str:
+    return f"<!-- bot:status issue={issue_number} -->"
+
+
+def ledger_path() -> Path:
+    """Where PR openings are recorded for the hourly cap (re-point here to use the journal)."""
+    return home_dir() / "publish-ledger.json"
+
+
+class PublishBudget:
+    """Renovate-style caps: at most ``max_prs_per_run`` PRs opened by one budget object (share
+    one across a batch) and ``max_prs_per_hour`` across runs, counted in :func:`ledger_path`."""
+
+    def __init__(self, settings: GitHubSettings) -> None:
+        self.settings = settings
+        self.opened_this_run = 0
+
+    def refusal(self) -> str | None:
+        if self.opened_this_run >= self.settings.max_prs_per_run:
+            return f"already opened {self.opened_this_run} PR(s) this run (BOT_MAX_PRS_PER_RUN)"
+        recent = [t for t in _read_ledger() if time.time() - t < _HOUR]
+        if len(recent) >= self.settings.max_prs_per_hour:
+            return f"{len(recent)} PR(s) opened in the last hour (BOT_MAX_PRS_PER_HOUR)"
+        return None
+
+    def record(self) -> None:
+        self.opened_this_run += 1
+        path = ledger_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        times = [t for t in _read_ledger() if time.time() - t < 24 * _HOUR] + [time.time()]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"opened_at": times}) + "\n", encoding="utf-8")
+        tmp.replace(path)
+
+
+def _read_ledger() -> list[float]:
+    try:
+        data = json.loads(ledger_path().read_text(encoding="utf-8"))
+        return [float(t) for t in data.get("opened_at", [])]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return []
+
+
+def publish_plan(
+    plan_dir: Path,
+    *,
+    reviewer: str | None,
+    client: GitHubClient | None = None,
+    settings: GitHubSettings | None = None,
+    work_dir: Path | None = None,
+    budget: PublishBudget | None = None,
+) -> PublishResult:
+    planned = read_plan_dir(plan_dir)
+    plan = planned.plan
+    if plan.status == NOTHING_TO_FIX:
+        return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")
+    settings = settings or github_settings()
+    client = client or GitHubClient(settings)
+    if not client.authenticated:
+        raise BotError("publishing needs a token: set GITHUB_TOKEN")
+    if plan.status == NEEDS_INFO:
+        return _ask_reporter(plan, client)
+    title = (planned.pr_title or plan.title or "").strip()
+    if not title or not plan.fingerprint:
+        raise BotError("the plan has no PR title or fingerprint; re-run `bot propose`")
+    if not settings.fork_owner:
+        raise BotError("no fork configured: set BOT_FORK_OWNER")
+    body = compose_body(planned.pr_body, title, plan, reviewer)
+    head = f"{settings.fork_owner}:{plan.branch}"
+    earlier = _earlier_pulls(client, head, fingerprint_marker(plan.fingerprint), plan.upstream)
+    merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
+    if merged:
+        return _result("merged", merged[0], f"PR #{merged[0]['number']} was merged already")
+    open_pulls = [p for p in earlier if p["state"] == "open"]
+    if not open_pulls and earlier:
+        closed = earlier[0]
+        message = (
+            f"PR #{closed['number']} was closed without merging: a maintainer said no, "
+            "so nothing is reopened"
+        )
+        return _result("closed-by-maintainer", closed, message)
+    if not open_pulls:
+        refusal = (budget or PublishBudget(settings)).refusal()
+        if refusal:
+            return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
+    commit = prepare_branch(plan, planned.patch, work_dir, settings)
+    pushed = push_branch(commit, work_dir, settings)
+    if open_pulls:
+        return _update(client, plan, open_pulls[0], title, body, commit, pushed)
+    try:
+        pull = client.create_pull(
+            title=title,
+            body=body,
+            head=head,
+            base=client.default_branch(plan.upstream),
+            draft=not _verified(plan),
+            repo=plan.upstream,
+        )
+    except PullRequestExists:
+        # Opened by a run that died before it could report; adopt it.
+        again = _earlier_pulls(client, head, None, plan.upstream)
+        open_now = [p for p in again if p["state"] == "open"]
+        if not open_now:
+            raise
+        return _update(client, plan, open_now[0], title, body, commit, pushed)
+    (budget or PublishBudget(settings)).record()
+    labelled = client.add_labels(pull["number"], [settings.label], repo=plan.upstream)
+    comment_url = _comment_on_issue(client, plan, pull)
+    note = "" if labelled else f" (could not add label {settings.label!r})"
+    draft = " as a draft" if pull.get("draft") else ""
+    return _result("opened", pull, f"opened PR #{pull['number']}{draft}{note}", comment_url)
+
+
+def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str:
+    """pr.md's body plus the reviewer disclosure, the fingerprint and the body-hash markers."""
+    lines = [
+        line
+        for line in body.rstrip().split("\n")
+        if not _FINGERPRINT_LINE.match(line.strip()) and not _BODY_SHA.search(line)
+    ]
+    if plan.issue_number and f"#{plan.issue_number}" not in body:
+        lines += ["", f"Fixes #{plan.issue_number}"]
+    if reviewer is not None:
+        if not _LOGIN.match(reviewer):
+            raise BotError(f"not a GitHub login: {reviewer!r}")
+        disclosure = f"{REVIEWER_MARKER}Reviewed and approved by @{reviewer} before opening."
+        at = next((i for i, x in enumerate(lines) if x.startswith(REVIEWER_MARKER)), None)
+        if at is None:
+            lines += ["", disclosure]
+        else:
+            lines[at] = disclosure
+    lines += ["", fingerprint_marker(plan.fingerprint or "")]
+    text = "\n".join(lines)
+    digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]
+    return f"{text}\n<!-- bot:body-sha={digest} -->\n"
+
+
+def _earlier_pulls(
+    client: GitHubClient, head: str, marker: str | None, upstream: str
+) -> list[dict[str, Any]]:
+    """PRs from our head branch that carry our fingerprint (any state), newest first."""
+    pulls = client.find_pulls(head, repo=upstream)
+    if marker is not None:
+        pulls = [p for p in pulls if marker in (p.get("body") or "")]
+    return sorted(pulls, key=lambda p: p["number"], reverse=True)
+
+
+def _update(
+    client: GitHubClient,
+    plan: Plan,
+    pull: dict[str, Any],
+    title: str,
+    body: str,
+    commit: CommitInfo,
+    pushed: bool,
+) -> PublishResult:
+    changes: list[str] = []
+    if pushed:
+        changes.append("pushed a new commit")
+    if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
+        pull = client.edit_pull(pull["number"], title=title, body=body, repo=plan.upstream)
+        changes.append("updated title/body")
+    if _verified(plan) and pull.get("draft"):
+        client.mark_ready_for_review(pull["number"], repo=plan.upstream)
+        pull = client.get_pull(pull["number"], repo=plan.upstream)
+        changes.append("marked ready for review")
+    comment_url = _comment_on_issue(client, plan, pull)
+    if commit.human_edited:
+        changes.append("left the branch alone: someone else has committed to it")
+    changed = pushed or any(c.startswith(("updated", "marked")) for c in changes)
+    action = "updated" if changed else "unchanged"
+    message = f"PR #{pull['number']}: " + ("; ".join(changes) if changes else "already up to date")
+    return _result(action, pull, message, comment_url)
+
+
+def _comment_on_issue(client: GitHubClient, plan: Plan, pull: dict[str, Any]) -> str | None:
+    if not plan.issue_number:
+        return None
+    state = "a draft until GPU verification passes" if pull.get("draft") else "ready for review"
+    subject = html.escape(plan.class_name or "the model class")
+    body = (
+        f"{status_marker(plan.issue_number)}\n"
+        f"A fix is proposed in #{pull['number']}: it declares `SupportsEagle3` on "
+        f"`{subject}` so EAGLE-3 speculative decoding can load it. The PR is {state}.\n"
+    )
+    url, _ = client.upsert_issue_comment(
+        plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
+    )
+    return url
+
+
+def _ask_reporter(plan: Plan, client: GitHubClient) -> PublishResult:
+    if not plan.issue_number:
+        raise BotError("a needs-info plan without an issue number has nobody to ask")
+    if not plan.questions:
+        raise BotError("a needs-info plan needs at least one question")
+    # Questions may quote the issue: escaped so they render as text, never as markup.
+    asked = "\n".join(f"- {html.escape(q.strip())}" for q in plan.questions)
+    body = (
+        f"{status_marker(plan.issue_number)}\n"
+        "Thanks for the report. Before proposing a fix, the bot needs a little more "
+        f"information:\n\n{asked}\n"
+    )
+    url, what = client.upsert_issue_comment(
+        plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
+    )
+    return PublishResult(
+        "needs-info-commented", comment_url=url, message=f"question comment {what}"
+    )
+
+
+def _result(
+    action: str, pull: dict[str, Any], message: str, comment_url: str | None = None
+) -> PublishResult:
+    return PublishResult(action, pull["number"], pull.get("html_url"), comment_url, message)
+
+
+def _verified(plan: Plan) -> bool:
+    return bool(plan.verification and plan.verification.get("passed") is True)
+
+
+def _body_sha(body: str) -> str | None:
+    found = _BODY_SHA.search(body)
+    return found.group(1) if found else None

@@ -1,0 +1,82 @@
+"""`bot triage`: find open upstream issues of the known class and record them as candidates.
+
+Issues are found two ways: by the error messages the vLLM tree raises when a model lacks the
+EAGLE-3 interface (read from the tree, see ``bot.tree.signatures``), and by the label the
+GitHub Action applies. Issue text is never interpreted here; only numbers, titles and URLs
+are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bot.config import GitHubSettings, github_settings, home_dir
+from bot.github import GitHubClient
+from bot.tree.signatures import error_signatures
+
+_MIN_SIGNATURE = 12  # shorter prefixes match too much unrelated text
+
+
+@dataclass(frozen=True)
+class Candidate:
+    number: int
+    title: str
+    html_url: str
+    matched_by: tuple[str, ...]
+
+
+def search_queries(tree: Path, settings: GitHubSettings) -> list[str]:
+    scope = f"repo:{settings.upstream} is:issue is:open"
+    prefixes = sorted(
+        {
+            s.message_prefix.replace('"', " ").strip()
+            for s in error_signatures(tree)
+            if len(s.message_prefix.strip()) >= _MIN_SIGNATURE
+        }
+    )
+    return [f'{scope} "{prefix}"' for prefix in prefixes] + [f'{scope} label:"{settings.label}"']
+
+
+def find_candidates(
+    tree: Path, client: GitHubClient | None = None, settings: GitHubSettings | None = None
+) -> list[Candidate]:
+    settings = settings or github_settings()
+    client = client or GitHubClient(settings)
+    found: dict[int, tuple[str, str, list[str]]] = {}
+    for query in search_queries(tree, settings):
+        for issue in client.search_issues(query):
+            if "pull_request" in issue:
+                continue
+            entry = found.setdefault(issue["number"], (issue["title"], issue["html_url"], []))
+            entry[2].append(query)
+    return [
+        Candidate(number, title, url, tuple(queries))
+        for number, (title, url, queries) in sorted(found.items())
+    ]
+
+
+def candidates_path() -> Path:
+    """Where candidates are kept until the journal (bot/store.py) takes over: re-point here."""
+    return home_dir() / "triage-candidates.json"
+
+
+def record_candidates(candidates: list[Candidate]) -> Path:
+    """Merge into the candidates file by issue number; written atomically."""
+    path = candidates_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        known = {c["number"]: c for c in json.loads(path.read_text(encoding="utf-8"))}
+    except (OSError, ValueError, TypeError, KeyError):
+        known = {}
+    for candidate in candidates:
+        known[candidate.number] = asdict(candidate) | {"matched_by": list(candidate.matched_by)}
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".triage-candidates.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump([known[n] for n in sorted(known)], handle, indent=2, ensure_ascii=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+    return path

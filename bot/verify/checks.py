@@ -1,0 +1,134 @@
+"""The local checks on a patched scratch tree: each returns one :class:`Check`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.verify.junit import run_pytest
+
+SKIPPED_NO_VLLM = "skipped: vLLM not importable"
+
+
+@dataclass
+class Check:
+    name: str
+    passed: bool | None  # None: skipped, neither passed nor failed
+    detail: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+FindingKey = tuple[str, str, str]  # recipe, class, path
+
+
+def finding_key(finding: dict[str, Any]) -> FindingKey:
+    return (str(finding.get("recipe")), str(finding.get("class")), str(finding.get("path")))
+
+
+def rescan_check(
+    target: dict[str, Any] | None, before: list[FindingKey], after: list[FindingKey]
+) -> Check:
+    """The plan's finding is gone after the patch, and no finding appeared that wasn't there."""
+    problems: list[str] = []
+    if target is not None:
+        key = finding_key(target)
+        if key not in before:
+            problems.append(f"{key[1]} ({key[0]}) is not found on the unpatched tree")
+        if key in after:
+            problems.append(f"{key[1]} ({key[0]}) is still found after the patch")
+    new = sorted(set(after) - set(before))
+    if new:
+        listed = ", ".join(f"{cls} in {path} ({recipe})" for recipe, cls, path in new[:5])
+        problems.append(f"new findings after the patch: {listed}")
+    if problems:
+        return Check("rescan", False, "; ".join(problems))
+    fixed = f"{target.get('class')} no longer found; " if target else ""
+    return Check("rescan", True, f"{fixed}{len(after)} findings left, none new")
+
+
+def compile_check(tree: Path, files: list[str]) -> Check:
+    python_files = [f for f in files if f.endswith(".py") and (tree / f).is_file()]
+    for rel in python_files:
+        try:
+            compile((tree / rel).read_bytes(), rel, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            return Check("py_compile", False, f"{rel}: {exc.__class__.__name__}: {exc}")
+    return Check("py_compile", True, f"{len(python_files)} file(s) compile")
+
+
+def ruff_violations(tree: Path, files: list[str]) -> Counter[tuple[str, str]] | str:
+    """(file, rule) counts under the tree's own ruff configuration, or an error message."""
+    python_files = [f for f in files if f.endswith(".py") and (tree / f).is_file()]
+    if not python_files:
+        return Counter()
+    command = [
+        sys.executable,
+        "-m",
+        "ruff",
+        "check",
+        "--no-cache",
+        "--exit-zero",
+        "--output-format=json",
+        "--",
+        *python_files,
+    ]
+    result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+    try:
+        items = json.loads(result.stdout or "null")
+    except json.JSONDecodeError:
+        items = None
+    if result.returncode != 0 or not isinstance(items, list):
+        tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"ruff could not check the files: {tail[:200]}"
+    counts: Counter[tuple[str, str]] = Counter()
+    for item in items:
+        rel = os.path.relpath(item.get("filename", ""), tree)
+        counts[(rel, str(item.get("code") or "syntax"))] += 1
+    return counts
+
+
+def ruff_check(
+    before: Counter[tuple[str, str]] | str, after: Counter[tuple[str, str]] | str
+) -> Check:
+    """Ruff on the touched files: the patch adds no violation the file did not have."""
+    if isinstance(after, str):
+        return Check("ruff", False, after)
+    if isinstance(before, str):
+        before = Counter()
+    added = after - before
+    if added:
+        listed = ", ".join(f"{rule} in {path}" for (path, rule) in sorted(added)[:5])
+        return Check("ruff", False, f"new ruff violations: {listed}")
+    return Check("ruff", True, "no new violations on the touched files")
+
+
+def vllm_importable(tree: Path) -> bool:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    result = subprocess.run(
+        [sys.executable, "-c", "import vllm"],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        check=False,
+        timeout=300,
+    )
+    return result.returncode == 0
+
+
+def cpu_test_check(tree: Path, node_ids: list[str], junit_path: Path) -> Check:
+    if not node_ids:
+        return Check("cpu-tests", None, "skipped: the plan lists no CPU tests")
+    if not vllm_importable(tree):
+        return Check("cpu-tests", None, SKIPPED_NO_VLLM)
+    run = run_pytest(node_ids, tree, junit_path, pythonpath=tree)
+    if run.conclusion == "skipped":
+        return Check("cpu-tests", None, f"skipped: {run.log_excerpt}")
+    return Check("cpu-tests", run.conclusion == "success", run.log_excerpt)

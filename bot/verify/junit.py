@@ -1,0 +1,129 @@
+"""Running pytest node ids in a subprocess and reading its JUnit XML report."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.errors import BotError
+
+# A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
+# optional parametrisation. No leading dash, so a node id can never become a pytest option.
+_NODE_ID = re.compile(r"^tests/[\w./-]+\.py(::[\w.]+)*(\[[^\s\]]*\])?$")
+_EXCERPT_LINES = 40
+_EXCERPT_CHARS = 4000
+
+
+@dataclass
+class TestRun:
+    conclusion: str  # success | failure | skipped | error
+    tests: int = 0
+    failures: int = 0
+    errors: int = 0
+    skipped: int = 0
+    log_excerpt: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def validate_node_ids(node_ids: list[str]) -> list[str]:
+    for node_id in node_ids:
+        if not _NODE_ID.match(node_id) or ".." in node_id.split("::")[0].split("/"):
+            raise BotError(f"not a pytest node id under tests/: {node_id[:120]!r}")
+    return node_ids
+
+
+def split_node_ids(text: str) -> list[str]:
+    return validate_node_ids(text.split())
+
+
+def run_pytest(
+    node_ids: list[str],
+    cwd: Path,
+    junit_path: Path,
+    *,
+    pythonpath: Path | None = None,
+    timeout: float = 3600,
+) -> TestRun:
+    """Run ``node_ids`` with this interpreter's pytest in ``cwd``; the JUnit report decides."""
+    validate_node_ids(node_ids)
+    if not node_ids:
+        return TestRun(conclusion="skipped", log_excerpt="no tests to run")
+    junit_path.parent.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p
+        )
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--junitxml={junit_path}",
+        "--",
+        *node_ids,
+    ]
+    try:
+        result = subprocess.run(
+            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")
+    if junit_path.is_file():
+        run = parse_junit(junit_path.read_bytes())
+        if result.returncode != 0 and run.conclusion == "success":
+            run.conclusion = "failure"  # e.g. a collection error pytest reports outside cases
+            run.log_excerpt = excerpt(result.stdout + result.stderr)
+        return run
+    return TestRun(conclusion="error", log_excerpt=excerpt(result.stdout + result.stderr))
+
+
+def parse_junit(data: bytes) -> TestRun:
+    """Summarise a JUnit XML report: counts, and the failure messages as the excerpt."""
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        return TestRun(conclusion="error", log_excerpt=f"unreadable JUnit report ({exc})")
+    suites = [root] if root.tag == "testsuite" else root.findall("testsuite")
+    run = TestRun(conclusion="success")
+    failed_parts: list[str] = []
+    for suite in suites:
+        for case in suite.iter("testcase"):
+            run.tests += 1
+            name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+            for kind in ("failure", "error"):
+                for element in case.findall(kind):
+                    if kind == "failure":
+                        run.failures += 1
+                    else:
+                        run.errors += 1
+                    message = element.get("message") or ""
+                    body = (element.text or "").strip()
+                    failed_parts.append(f"{kind.upper()} {name}: {message}\n{body}".strip())
+            if case.find("skipped") is not None:
+                run.skipped += 1
+    if run.failures or run.errors:
+        run.conclusion = "failure"
+        run.log_excerpt = excerpt("\n\n".join(failed_parts))
+    elif run.tests == 0 or run.skipped == run.tests:
+        run.conclusion = "skipped" if run.tests else "error"
+        run.log_excerpt = "no test ran" if not run.tests else f"{run.skipped} skipped"
+    else:
+        run.log_excerpt = f"{run.tests - run.skipped} passed, {run.skipped} skipped"
+    return run
+
+
+def excerpt(text: str) -> str:
+    """The last lines of a log, bounded: the end of a pytest log is where the verdict is."""
+    lines = text.strip().splitlines()[-_EXCERPT_LINES:]
+    return "\n".join(lines)[-_EXCERPT_CHARS:]

@@ -1,0 +1,95 @@
+"""The PR body's results section. Everything that came from a log or a tree is escaped."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from bot.redact import redact
+
+START = "<!-- bot:results:start -->"
+END = "<!-- bot:results:end -->"
+
+_URL = re.compile(r"^https?://[A-Za-z0-9.:\-]+(/[A-Za-z0-9._~/\-%]*)?$")
+_BACKTICKS = re.compile(r"`+")
+# Inline text never starts a line here, so only the characters that act mid-line are escaped.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
+_ICONS = {True: "✅ passed", False: "❌ failed", None: "⏭️ skipped"}
+
+
+def inline(text: object) -> str:
+    """One line of untrusted text, safe in a table cell or a sentence."""
+    flat = " ".join(redact(str(text)).split())
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
+
+
+def code_block(text: str) -> str:
+    """A fenced block whose fence is longer than any run of backticks inside it."""
+    body = redact(text).replace(START, "").replace(END, "").replace("<!--", "<! --")
+    longest = max((len(m) for m in _BACKTICKS.findall(body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{body}\n{fence}"
+
+
+def link(label: str, url: object) -> str:
+    if isinstance(url, str) and _URL.match(url):
+        return f"[{label}]({url})"
+    return label
+
+
+def render_results(verification: dict[str, Any]) -> str:
+    verdict = "✅ passed" if verification.get("passed") else "❌ not passed"
+    lines = [
+        "### Verification",
+        "",
+        f"**Result:** {verdict} — {inline(verification.get('message') or '')}",
+        "",
+        "| Check | Result | Detail |",
+        "| --- | --- | --- |",
+    ]
+    for check in verification.get("checks", []):
+        result = _ICONS.get(check.get("passed"), "?")
+        lines.append(f"| {inline(check.get('name'))} | {result} | {inline(check.get('detail'))} |")
+    gpu = verification.get("gpu") or {}
+    if gpu:
+        lines += ["", *_gpu_lines(gpu)]
+    finished = verification.get("finished_at")
+    if finished:
+        lines += ["", f"<sub>Verified by the bot at {inline(finished)}.</sub>"]
+    return "\n".join(lines)
+
+
+def _gpu_lines(gpu: dict[str, Any]) -> list[str]:
+    mode = gpu.get("mode")
+    lines = [f"**GPU test** ({inline(mode)}): {_conclusion(gpu)}"]
+    before = gpu.get("before")
+    if isinstance(before, dict):
+        lines.append(
+            f"- before the patch: {_conclusion(before)}; after the patch: {_conclusion(gpu)}"
+        )
+    excerpt = gpu.get("log_excerpt")
+    if excerpt:
+        lines += ["", "<details><summary>Log excerpt</summary>", "", code_block(str(excerpt))]
+        lines += ["", "</details>"]
+    return lines
+
+
+def _conclusion(run: dict[str, Any]) -> str:
+    conclusion = str(run.get("conclusion") or "unknown").replace("_", " ")
+    text = f"**{inline(conclusion)}**"
+    if run.get("run_url"):
+        text += f" ({link('run', run.get('run_url'))})"
+    return text
+
+
+def replace_results_section(pr_markdown: str, section: str) -> str:
+    """Put ``section`` between the result markers, or append a marked section."""
+    block = f"{START}\n{section}\n{END}"
+    start = pr_markdown.find(START)
+    end = pr_markdown.find(END, start + len(START)) if start >= 0 else -1
+    if start >= 0 and end >= 0:
+        return pr_markdown[:start] + block + pr_markdown[end + len(END) :]
+    if not pr_markdown.strip():
+        return block + "\n"
+    return pr_markdown.rstrip("\n") + "\n\n" + block + "\n"

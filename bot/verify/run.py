@@ -1,0 +1,239 @@
+"""`bot verify`: local checks on a patched scratch tree, then the GPU test; results recorded."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bot.config import github_settings
+from bot.errors import BotError
+from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
+from bot.redact import redact
+from bot.tree.worktree import scratch_worktree
+from bot.verify import checks, scratch
+from bot.verify.checks import Check, FindingKey
+from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
+from bot.verify.junit import TestRun, run_pytest, validate_node_ids
+from bot.verify.render import render_results, replace_results_section
+
+log = logging.getLogger(__name__)
+
+GPU_MODES = ("local", "dispatch", "skip")
+
+
+@dataclass
+class VerifyOptions:
+    gpu: str = "skip"
+    before: bool = False  # also run the GPU test on the unpatched tree
+    poll: PollSettings = field(default_factory=PollSettings)
+    target_repo: str | None = None  # dispatch: vLLM repository holding the patched commit
+    target_ref: str | None = None  # dispatch: that commit (default: the plan's branch)
+    journal: bool = True
+
+
+def verify_plan(
+    plan_dir: Path, options: VerifyOptions | None = None, client: ActionsClient | None = None
+) -> dict[str, Any]:
+    """Verify a plan directory; writes the result to plan.json, pr.md and the journal."""
+    options = options or VerifyOptions()
+    if options.gpu not in GPU_MODES:
+        raise BotError(f"--gpu must be one of {', '.join(GPU_MODES)}, not {options.gpu!r}")
+    loaded = read_plan_dir(plan_dir)
+    plan = loaded.plan
+    if plan.status != READY:
+        raise BotError(f"the plan's status is {plan.status!r}: there is nothing to verify")
+    if not loaded.patch.strip():
+        raise BotError("the plan has an empty patch.diff: there is nothing to verify")
+    gpu_tests = validate_node_ids(list(plan.tests.get("gpu", [])))
+    validate_node_ids(list(plan.tests.get("cpu", [])))
+
+    local_checks, local_gpu = _local_stage(loaded, options, gpu_tests)
+    local_ok = all(c.passed is not False for c in local_checks)
+    if not local_ok:
+        gpu = {"mode": options.gpu, "conclusion": "not_run", "log_excerpt": ""}
+    elif options.gpu == "local":
+        gpu = local_gpu
+    elif options.gpu == "dispatch":
+        gpu = _dispatch_stage(plan, options, gpu_tests, client)
+    else:
+        gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
+
+    verification = _verdict(local_checks, gpu, local_ok)
+    _record(plan_dir, loaded, verification, options.journal)
+    return verification
+
+
+def exit_code(verification: dict[str, Any]) -> int:
+    """0 when nothing failed (a skipped GPU test is not a failure, but keeps the PR draft)."""
+    if verification.get("passed"):
+        return 0
+    gpu = verification.get("gpu") or {}
+    return 0 if verification.get("local_passed") and gpu.get("mode") == "skip" else 1
+
+
+def _local_stage(
+    loaded: PlanDir, options: VerifyOptions, gpu_tests: list[str]
+) -> tuple[list[Check], dict[str, Any]]:
+    plan = loaded.plan
+    # resolve_repo has checked that the base commit exists, so making the worktree succeeds.
+    repo_path = scratch.resolve_repo(plan.repo_path, plan.vllm_version, plan.base_commit)
+    with (
+        tempfile.TemporaryDirectory(prefix="bot-verify-") as tmp,
+        scratch_worktree(repo_path, plan.base_commit) as tree,
+    ):
+        patch_file = Path(tmp) / "patch.diff"
+        patch_file.write_text(loaded.patch, encoding="utf-8")
+        return _checks_in_tree(plan, options, gpu_tests, tree, patch_file)
+
+
+def _checks_in_tree(
+    plan: Plan, options: VerifyOptions, gpu_tests: list[str], tree: Path, patch_file: Path
+) -> tuple[list[Check], dict[str, Any]]:
+    work = patch_file.parent
+    files = scratch.touched_files(tree, patch_file)
+    before = _scan_keys(tree)
+    ruff_before = checks.ruff_violations(tree, files)
+    before_run = None
+    if options.gpu == "local" and options.before:
+        before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree)
+    failure = scratch.apply_patch(tree, patch_file)
+    if failure:
+        return [Check("apply", False, failure)], {}
+    result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}")]
+    after = _scan_keys(tree)
+    if isinstance(before, str) or isinstance(after, str):
+        reason = before if isinstance(before, str) else after
+        result.append(Check("rescan", False, str(reason)))
+    else:
+        result.append(checks.rescan_check(plan.finding, before, after))
+    result.append(checks.compile_check(tree, files))
+    result.append(checks.ruff_check(ruff_before, checks.ruff_violations(tree, files)))
+    result.append(checks.cpu_test_check(tree, plan.tests.get("cpu", []), work / "cpu.xml"))
+    local_gpu: dict[str, Any] = {}
+    if options.gpu == "local":
+        after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
+        local_gpu = _local_result(after_run, before_run)
+    return result, local_gpu
+
+
+def _scan_keys(tree: Path) -> list[FindingKey] | str:
+    from bot import pipeline
+
+    try:
+        found = pipeline.scan(tree, use_cache=True).findings
+    except BotError as exc:
+        return f"scan failed: {exc}"
+    return [checks.finding_key(f.to_json()) for f in found]
+
+
+def _local_result(after: TestRun, before: TestRun | None) -> dict[str, Any]:
+    result: dict[str, Any] = {
+        "mode": "local",
+        "conclusion": after.conclusion,
+        "run_url": None,
+        "log_excerpt": after.log_excerpt,
+        "after": after.to_json(),
+    }
+    if before is not None:
+        result["before"] = before.to_json()
+    return result
+
+
+def _dispatch_stage(
+    plan: Plan, options: VerifyOptions, gpu_tests: list[str], client: ActionsClient | None
+) -> dict[str, Any]:
+    if not gpu_tests:
+        return {"mode": "dispatch", "conclusion": "skipped", "log_excerpt": "no GPU tests listed"}
+    settings = github_settings()
+    if client is None:
+        from bot.github import GitHubClient
+
+        client = GitHubClient(settings)
+    if not settings.bot_repo:
+        raise BotError("--gpu dispatch needs the bot's repository: set BOT_REPO")
+    target_repo = options.target_repo
+    if not target_repo:
+        if not settings.fork_owner:
+            raise BotError("--gpu dispatch needs --target-repo or BOT_FORK_OWNER")
+        target_repo = f"{settings.fork_owner}/{settings.upstream.split('/')[-1]}"
+    target_ref = options.target_ref or plan.branch
+    if not target_ref:
+        raise BotError("--gpu dispatch needs the patched commit pushed: pass --target-ref")
+    workflow_ref = os.environ.get("BOT_WORKFLOW_REF") or _default_branch(client, settings.bot_repo)
+    after_target = GpuTarget(settings.bot_repo, workflow_ref, target_repo, target_ref)
+    # Dispatch both runs first: they can run side by side on a pool of GPU runners.
+    pending_after = start_gpu_run(client, after_target, gpu_tests)
+    pending_before = None
+    if options.before:
+        before_target = GpuTarget(settings.bot_repo, workflow_ref, target_repo, plan.base_commit)
+        pending_before = start_gpu_run(client, before_target, gpu_tests)
+    deadline = options.poll.clock() + options.poll.timeout
+    result = wait_for_run(client, pending_after, options.poll, deadline)
+    result["after"] = {k: result.get(k) for k in ("conclusion", "run_url", "run_id")}
+    if pending_before is not None:
+        before = wait_for_run(client, pending_before, options.poll, deadline)
+        result["before"] = {k: before.get(k) for k in ("conclusion", "run_url", "run_id")}
+    return result
+
+
+def _default_branch(client: ActionsClient, repo: str) -> str:
+    branch = getattr(client, "default_branch", None)
+    return str(branch(repo)) if callable(branch) else "main"
+
+
+def _verdict(local_checks: list[Check], gpu: dict[str, Any], local_ok: bool) -> dict[str, Any]:
+    gpu["log_excerpt"] = redact(str(gpu.get("log_excerpt") or ""))
+    conclusion = gpu.get("conclusion")
+    passed = local_ok and conclusion == "success"
+    if not local_ok:
+        failed = next(c for c in local_checks if c.passed is False)
+        message = f"local check {failed.name} failed: {failed.detail}"
+    elif conclusion == "success":
+        message = "all checks passed, GPU test passed"
+    elif conclusion == "timed_out":
+        message = f"the GPU run did not finish: {gpu.get('log_excerpt')}"
+    elif conclusion == "skipped":
+        message = "local checks passed; GPU test not run, so the PR stays a draft"
+    else:
+        message = f"GPU test {conclusion}"
+    return {
+        "passed": passed,
+        "local_passed": local_ok,
+        "message": redact(message)[:500],
+        "checks": [c.to_json() for c in local_checks],
+        "gpu": gpu,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _record(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any], journal: bool) -> None:
+    plan = loaded.plan
+    plan.verification = verification
+    update_plan(plan_dir, plan)
+    markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
+    _write_atomic(plan_dir / "pr.md", markdown)
+    if journal:
+        _journal(plan_dir, loaded, verification)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _journal(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any]) -> None:
+    from bot.store import Journal, plan_fingerprint
+
+    journal = Journal()
+    existing = journal.proposal_by_fingerprint(plan_fingerprint(loaded.plan, loaded.patch))
+    if existing is None:
+        journal.record_proposal(plan_dir)  # stores the verification with the plan
+    else:
+        journal.record_verification(existing.id, verification)

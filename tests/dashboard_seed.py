@@ -1,0 +1,163 @@
+"""Realistic journal content for the dashboard tests: the seed case on a real vLLM 0.23.0 tree.
+
+The seed patch is computed at test time from the real tree (nothing of vLLM is copied here).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import uvicorn
+
+from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
+from bot.store import Journal
+
+SEED_CLASS = "Qwen3NextForCausalLM"
+SEED_FILE = "vllm/model_executor/models/qwen3_next.py"
+HOSTILE_TITLE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"> & "quotes"'
+
+
+def seed_patch(tree: Path) -> str:
+    """Add SupportsEagle3 to the interfaces import and as the last base of the class."""
+    before = (tree / SEED_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
+    after: list[str] = []
+    in_import = in_class = False
+    for line in before:
+        if line.startswith("from .interfaces import ("):
+            in_import = True
+        elif line.startswith(f"class {SEED_CLASS}("):
+            in_class = True
+        elif (in_import or in_class) and line.startswith(")"):
+            after.append("    SupportsEagle3,\n")
+            in_import = in_class = False
+        after.append(line)
+    return "".join(difflib.unified_diff(before, after, f"a/{SEED_FILE}", f"b/{SEED_FILE}", n=3))
+
+
+def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
+    plan = Plan(
+        status=READY,
+        reason="Qwen3NextForCausalLM's model collects aux hidden states but lacks SupportsEagle3",
+        recipe="eagle3-interface",
+        class_name=SEED_CLASS,
+        repo_path=str(tree),
+        base_commit="1e84f5b",
+        vllm_version="0.23.0",
+        issue_number=33329,
+        issue_title="[Feature]: EAGLE-3 support for Qwen3-Next",
+        triage={
+            "confidence": 0.93,
+            "reasons": [
+                "issue names Qwen3NextForCausalLM",
+                "inner model inherits EagleModelMixin",
+                "forward calls _maybe_add_hidden_state",
+            ],
+        },
+        branch="bot/eagle3-qwen3-next",
+        fingerprint="eagle3-interface:Qwen3NextForCausalLM:1e84f5b",
+        verification={
+            "passed": verified,
+            "checks": [
+                {"name": "git apply --check", "passed": True, "detail": "clean"},
+                {"name": "ruff", "passed": True, "detail": "no findings"},
+                {"name": "registry entry", "passed": True, "detail": "DFlashQwen3NextDraftModel"},
+            ],
+            "gpu": {
+                "conclusion": "success" if verified else "failure",
+                "run_url": "https://github.com/example/bot/actions/runs/42",
+                "log_excerpt": "tests/models/test_eagle3.py::test_qwen3_next PASSED\n1 passed",
+            },
+        },
+    )
+    body = (
+        "Declare `SupportsEagle3` on `Qwen3NextForCausalLM`.\n\n"
+        "Fixes #33329.\n\n"
+        "| check | result |\n|---|---|\n| CPU | passed |\n| GPU | passed |\n\n"
+        "<!-- bot:fingerprint=eagle3-interface:Qwen3NextForCausalLM:1e84f5b -->\n"
+    )
+    path = root / "seed-plan"
+    write_plan_dir(path, plan, seed_patch(tree), f"[Model] Qwen3-Next: support EAGLE-3\n\n{body}")
+    return path
+
+
+def hostile_plan_dir(root: Path) -> Path:
+    plan = Plan(
+        status=NEEDS_INFO,
+        reason="triage lacked confidence",
+        recipe="eagle3-interface",
+        class_name="EvilForCausalLM",
+        issue_number=99999,
+        issue_title=HOSTILE_TITLE,
+        triage={"confidence": 0.2, "reasons": [HOSTILE_TITLE]},
+        fingerprint="hostile-1",
+    )
+    path = root / "hostile-plan"
+    body = f"Quoted from the issue: {HOSTILE_TITLE}\n\n[click](javascript:alert(1))\n"
+    write_plan_dir(path, plan, "", f"{HOSTILE_TITLE}\n\n{body}")
+    return path
+
+
+def sample_findings() -> list[dict[str, object]]:
+    return [
+        {
+            "recipe": "eagle3-interface",
+            "class": f"Model{i}ForCausalLM",
+            "path": f"vllm/model_executor/models/model_{i}.py",
+            "line": 100 + i,
+            "architectures": [f"Model{i}ForCausalLM"],
+            "evidence": {"mixin": "EagleModelMixin"},
+            "summary": "collects aux hidden states but lacks SupportsEagle3",
+        }
+        for i in range(3)
+    ] + [
+        {
+            "recipe": "eagle3-interface",
+            "class": SEED_CLASS,
+            "path": SEED_FILE,
+            "line": 709,
+            "architectures": [SEED_CLASS],
+            "evidence": {},
+            "summary": "collects aux hidden states but lacks SupportsEagle3",
+        }
+    ]
+
+
+def populate(journal: Journal, root: Path, tree: Path) -> dict[str, int]:
+    journal.record_findings(sample_findings(), tree, "1e84f5b", "0.23.0")
+    seed = journal.record_proposal(seed_plan_dir(root, tree))
+    hostile = journal.record_proposal(hostile_plan_dir(root))
+    return {"seed": seed, "hostile": hostile}
+
+
+@contextmanager
+def serve_in_thread(app: object) -> Iterator[str]:
+    """The app under a real uvicorn on 127.0.0.1 (a free port); yields its base URL."""
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the dashboard server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+_CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def csrf_from(html: str) -> str:
+    found = _CSRF.search(html)
+    assert found, "no CSRF field on the page"
+    return found.group(1)

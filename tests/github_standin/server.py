@@ -1,0 +1,302 @@
+"""A small stateful GitHub on 127.0.0.1: real HTTP, GitHub's JSON shapes and status codes.
+
+Tests drive the real PyGithub/GitPython against it. Python handles (``add_issue``,
+``inject``, ``complete_run``, ``close_pull`` ...) set up and inspect its state.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import git
+
+from .routes import RAW_ROUTES, ROUTES, HttpError, Request, new_number
+from .state import Fault, Repo, State, now_iso
+
+API_PREFIX = "/api/v3"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; with Nagle on, keep-alive clients wait
+    # for a delayed ACK (~40-200 ms) on every request.
+    disable_nagle_algorithm = True
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep quiet
+        pass
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def _dispatch(self, method: str) -> None:
+        state = self.server.state
+        split = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except json.JSONDecodeError:
+            self._send(400, {"message": "Problems parsing JSON"}, {})
+            return
+        auth = self.headers.get("Authorization", "")
+        with state.lock:
+            login = None
+            if auth:
+                token = auth.split(" ", 1)[-1]
+                login = state.tokens.get(token)
+                if login is None:
+                    self._send(401, {"message": "Bad credentials"}, {})
+                    return
+            state.requests.append(
+                {"method": method, "path": split.path, "query": split.query, "login": login}
+            )
+            fault = self._take_fault(state, method, split.path)
+            if fault is not None:
+                self._send(fault.status, {"message": fault.message}, fault.headers)
+                return
+            status, payload, headers = self._route(
+                state, method, split.path, split.query, body, login
+            )
+        self._send(status, payload, headers)
+
+    @staticmethod
+    def _take_fault(state: State, method: str, path: str) -> Fault | None:
+        for fault in state.faults:
+            if fault.times > 0 and fault.method == method and fault.path_regex.search(path):
+                fault.times -= 1
+                return fault
+        return None
+
+    @staticmethod
+    def _route(
+        state: State, method: str, path: str, query: str, body: Any, login: str | None
+    ) -> tuple[int, Any, dict[str, str]]:
+        request = Request(method, path, dict(parse_qsl(query)), body, login)
+        candidates = [(m, p, f) for m, p, f in RAW_ROUTES]
+        api_path = path[len(API_PREFIX) :] if path.startswith(API_PREFIX + "/") else None
+        if api_path is not None:
+            candidates += [(m, p, f) for m, p, f in ROUTES]
+        for route_method, pattern, handler in candidates:
+            target = path if (route_method, pattern, handler) in RAW_ROUTES else api_path
+            match = pattern.match(target or "")
+            if match and route_method == method:
+                try:
+                    return handler(state, request, match)
+                except HttpError as exc:
+                    payload: dict[str, Any] = {"message": exc.message}
+                    if exc.errors:
+                        payload["errors"] = exc.errors
+                    payload["documentation_url"] = "https://docs.github.com/rest"
+                    return exc.status, payload, {}
+        return 404, {"message": "Not Found"}, {}
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str]) -> None:
+        if isinstance(payload, bytes):
+            data = payload
+            content_type = headers.get("Content-Type", "application/octet-stream")
+        elif payload is None:
+            data, content_type = b"", "application/json; charset=utf-8"
+        else:
+            data = json.dumps(payload).encode()
+            content_type = "application/json; charset=utf-8"
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in headers.items():
+            if key != "Content-Type":
+                self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    state: State
+
+
+class GitHubStandIn:
+    """Start with ``GitHubStandIn(tmp_path)``, then ``.start()``; ``.stop()`` when done."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        host, port = self._server.server_address[:2]
+        self.web_url = f"http://{host}:{port}"
+        self.api_url = self.web_url + API_PREFIX
+        self.state = State(self.api_url)
+        self._server.state = self.state
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def start(self) -> GitHubStandIn:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+    # --- set-up -------------------------------------------------------------------------
+
+    def add_token(self, token: str, login: str) -> None:
+        with self.state.lock:
+            self.state.tokens[token] = login
+
+    def add_repo(
+        self, full_name: str, *, default_branch: str = "main", seed_from: Path | None = None
+    ) -> Path:
+        """Create a repository with a bare git remote (sharing ``seed_from``'s objects)."""
+        owner, name = full_name.split("/")
+        git_dir = self.root / "remotes" / owner / f"{name}.git"
+        if seed_from is not None:
+            git.Repo.clone_from(str(seed_from), str(git_dir), bare=True, shared=True)
+        else:
+            git.Repo.init(git_dir, bare=True)
+        with self.state.lock:
+            self.state.repos[full_name] = Repo(owner, name, default_branch, git_dir)
+        return git_dir
+
+    def add_issue(
+        self,
+        repo: str,
+        number: int | None,
+        title: str,
+        body: str,
+        *,
+        user: str = "reporter",
+        labels: list[str] | None = None,
+        state: str = "open",
+    ) -> int:
+        with self.state.lock:
+            number = number or new_number(self.state, repo)
+            self.state.issues[(repo, number)] = {
+                "id": self.state.ids.__next__(),
+                "title": title,
+                "body": body,
+                "state": state,
+                "user": user,
+                "labels": list(labels or []),
+                "created_at": now_iso(),
+                "updated_at": now_iso(),
+            }
+        return number
+
+    def forbid_label(self, name: str) -> None:
+        """Adding this label answers 403, as for a token without triage rights."""
+        with self.state.lock:
+            self.state.forbidden_labels.add(name)
+
+    def set_run_name(self, repo: str, workflow_file: str, template: str) -> None:
+        """Like a workflow's ``run-name:``; ``{input}`` fields are filled from dispatch inputs."""
+        with self.state.lock:
+            self.state.run_name_templates[(repo, workflow_file)] = template
+
+    # --- faults -------------------------------------------------------------------------
+
+    def inject(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        headers: dict[str, str] | None = None,
+        times: int = 1,
+        message: str | None = None,
+    ) -> None:
+        if message is None:
+            message = {
+                403: "You have exceeded a secondary rate limit. Please wait a few minutes.",
+                429: "Too Many Requests",
+            }.get(status, "Server Error")
+        with self.state.lock:
+            self.state.faults.append(
+                Fault(method, re.compile(path_regex), status, dict(headers or {}), message, times)
+            )
+
+    # --- maintainers' and runners' actions ----------------------------------------------
+
+    def close_pull(self, repo: str, number: int, *, merged: bool = False) -> None:
+        with self.state.lock:
+            item = self.state.issues[(repo, number)]
+            item["state"] = "closed"
+            item["closed_at"] = now_iso()
+            if merged:
+                item["pull"]["merged_at"] = now_iso()
+
+    def complete_run(
+        self, run_id: int, conclusion: str, artifacts: dict[str, bytes] | None = None
+    ) -> None:
+        """Finish a run; each artifact is given as file content and served zipped."""
+        with self.state.lock:
+            run = self.state.runs[run_id]
+            run.status = "completed"
+            run.conclusion = conclusion
+            for name, content in (artifacts or {}).items():
+                buffer = io.BytesIO()
+                with zipfile.ZipFile(buffer, "w") as archive:
+                    archive.writestr(name, content)
+                run.artifacts[name] = buffer.getvalue()
+                run.artifact_ids[name] = next(self.state.ids)
+
+    def start_run(self, run_id: int) -> None:
+        with self.state.lock:
+            self.state.runs[run_id].status = "in_progress"
+
+    # --- inspection ---------------------------------------------------------------------
+
+    def pulls(self, repo: str) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return [
+                self.state.pull_json(r, n)
+                for (r, n), item in sorted(self.state.issues.items())
+                if r == repo and item.get("pull")
+            ]
+
+    def comments(self, repo: str, number: int) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return [
+                self.state.comment_json(cid)
+                for cid, c in sorted(self.state.comments.items())
+                if c["issue"] == (repo, number)
+            ]
+
+    def issue(self, repo: str, number: int) -> dict[str, Any]:
+        with self.state.lock:
+            return self.state.issue_json(repo, number)
+
+    def runs(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return [self.state.run_json(run) for run in self.state.runs.values()]
+
+    def run_inputs(self, run_id: int) -> dict[str, str]:
+        with self.state.lock:
+            return dict(self.state.runs[run_id].inputs)
+
+    def writes(self) -> list[dict[str, Any]]:
+        """Requests that could change state (anything but GET), in order."""
+        with self.state.lock:
+            return [r for r in self.state.requests if r["method"] != "GET"]
+
+    def request_log(self) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return list(self.state.requests)

@@ -1,0 +1,273 @@
+"""`publish_plan` against the GitHub stand-in, with the seed case (vllm#33329) built from the
+real 0.23.0 tree: real PyGithub over HTTP, real GitPython pushing to a bare fork remote."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import git
+import pytest
+
+from bot.errors import BotError
+from bot.plan import NEEDS_INFO, Plan, read_plan_dir, update_plan, write_plan_dir
+from bot.publish import PublishBudget, publish_plan
+from bot.tree.fetch import release_tree
+from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
+
+pytestmark = pytest.mark.vllm_tree
+
+UPSTREAM = "vllm-project/vllm"
+FORK = f"{STANDIN_FORK_OWNER}/vllm"
+BRANCH = "bot/eagle3-interface/qwen3-next-for-causal-lm"
+TITLE = "[Model][Spec Decode] Declare SupportsEagle3 on Qwen3NextForCausalLM"
+MODEL_FILE = "vllm/model_executor/models/qwen3_next.py"
+
+
+def _seed_patch(checkout: Path) -> str:
+    path = checkout / MODEL_FILE
+    text = path.read_text()
+    text = text.replace(
+        "from .interfaces import (\n", "from .interfaces import (\n    SupportsEagle3,\n", 1
+    )
+    text = text.replace(
+        "class Qwen3NextForCausalLM(\n", "class Qwen3NextForCausalLM(\n    SupportsEagle3,\n", 1
+    )
+    path.write_text(text)
+    patch = git.Repo(checkout).git.diff() + "\n"
+    assert "+    SupportsEagle3," in patch
+    return patch
+
+
+@pytest.fixture(scope="module")
+def seed_checkout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """One clone of the 0.23.0 tree for the module: publishing only reads it."""
+    checkout = tmp_path_factory.mktemp("seed") / "checkout"
+    git.Repo.clone_from(str(release_tree("0.23.0")), str(checkout), shared=True)
+    base = git.Repo(checkout).head.commit.hexsha
+    patch = _seed_patch(checkout)
+    git.Repo(checkout).git.checkout("--", ".")
+    return checkout, base, patch
+
+
+@pytest.fixture
+def seed(tmp_path: Path, seed_checkout, github_standin, monkeypatch: pytest.MonkeyPatch):
+    tree = release_tree("0.23.0")
+    checkout, base, patch = seed_checkout
+    github_standin.add_repo(UPSTREAM, seed_from=tree)
+    github_standin.add_repo(FORK, seed_from=tree)
+    github_standin.add_issue(
+        UPSTREAM,
+        33329,
+        "[Feature]: EAGLE3 for Qwen3-Next",
+        "RuntimeError: Model does not support EAGLE3 interface",
+    )
+    monkeypatch.setenv("BOT_FORK_URL", str(tmp_path / "standin" / "remotes" / FORK) + ".git")
+    plan = Plan(
+        status="ready",
+        reason="Qwen3NextForCausalLM has the EAGLE-3 machinery but not the declaration.",
+        recipe="eagle3-interface",
+        class_name="Qwen3NextForCausalLM",
+        repo_path=str(checkout),
+        base_commit=base,
+        upstream=UPSTREAM,
+        issue_number=33329,
+        branch=BRANCH,
+        fingerprint=f"eagle3-interface:Qwen3NextForCausalLM:{base}",
+        title=TITLE,
+    )
+    plan_dir = tmp_path / "plan"
+    body = "Declares `SupportsEagle3`.\n\n<!-- bot:reviewer -->\n\nFixes #33329\n"
+    write_plan_dir(plan_dir, plan, patch, f"{TITLE}\n\n{body}")
+    return plan_dir, tmp_path / "work"
+
+
+def _publish(plan_dir: Path, work_dir: Path, reviewer: str | None = "maintainer1"):
+    return publish_plan(plan_dir, reviewer=reviewer, work_dir=work_dir)
+
+
+def _fork_branch(standin) -> git.Commit | None:
+    fork = git.Repo(standin.state.repos[FORK].git_dir)
+    try:
+        return fork.commit(f"refs/heads/{BRANCH}")
+    except git.BadName:
+        return None
+
+
+def test_seed_opens_one_draft_pr_then_reruns_change_nothing(
+    seed, github_standin, capsys, caplog, tmp_path
+):
+    caplog.set_level(logging.DEBUG)
+    plan_dir, work_dir = seed
+    first = _publish(plan_dir, work_dir)
+    assert first.action == "opened", first
+
+    pulls = github_standin.pulls(UPSTREAM)
+    assert len(pulls) == 1
+    pull = pulls[0]
+    assert pull["draft"] is True
+    assert pull["head"]["label"] == f"{STANDIN_FORK_OWNER}:{BRANCH}"
+    assert pull["base"]["ref"] == "main"
+    assert "Fixes #33329" in pull["body"]
+    assert "<!-- bot:fingerprint=eagle3-interface:Qwen3NextForCausalLM:" in pull["body"]
+    assert "Reviewed and approved by @maintainer1" in pull["body"]
+    assert "bot:eagle3" in [label["name"] for label in pull["labels"]]
+
+    commit = _fork_branch(github_standin)
+    assert commit is not None and commit.hexsha == pull["head"]["sha"]
+    assert commit.message.rstrip().endswith(
+        "Signed-off-by: vllm-eagle3-bot <vllm-eagle3-bot@users.noreply.github.com>"
+    )
+    assert commit.message.startswith(TITLE + "\n\n")
+    assert [p.hexsha for p in commit.parents] == [read_plan_dir(plan_dir).plan.base_commit]
+    assert "SupportsEagle3," in commit.diff(commit.parents[0], create_patch=True)[0].diff.decode()
+
+    comments = github_standin.comments(UPSTREAM, 33329)
+    assert len(comments) == 1
+    assert f"#{pull['number']}" in comments[0]["body"]
+    assert comments[0]["user"]["login"] == STANDIN_BOT_LOGIN
+
+    writes_after_first = len(github_standin.writes())
+    for _ in range(5):
+        again = _publish(plan_dir, work_dir)
+        assert again.action == "unchanged", again
+        assert again.pr_number == pull["number"]
+    assert len(github_standin.writes()) == writes_after_first
+    assert len(github_standin.pulls(UPSTREAM)) == 1
+    assert len(github_standin.comments(UPSTREAM, 33329)) == 1
+    assert _fork_branch(github_standin).hexsha == commit.hexsha
+
+    _assert_token_nowhere(capsys, caplog, tmp_path)
+
+
+def test_closed_unmerged_pr_is_never_reopened(seed, github_standin):
+    plan_dir, work_dir = seed
+    opened = _publish(plan_dir, work_dir)
+    github_standin.close_pull(UPSTREAM, opened.pr_number)
+    result = _publish(plan_dir, work_dir)
+    assert result.action == "closed-by-maintainer"
+    assert "maintainer said no" in result.message
+    assert len(github_standin.pulls(UPSTREAM)) == 1
+
+    github_standin.close_pull(UPSTREAM, opened.pr_number, merged=True)
+    assert _publish(plan_dir, work_dir).action == "merged"
+
+
+def test_body_change_updates_in_place_and_verification_marks_ready(seed, github_standin):
+    plan_dir, work_dir = seed
+    opened = _publish(plan_dir, work_dir)
+    changed = _publish(plan_dir, work_dir, reviewer="maintainer2")
+    assert changed.action == "updated" and changed.pr_number == opened.pr_number
+    assert "@maintainer2" in github_standin.pulls(UPSTREAM)[0]["body"]
+
+    plan = read_plan_dir(plan_dir).plan
+    plan.verification = {"passed": True}
+    update_plan(plan_dir, plan)
+    ready = _publish(plan_dir, work_dir, reviewer="maintainer2")
+    assert ready.action == "updated"
+    assert github_standin.pulls(UPSTREAM)[0]["draft"] is False
+    assert "ready for review" in github_standin.comments(UPSTREAM, 33329)[0]["body"]
+    assert len(github_standin.comments(UPSTREAM, 33329)) == 1
+    assert _publish(plan_dir, work_dir, reviewer="maintainer2").action == "unchanged"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "headers"),
+    [
+        ("POST", r"/pulls$", 502, {}),
+        ("GET", r"/pulls$", 500, {}),
+        ("POST", r"/pulls$", 429, {"Retry-After": "1"}),
+        ("POST", r"/comments$", 403, {"Retry-After": "1"}),
+    ],
+)
+def test_transient_faults_end_with_one_pr(seed, github_standin, method, path, status, headers):
+    plan_dir, work_dir = seed
+    github_standin.inject(method, path, status, headers, times=2)
+    assert _publish(plan_dir, work_dir).action == "opened"
+    assert len(github_standin.pulls(UPSTREAM)) == 1
+    assert len(github_standin.comments(UPSTREAM, 33329)) == 1
+    assert not [f for f in github_standin.state.faults if f.times]  # both faults were hit
+
+
+def test_crash_after_push_is_picked_up_without_duplicates(seed, github_standin, monkeypatch):
+    plan_dir, work_dir = seed
+    monkeypatch.setenv("BOT_GITHUB_RETRIES", "1")
+    github_standin.inject("POST", r"/pulls$", 500, times=5)
+    with pytest.raises(BotError):
+        _publish(plan_dir, work_dir)
+    pushed = _fork_branch(github_standin)
+    assert pushed is not None and github_standin.pulls(UPSTREAM) == []
+
+    github_standin.state.faults.clear()
+    result = _publish(plan_dir, work_dir)
+    assert result.action == "opened"
+    assert len(github_standin.pulls(UPSTREAM)) == 1
+    assert _fork_branch(github_standin).hexsha == pushed.hexsha  # the pushed commit is reused
+
+
+def test_human_commit_on_branch_stops_the_bot_pushing(seed, github_standin, tmp_path):
+    plan_dir, work_dir = seed
+    _publish(plan_dir, work_dir)
+    fork = git.Repo(github_standin.state.repos[FORK].git_dir)
+    tip = fork.commit(f"refs/heads/{BRANCH}")
+    human = git.Actor("A Human", "human@example.com")
+    amended = fork.git.commit_tree(
+        tip.tree.hexsha, "-p", tip.hexsha, "-m", "tweak", env=_actor_env(human)
+    )
+    fork.git.update_ref(f"refs/heads/{BRANCH}", amended)
+
+    result = _publish(plan_dir, work_dir, reviewer="maintainer2")
+    assert "someone else has committed" in result.message
+    assert _fork_branch(github_standin).hexsha == amended
+
+
+def _actor_env(actor: git.Actor) -> dict[str, str]:
+    return {
+        "GIT_AUTHOR_NAME": actor.name,
+        "GIT_AUTHOR_EMAIL": actor.email,
+        "GIT_COMMITTER_NAME": actor.name,
+        "GIT_COMMITTER_EMAIL": actor.email,
+    }
+
+
+def test_pr_caps_per_run_and_per_hour(seed, github_standin, monkeypatch):
+    plan_dir, work_dir = seed
+    monkeypatch.setenv("BOT_MAX_PRS_PER_HOUR", "0")
+    result = _publish(plan_dir, work_dir)
+    assert result.action == "rate-limited"
+    assert github_standin.pulls(UPSTREAM) == [] and _fork_branch(github_standin) is None
+
+    monkeypatch.setenv("BOT_MAX_PRS_PER_HOUR", "5")
+    monkeypatch.setenv("BOT_MAX_PRS_PER_RUN", "1")
+    from bot.config import github_settings
+
+    budget = PublishBudget(github_settings())
+    assert publish_plan(plan_dir, reviewer=None, work_dir=work_dir, budget=budget).action == (
+        "opened"
+    )
+    assert budget.refusal() is not None
+
+
+def test_needs_info_posts_one_escaped_question(seed, github_standin):
+    plan_dir, _ = seed
+    planned = read_plan_dir(plan_dir)
+    plan = planned.plan
+    plan.status = NEEDS_INFO
+    plan.questions = ["Which model class fails? You wrote <img src=x onerror=alert(1)>"]
+    write_plan_dir(plan_dir, plan, "", planned.pr_markdown)
+    for _ in range(2):
+        result = publish_plan(plan_dir, reviewer=None)
+        assert result.action == "needs-info-commented"
+    comments = github_standin.comments(UPSTREAM, 33329)
+    assert len(comments) == 1
+    assert "&lt;img src=x" in comments[0]["body"] and "<img" not in comments[0]["body"]
+    assert github_standin.pulls(UPSTREAM) == []
+
+
+def _assert_token_nowhere(capsys, caplog, root: Path) -> None:
+    captured = capsys.readouterr()
+    assert STANDIN_TOKEN not in captured.out + captured.err
+    assert STANDIN_TOKEN not in caplog.text
+    for path in root.rglob("*"):
+        if path.is_file() and path.stat().st_size < 5_000_000:
+            assert STANDIN_TOKEN.encode() not in path.read_bytes(), path

@@ -1,0 +1,331 @@
+"""`bot verify` on real trees: the seed case on vLLM 0.23.0, and the local GPU-test path on a
+small synthetic tree whose probe test fails before the patch and passes after it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import git
+import pytest
+
+from bot.cli import main
+from bot.pipeline import scan
+from bot.plan import READY, Plan, read_plan_dir, write_plan_dir
+from bot.store import Journal
+from bot.tree.fetch import release_tree
+from bot.tree.worktree import diff_worktree, scratch_worktree
+from bot.verify import VerifyOptions, verify_plan
+from bot.verify.checks import SKIPPED_NO_VLLM
+from bot.verify.render import END, START
+from tests.synthetic import READY_DECODER, make_tree
+
+PR_MARKDOWN = f"""Add SupportsEagle3 to a model
+
+Why and what.
+
+{START}
+_verification pending_
+{END}
+
+Closes nothing.
+"""
+
+PROBE_TEST = """
+import ast
+from pathlib import Path
+
+
+def test_declares_eagle3():
+    source = Path("vllm/model_executor/models/foo.py").read_text()
+    classes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef)]
+    lm = next(c for c in classes if c.name == "FooForCausalLM")
+    assert "SupportsEagle3" in [ast.unparse(b) for b in lm.bases], "SupportsEagle3 missing"
+"""
+
+FOO_MODEL = (
+    "from torch import nn\n\n"
+    "from .interfaces import EagleModelMixin, SupportsEagle3, SupportsPP\n"
+    + READY_DECODER.format(name="FooModel")
+    + """
+
+class FooForCausalLM(nn.Module, SupportsPP):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = FooModel(vllm_config=vllm_config, prefix=prefix)
+"""
+)
+GPU_NODE = "tests/test_probe_eagle3.py::test_declares_eagle3"
+
+
+def commit_all(path: Path) -> str:
+    repo = git.Repo.init(path, initial_branch="main")
+    repo.git.add("--all")
+    repo.git.commit(
+        "-q",
+        "--no-gpg-sign",
+        "-m",
+        "base",
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@invalid",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@invalid",
+        },
+    )
+    head = repo.head.commit.hexsha
+    repo.close()
+    return head
+
+
+def make_patch(repo: Path, commit: str, edits: list[tuple[str, str, str]]) -> str:
+    """Edit files in a scratch worktree ([(path, old, new)]) and return the diff."""
+    with scratch_worktree(repo, commit) as tree:
+        for rel, old, new in edits:
+            target = tree / rel
+            text = target.read_text()
+            assert text.count(old) == 1, (rel, old)
+            target.write_text(text.replace(old, new))
+        return diff_worktree(tree)
+
+
+def finding_for(tree: Path, class_name: str) -> dict:
+    found = [f.to_json() for f in scan(tree).findings if f.class_name == class_name]
+    assert len(found) == 1
+    return found[0]
+
+
+def synthetic_plan(tmp_path: Path, *, fixes: bool = True, branch: str | None = None) -> Path:
+    """A git repo shaped like vLLM with one interface gap, and a plan directory fixing it."""
+    repo = tmp_path / "vllm-synthetic"
+    make_tree(
+        repo,
+        {"model_executor/models/foo.py": FOO_MODEL},
+        {"_TEXT_GENERATION_MODELS": {"FooForCausalLM": ("foo", "FooForCausalLM")}},
+    )
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_probe_eagle3.py").write_text(PROBE_TEST.lstrip())
+    base = commit_all(repo)
+    new_bases = "(nn.Module, SupportsPP, SupportsEagle3)" if fixes else "(nn.Module, SupportsPP)  "
+    patch = make_patch(
+        repo,
+        base,
+        [("vllm/model_executor/models/foo.py", "(nn.Module, SupportsPP):", new_bases + ":")],
+    )
+    plan = Plan(
+        status=READY,
+        reason="the decoder collects aux hidden states; only the declaration is missing",
+        recipe="eagle3-interface",
+        class_name="FooForCausalLM",
+        repo_path=str(repo),
+        base_commit=base,
+        finding=finding_for(repo, "FooForCausalLM"),
+        tests={"gpu": [GPU_NODE], "cpu": []},
+        branch=branch,
+    )
+    plan_dir = tmp_path / "plan"
+    write_plan_dir(plan_dir, plan, patch, PR_MARKDOWN)
+    return plan_dir
+
+
+@pytest.fixture(autouse=True)
+def bot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("BOT_HOME", str(tmp_path / "bot-home"))
+    return tmp_path / "bot-home"
+
+
+def checks_by_name(verification: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in verification["checks"]}
+
+
+def worktrees(repo: Path) -> list[str]:
+    repo_obj = git.Repo(repo)
+    try:
+        return [
+            line
+            for line in repo_obj.git.worktree("list", "--porcelain").splitlines()
+            if line.startswith("worktree ")
+        ]
+    finally:
+        repo_obj.close()
+
+
+@pytest.mark.vllm_tree
+def test_seed_case_on_vllm_0_23_0(tmp_path: Path) -> None:
+    tree = release_tree("0.23.0")
+    head = git.Repo(tree).head.commit.hexsha
+    registry_entry = (
+        '    "DFlashQwen3NextDraftModel": _HfExamplesInfo(\n'
+        '        "Qwen/Qwen3-Coder-Next",\n'
+        '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",\n'
+        "        use_original_num_layers=True,\n"
+        "        max_model_len=8192,\n"
+        "        max_num_seqs=32,\n"
+        '        min_transformers_version="4.56.3",\n'
+        "    ),\n"
+    )
+    registry_text = (tree / "tests/models/registry.py").read_text()
+    start = registry_text.index('    "DFlashDraftModel": _HfExamplesInfo(')
+    end = registry_text.index("\n    ),\n", start) + len("\n    ),\n")
+    dflash_entry = registry_text[start:end]
+    qwen = "vllm/model_executor/models/qwen3_next.py"
+    patch = make_patch(
+        tree,
+        head,
+        [
+            (
+                qwen,
+                "    SupportsLoRA,\n    SupportsPP,\n)\n",
+                "    SupportsEagle3,\n    SupportsLoRA,\n    SupportsPP,\n)\n",
+            ),
+            (
+                qwen,
+                "    QwenNextMixtureOfExperts,\n    IsHybrid,\n):",
+                "    QwenNextMixtureOfExperts,\n    IsHybrid,\n    SupportsEagle3,\n):",
+            ),
+            ("tests/models/registry.py", dflash_entry, dflash_entry + registry_entry),
+        ],
+    )
+    plan = Plan(
+        status=READY,
+        reason="seed case: vllm-project/vllm#33329",
+        recipe="eagle3-interface",
+        class_name="Qwen3NextForCausalLM",
+        repo_path=str(tree),
+        base_commit=head,
+        vllm_version="0.23.0",
+        finding=finding_for(tree, "Qwen3NextForCausalLM"),
+        tests={"gpu": [], "cpu": ["tests/models/test_registry.py::test_registry_imports"]},
+    )
+    plan_dir = tmp_path / "plan"
+    write_plan_dir(plan_dir, plan, patch, PR_MARKDOWN)
+
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="skip"))
+
+    checks = checks_by_name(verification)
+    assert [c["name"] for c in verification["checks"]] == [
+        "apply",
+        "rescan",
+        "py_compile",
+        "ruff",
+        "cpu-tests",
+    ]
+    assert checks["rescan"]["passed"] is True
+    assert "Qwen3NextForCausalLM no longer found" in checks["rescan"]["detail"]
+    assert checks["py_compile"]["passed"] is True
+    assert checks["ruff"]["passed"] is True, checks["ruff"]["detail"]
+    assert checks["cpu-tests"] == {"name": "cpu-tests", "passed": None, "detail": SKIPPED_NO_VLLM}
+    assert verification["local_passed"] is True
+    # No GPU test ran, so the verification is not a pass: the PR would stay a draft.
+    assert verification["passed"] is False
+    assert verification["gpu"]["conclusion"] == "skipped"
+    assert main(["verify", str(plan_dir), "--gpu", "skip"]) == 0
+    # The cached tree is untouched and no worktree is left behind.
+    assert git.Repo(tree).git.status("--porcelain") == ""
+    assert len(worktrees(tree)) == 1
+
+
+@pytest.mark.vllm_tree
+def test_seed_case_patch_that_misses_the_class_fails_rescan(tmp_path: Path) -> None:
+    tree = release_tree("0.23.0")
+    head = git.Repo(tree).head.commit.hexsha
+    qwen = "vllm/model_executor/models/qwen3_next.py"
+    # Imports the interface but never declares it: the finding must still be there.
+    patch = make_patch(
+        tree,
+        head,
+        [
+            (
+                qwen,
+                "    SupportsLoRA,\n    SupportsPP,\n)\n",
+                "    SupportsEagle3,\n    SupportsLoRA,\n    SupportsPP,\n)\n",
+            )
+        ],
+    )
+    plan = Plan(
+        status=READY,
+        reason="r",
+        repo_path=str(tree),
+        base_commit=head,
+        finding=finding_for(tree, "Qwen3NextForCausalLM"),
+    )
+    write_plan_dir(tmp_path / "plan", plan, patch, PR_MARKDOWN)
+    verification = verify_plan(tmp_path / "plan", VerifyOptions(gpu="skip"))
+    checks = checks_by_name(verification)
+    assert checks["rescan"]["passed"] is False
+    assert "still found after the patch" in checks["rescan"]["detail"]
+    # The unused import is a new ruff violation (F401) under vLLM's own configuration.
+    assert checks["ruff"]["passed"] is False
+    assert "F401" in checks["ruff"]["detail"]
+    assert verification["local_passed"] is False
+    assert main(["verify", str(tmp_path / "plan")]) == 1
+
+
+def test_local_gpu_run_fails_before_and_passes_after(tmp_path: Path, bot_home: Path) -> None:
+    plan_dir = synthetic_plan(tmp_path)
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", before=True))
+
+    assert verification["local_passed"] is True, verification["checks"]
+    gpu = verification["gpu"]
+    assert gpu["mode"] == "local"
+    assert gpu["before"]["conclusion"] == "failure"
+    assert "SupportsEagle3 missing" in gpu["before"]["log_excerpt"]
+    assert gpu["conclusion"] == "success"
+    assert gpu["after"]["tests"] == 1 and gpu["after"]["failures"] == 0
+    assert verification["passed"] is True
+
+    stored = read_plan_dir(plan_dir)
+    assert stored.plan.verification == verification
+    body = stored.pr_body
+    assert body.count(START) == 1 and body.count(END) == 1
+    assert "_verification pending_" not in body
+    assert "✅ passed" in body
+    assert body.rstrip().endswith("Closes nothing.")
+    proposal = Journal().proposals()[0]
+    assert proposal.state == "verified"
+    assert proposal.plan["verification"]["passed"] is True
+
+
+def test_local_gpu_failure_keeps_the_pr_a_draft(tmp_path: Path) -> None:
+    plan_dir = synthetic_plan(tmp_path, fixes=False)
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
+    # The patch changes whitespace only, so the finding is still there: local checks fail
+    # and the GPU test does not even run.
+    assert verification["local_passed"] is False
+    assert verification["gpu"]["conclusion"] == "not_run"
+    assert verification["passed"] is False
+    assert Journal().proposals()[0].state == "failed"
+
+
+def test_refuses_a_patch_outside_vllm_and_tests(tmp_path: Path) -> None:
+    plan_dir = synthetic_plan(tmp_path)
+    loaded = read_plan_dir(plan_dir)
+    evil = loaded.patch.replace("vllm/model_executor/models/foo.py", ".github/workflows/x.py")
+    write_plan_dir(plan_dir, loaded.plan, evil, loaded.pr_markdown)
+    assert main(["verify", str(plan_dir)]) == 2
+    assert read_plan_dir(plan_dir).plan.verification is None
+
+
+def test_rejects_node_ids_that_look_like_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    plan_dir = synthetic_plan(tmp_path)
+    loaded = read_plan_dir(plan_dir)
+    loaded.plan.tests = {"gpu": ["--co", GPU_NODE], "cpu": []}
+    write_plan_dir(plan_dir, loaded.plan, loaded.patch, loaded.pr_markdown)
+    assert main(["verify", str(plan_dir), "--gpu", "local"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bot: not a pytest node id") and "Traceback" not in err
+
+
+def test_not_a_plan_directory_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["verify", str(tmp_path / "nowhere")]) == 2
+    assert "not a plan directory" in capsys.readouterr().err
+
+
+def test_gpu_test_command_writes_junit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan_dir = synthetic_plan(tmp_path)
+    repo = Path(json.loads((plan_dir / "plan.json").read_text())["repo_path"])
+    junit = tmp_path / "out" / "junit.xml"
+    assert main(["gpu-test", "--cwd", str(repo), "--junit", str(junit), "--tests", GPU_NODE]) == 1
+    assert b"SupportsEagle3 missing" in junit.read_bytes()

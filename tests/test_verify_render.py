@@ -1,0 +1,92 @@
+"""The results section of the PR body, the JUnit summary and the scan matrix."""
+
+from __future__ import annotations
+
+from bot.verify import matrix_from_findings, parse_junit
+from bot.verify.render import (
+    END,
+    START,
+    code_block,
+    inline,
+    render_results,
+    replace_results_section,
+)
+
+
+def test_section_is_replaced_between_markers_or_appended() -> None:
+    body = f"Title\n\nBefore.\n\n{START}\nold\n{END}\n\nAfter.\n"
+    replaced = replace_results_section(body, "new")
+    assert replaced == f"Title\n\nBefore.\n\n{START}\nnew\n{END}\n\nAfter.\n"
+    assert replace_results_section(replaced, "newer").count(START) == 1
+    appended = replace_results_section("Title\n\nBody.", "new")
+    assert appended == f"Title\n\nBody.\n\n{START}\nnew\n{END}\n"
+
+
+def test_untrusted_text_is_escaped() -> None:
+    assert inline("[x](javascript:alert(1)) <img> | *b*") == (
+        "\\[x\\](javascript:alert(1)) &lt;img&gt; \\| \\*b\\*"
+    )
+    block = code_block(f"a ``` b ````` c {END}")
+    fence = block.splitlines()[0]
+    assert fence == "``````text" and block.endswith("\n``````")
+    assert END not in block
+
+
+def test_render_shows_checks_gpu_and_only_safe_links() -> None:
+    verification = {
+        "passed": False,
+        "message": "GPU test failure",
+        "checks": [{"name": "ruff", "passed": None, "detail": "skipped: x"}],
+        "gpu": {
+            "mode": "dispatch",
+            "conclusion": "failure",
+            "run_url": "javascript:alert(1)",
+            "log_excerpt": "E   assert False",
+            "before": {"conclusion": "failure", "run_url": "https://github.com/o/r/actions/runs/1"},
+        },
+    }
+    text = render_results(verification)
+    assert "❌ not passed" in text and "⏭️ skipped" in text
+    assert "javascript:" not in text.replace("\\", "")
+    assert "[run](https://github.com/o/r/actions/runs/1)" in text
+    assert "```text\nE   assert False\n```" in text
+
+
+def test_parse_junit_counts_and_excerpts_failures() -> None:
+    xml = (
+        b'<testsuites><testsuite><testcase classname="t" name="a"/>'
+        b'<testcase classname="t" name="b"><failure message="boom">trace</failure></testcase>'
+        b'<testcase classname="t" name="c"><skipped/></testcase></testsuite></testsuites>'
+    )
+    run = parse_junit(xml)
+    assert (run.conclusion, run.tests, run.failures, run.skipped) == ("failure", 3, 1, 1)
+    assert "FAILURE t::b: boom\ntrace" in run.log_excerpt
+    assert parse_junit(b"<not xml").conclusion == "error"
+
+
+def test_matrix_from_findings_dedupes_and_sanitises() -> None:
+    findings = [
+        {"recipe": "eagle3-interface", "class": "B", "path": "vllm/b.py", "line": 3},
+        {"recipe": "eagle3-interface", "class": "A$(rm -rf)", "path": "vllm/a.py", "line": 1},
+        {"recipe": "eagle3-interface", "class": "B", "path": "vllm/b.py", "line": 3},
+    ]
+    matrix = matrix_from_findings(findings)
+    assert matrix == {
+        "include": [
+            {
+                "id": "eagle3-interface:Arm-rf",
+                "recipe": "eagle3-interface",
+                "class": "Arm-rf",
+                "path": "vllm/a.py",
+                "line": 1,
+            },
+            {
+                "id": "eagle3-interface:B",
+                "recipe": "eagle3-interface",
+                "class": "B",
+                "path": "vllm/b.py",
+                "line": 3,
+            },
+        ]
+    }
+    assert matrix_from_findings([]) == {"include": []}

@@ -1,0 +1,134 @@
+"""The GitHub Actions workflows: security properties read from the YAML, the linters, and
+`bot init-workflows`."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bot.cli import main
+from bot.workflows import ACTIONLINT_CONFIG, WORKFLOW_NAMES, init_workflows
+
+WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
+_PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")
+
+
+def load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((WORKFLOWS / name).read_text())
+    # PyYAML reads the key `on` as the boolean True (YAML 1.1).
+    data["on"] = data.pop(True)
+    return data
+
+
+def steps(workflow: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(job_id, s) for job_id, job in workflow["jobs"].items() for s in job["steps"]]
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_no_expressions_inside_run_steps(name: str) -> None:
+    for _, step in steps(load(name)):
+        script = step.get("run", "")
+        assert "github.event.issue" not in script
+        assert "${{" not in script, f"{name}: pass values through env:, not into run:"
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_pinned_actions_no_persisted_credentials_minimal_permissions(name: str) -> None:
+    workflow = load(name)
+    assert workflow["permissions"] == {}
+    for job in workflow["jobs"].values():
+        assert "permissions" in job and "timeout-minutes" in job
+        assert all(level in ("read", "write") for level in job["permissions"].values())
+    for _, step in steps(workflow):
+        if "uses" in step:
+            assert _PINNED.match(step["uses"]), step["uses"]
+        if step.get("uses", "").startswith("actions/checkout@"):
+            assert step["with"]["persist-credentials"] is False
+
+
+def test_propose_job_has_no_secrets_and_read_only_permissions() -> None:
+    workflow = load("propose-on-label.yml")
+    assert workflow["on"] == {"issues": {"types": ["labeled"]}}
+    assert "github.event.issue.number" in workflow["concurrency"]["group"]
+    propose = workflow["jobs"]["propose"]
+    assert set(propose["permissions"].values()) == {"read"}
+    assert "secrets." not in yaml.safe_dump(propose)
+    assert "github.token" not in yaml.safe_dump(propose)
+    publish = workflow["jobs"]["publish"]
+    assert publish["needs"] == "propose" and publish["environment"] == "publish"
+    assert "secrets." in yaml.safe_dump(publish)
+
+
+def test_gpu_workflow_is_dispatch_only_on_the_gpu_runner() -> None:
+    workflow = load("gpu-verify.yml")
+    assert list(workflow["on"]) == ["workflow_dispatch"]
+    inputs = workflow["on"]["workflow_dispatch"]["inputs"]
+    assert {"repository", "sha", "tests", "request_id"} <= set(inputs)
+    assert all(spec["type"] == "string" for spec in inputs.values())
+    assert "inputs.request_id" in workflow["run-name"]
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert job["environment"] == "gpu"
+    assert "secrets." not in yaml.safe_dump(workflow)
+    assert "github.token" not in yaml.safe_dump(workflow)
+    uploads = [s for _, s in steps(workflow) if "upload-artifact" in s.get("uses", "")]
+    assert uploads[0]["with"]["name"] == "junit" and uploads[0]["if"] == "always()"
+
+
+def test_scheduled_scan_runs_scan_triage_and_sync() -> None:
+    workflow = load("scheduled-scan.yml")
+    assert workflow["on"]["schedule"][0]["cron"]
+    scripts = "\n".join(s.get("run", "") for _, s in steps(workflow))
+    for command in ("bot scan", "bot triage", "bot sync"):
+        assert command in scripts
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed")
+    return found
+
+
+def test_actionlint_is_clean() -> None:
+    files = [str(WORKFLOWS / n) for n in WORKFLOW_NAMES]
+    config = str(WORKFLOWS / ACTIONLINT_CONFIG)
+    result = subprocess.run(
+        [_tool("actionlint"), "-config-file", config, *files], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_zizmor_is_clean() -> None:
+    files = [str(WORKFLOWS / n) for n in WORKFLOW_NAMES]
+    result = subprocess.run([_tool("zizmor"), "--offline", *files], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_init_workflows_writes_and_refuses_to_clobber(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    dest = tmp_path / ".github" / "workflows"
+    assert main(["init-workflows", str(dest)]) == 0
+    for name in WORKFLOW_NAMES:
+        assert (dest / name).read_bytes() == (WORKFLOWS / name).read_bytes()
+    assert (tmp_path / ".github" / ACTIONLINT_CONFIG).is_file()
+    assert init_workflows(dest) == [
+        *(dest / n for n in WORKFLOW_NAMES),
+        dest.parent / ACTIONLINT_CONFIG,
+    ]
+
+    (dest / "gpu-verify.yml").write_text("changed\n")
+    capsys.readouterr()
+    assert main(["init-workflows", str(dest)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert (dest / "gpu-verify.yml").read_text() == "changed\n"
+    assert main(["init-workflows", str(dest), "--force"]) == 0
+    assert (dest / "gpu-verify.yml").read_bytes() == (WORKFLOWS / "gpu-verify.yml").read_bytes()
