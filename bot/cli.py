@@ -23,7 +23,11 @@ def cmd_scan(args: argparse.Namespace) -> int:
     result = pipeline.scan(Path(args.path), use_cache=not args.no_cache)
     for problem in result.problems:
         print(f"bot: skipped {problem}", file=sys.stderr)
-    if args.json:
+    if args.matrix:
+        from bot.verify.matrix import matrix_from_findings
+
+        print(json.dumps(matrix_from_findings([f.to_json() for f in result.findings])))
+    elif args.json:
         print(findings_json(result.findings))
     else:
         print(findings_table(result.findings))
@@ -35,6 +39,7 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", nargs="?", default=".", help="vLLM checkout (default: .)")
     p.add_argument("--json", action="store_true", help="print findings as a JSON array")
     p.add_argument("--no-cache", action="store_true", help="ignore the per-file index cache")
+    p.add_argument("--matrix", action="store_true", help="print a GitHub Actions matrix (JSON)")
     p.set_defaults(handler=cmd_scan)
 
 

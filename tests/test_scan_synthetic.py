@@ -301,6 +301,8 @@ def test_cli_json_defaults_to_the_current_directory(tmp_path: Path) -> None:
     assert {"recipe", "class", "path", "line", "evidence"} <= set(findings[0])
     assert findings[0]["path"] == "vllm/model_executor/models/foo.py"
     assert "broken.py" in result.stderr  # reported, not fatal
+    matrix = json.loads(run_cli("scan", "--matrix", cwd=tmp_path).stdout)
+    assert [row["class"] for row in matrix["include"]] == ["FooForCausalLM"]
     table = run_cli("scan", cwd=tmp_path)
     assert "FooForCausalLM" in table.stdout and "eagle3-interface" in table.stdout
 
