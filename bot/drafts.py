@@ -21,6 +21,7 @@ from typing import Any
 
 from bot.config import cache_dir
 from bot.errors import BotError
+from bot.fileio import write_atomic
 from bot.tree.known_models import GENERATION_CATEGORIES, TEST_REGISTRY_PATH, load_known_models
 
 CATALOGUE_SCHEMA = 1
@@ -230,10 +231,7 @@ def catalogue_json(entries: Iterable[DraftEntry], note: str) -> str:
 
 
 def write_catalogue_file(path: Path, entries: Iterable[DraftEntry], note: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(catalogue_json(entries, note), encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomic(path, catalogue_json(entries, note))
 
 
 def merge_entries(old: list[DraftEntry], new: list[DraftEntry]) -> list[DraftEntry]:

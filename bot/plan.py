@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.fileio import write_atomic
 
 PLAN_SCHEMA = 1
 
@@ -75,12 +76,17 @@ class PlanDir:
 
     @property
     def pr_title(self) -> str:
-        return self.pr_markdown.split("\n", 1)[0]
+        return split_pr_markdown(self.pr_markdown)[0]
 
     @property
     def pr_body(self) -> str:
-        parts = self.pr_markdown.split("\n", 1)
-        return parts[1].lstrip("\n") if len(parts) > 1 else ""
+        return split_pr_markdown(self.pr_markdown)[1]
+
+
+def split_pr_markdown(text: str) -> tuple[str, str]:
+    """``pr.md`` holds the title on its first line, then a blank line, then the body."""
+    title, _, body = text.partition("\n")
+    return title, body.lstrip("\n")
 
 
 def write_plan_dir(path: Path, plan: Plan, patch: str, pr_markdown: str) -> None:
@@ -104,10 +110,7 @@ def write_plan_dir(path: Path, plan: Plan, patch: str, pr_markdown: str) -> None
 
 
 def update_plan(path: Path, plan: Plan) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path, prefix=".plan.json.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(plan.to_json())
-    os.replace(tmp, path / "plan.json")
+    write_atomic(path / "plan.json", plan.to_json())
 
 
 def read_plan_dir(path: Path) -> PlanDir:

@@ -277,7 +277,7 @@ def proposal_for(
     plan.reason = finding.summary if entry else f"{finding.summary}; {entry_why}"
     context = _writeup_context(repo, plan, findings, entry, entry_why, variant, upstream, version)
     pr_markdown = render_pr(context, pr_template_style(repo))
-    plan.title = pr_markdown.split("\n", 1)[0]
+    plan.title = plans.split_pr_markdown(pr_markdown)[0]
     return plan, patch, pr_markdown
 
 

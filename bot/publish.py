@@ -20,6 +20,7 @@ from typing import Any
 
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.errors import BotError
+from bot.fileio import write_atomic
 from bot.git import CommitInfo, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, Plan, read_plan_dir
@@ -72,12 +73,8 @@ class PublishBudget:
 
     def record(self) -> None:
         self.opened_this_run += 1
-        path = ledger_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
         times = [t for t in _read_ledger() if time.time() - t < 24 * _HOUR] + [time.time()]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"opened_at": times}) + "\n", encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(ledger_path(), json.dumps({"opened_at": times}) + "\n")
 
 
 def _read_ledger() -> list[float]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.config import home_dir
 from bot.errors import BotError
-from bot.plan import READY, Plan, read_plan_dir, write_plan_dir
+from bot.plan import READY, Plan, read_plan_dir, split_pr_markdown, write_plan_dir
 
 FOUND = "found"
 PROPOSED = "proposed"
@@ -137,12 +137,11 @@ class Proposal:
 
     @property
     def pr_title(self) -> str:
-        return self.pr_markdown.split("\n", 1)[0]
+        return split_pr_markdown(self.pr_markdown)[0]
 
     @property
     def pr_body(self) -> str:
-        parts = self.pr_markdown.split("\n", 1)
-        return parts[1].lstrip("\n") if len(parts) > 1 else ""
+        return split_pr_markdown(self.pr_markdown)[1]
 
     @property
     def title(self) -> str:

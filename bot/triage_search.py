@@ -9,12 +9,11 @@ are kept.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from bot.config import GitHubSettings, github_settings, home_dir
+from bot.fileio import write_atomic
 from bot.github import GitHubClient
 from bot.tree.signatures import error_signatures
 
@@ -74,9 +73,6 @@ def record_candidates(candidates: list[Candidate]) -> Path:
         known = {}
     for candidate in candidates:
         known[candidate.number] = asdict(candidate) | {"matched_by": list(candidate.matched_by)}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".triage-candidates.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump([known[n] for n in sorted(known)], handle, indent=2, ensure_ascii=True)
-        handle.write("\n")
-    os.replace(tmp, path)
+    rows = [known[n] for n in sorted(known)]
+    write_atomic(path, json.dumps(rows, indent=2, ensure_ascii=True) + "\n")
     return path

@@ -9,34 +9,10 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel
 
 from bot.errors import BotError
-from bot.store import STATES, FindingFilter, Journal, Proposal
+from bot.store import STATES, FindingFilter, FindingRow, Journal, Proposal, Summary
 
+# Summary and FindingRow are the store's own dataclasses: FastAPI documents them as they are.
 router = APIRouter(prefix="/api", tags=["journal"])
-
-
-class SummaryOut(BaseModel):
-    states: dict[str, int]
-    recipes: dict[str, dict[str, int]]
-    findings_by_recipe: dict[str, int]
-    findings_by_version: dict[str, int]
-    findings_total: int
-
-
-class FindingOut(BaseModel):
-    id: int
-    recipe: str
-    class_name: str
-    path: str
-    line: int | None
-    architectures: list[str]
-    evidence: dict[str, Any]
-    summary: str
-    tree_root: str
-    base_commit: str
-    version: str
-    recorded_at: str
-    proposal_id: int | None
-    proposal_state: str | None
 
 
 class ProposalOut(BaseModel):
@@ -91,9 +67,9 @@ def _brief(proposal: Proposal) -> ProposalOut:
     )
 
 
-@router.get("/summary", response_model=SummaryOut)
-def summary(request: Request) -> SummaryOut:
-    return SummaryOut(**asdict(_journal(request).summary()))
+@router.get("/summary", response_model=Summary)
+def summary(request: Request) -> Summary:
+    return _journal(request).summary()
 
 
 @router.get("/proposals", response_model=list[ProposalOut])
@@ -124,13 +100,12 @@ def proposal(request: Request, proposal_id: int) -> ProposalDetailOut:
     )
 
 
-@router.get("/findings", response_model=list[FindingOut])
+@router.get("/findings", response_model=list[FindingRow])
 def findings(
     request: Request,
     recipe: str | None = None,
     version: str | None = None,
     q: str | None = Query(None, description="text in the class name, path or architectures"),
     limit: int = Query(500, ge=1, le=5000),
-) -> list[FindingOut]:
-    rows = _journal(request).findings(FindingFilter(recipe, version, q, limit))
-    return [FindingOut(**asdict(row)) for row in rows]
+) -> list[FindingRow]:
+    return _journal(request).findings(FindingFilter(recipe, version, q, limit))

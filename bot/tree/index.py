@@ -6,11 +6,11 @@ are cached by content hash, so re-scanning an unchanged tree re-parses nothing.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import cache_dir
+from bot.fileio import write_atomic
 from bot.tree.extract import EXTRACT_VERSION, FileFacts, extract_file
 
 MODEL_PACKAGES = ("vllm/model_executor/models", "vllm/models")
@@ -286,11 +287,5 @@ def _load_cache(path: Path) -> dict[str, FileFacts]:
 
 
 def _save_cache(path: Path, cache: dict[str, FileFacts]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".facts-")
-        with os.fdopen(fd, "wb") as handle:
-            pickle.dump(cache, handle, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache we cannot write only costs time
+    with contextlib.suppress(OSError):  # a cache we cannot write only costs time
+        write_atomic(path, pickle.dumps(cache, protocol=pickle.HIGHEST_PROTOCOL))

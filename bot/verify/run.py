@@ -12,6 +12,7 @@ from typing import Any
 
 from bot.config import github_settings
 from bot.errors import BotError
+from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.redact import redact
 from bot.tree.worktree import scratch_worktree
@@ -216,16 +217,9 @@ def _record(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any], journ
     plan.verification = verification
     update_plan(plan_dir, plan)
     markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
-    _write_atomic(plan_dir / "pr.md", markdown)
+    write_atomic(plan_dir / "pr.md", markdown)
     if journal:
         _journal(plan_dir, loaded, verification)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 def _journal(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any]) -> None:
