@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bot.tree.fetch import release_tree
+from tests.cli import propose_issue, run_bot
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -49,26 +48,7 @@ def test_hostile_issue_gives_a_safe_plan(tmp_path: Path) -> None:
     issue_file = tmp_path / "issue.json"
     issue_file.write_text(json.dumps(hostile_issue(canary)))
     out = tmp_path / "plan"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bot",
-            "propose",
-            "--issue",
-            "33329",
-            "--issue-file",
-            str(issue_file),
-            "--repo",
-            str(release_tree("0.23.0")),
-            "--dry-run",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = propose_issue(release_tree("0.23.0"), out, issue_file)
     assert result.returncode == 0, result.stderr
     assert not canary.exists()
     plan = json.loads((out / "plan.json").read_text())
@@ -85,11 +65,6 @@ def test_hostile_issue_gives_a_safe_plan(tmp_path: Path) -> None:
 def test_malformed_issue_file_is_a_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "issue.json"
     bad.write_text("[1, 2")
-    result = subprocess.run(
-        [sys.executable, "-m", "bot", "propose", "--issue", "1", "--issue-file", str(bad)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_bot("propose", "--issue", "1", "--issue-file", str(bad))
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

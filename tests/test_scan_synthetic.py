@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from bot.pipeline import scan
+from tests.cli import run_bot
 from tests.synthetic import READY_DECODER, make_tree
 
 TEXT = "_TEXT_GENERATION_MODELS"
@@ -266,20 +265,14 @@ def test_unparseable_file_is_reported_and_skipped(tmp_path: Path) -> None:
     assert result.problems[0].startswith("vllm/model_executor/models/broken.py: does not parse")
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bot", *args], capture_output=True, text=True, cwd=cwd, check=False
-    )
-
-
 def test_cli_rejects_a_path_that_is_not_a_vllm_tree(tmp_path: Path) -> None:
-    result = run_cli("scan", str(tmp_path))
+    result = run_bot("scan", str(tmp_path))
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1
     assert "is not a vLLM tree" in result.stderr
     assert "Traceback" not in result.stderr
-    missing = run_cli("scan", str(tmp_path / "nope"))
+    missing = run_bot("scan", str(tmp_path / "nope"))
     assert missing.returncode == 2 and "no such directory" in missing.stderr
 
 
@@ -295,15 +288,15 @@ def test_cli_json_defaults_to_the_current_directory(tmp_path: Path) -> None:
         },
         {TEXT: {"FooForCausalLM": ("foo", "FooForCausalLM")}},
     )
-    result = run_cli("scan", "--json", "--no-cache", cwd=tmp_path)
+    result = run_bot("scan", "--json", "--no-cache", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     findings = json.loads(result.stdout)
     assert {"recipe", "class", "path", "line", "evidence"} <= set(findings[0])
     assert findings[0]["path"] == "vllm/model_executor/models/foo.py"
     assert "broken.py" in result.stderr  # reported, not fatal
-    matrix = json.loads(run_cli("scan", "--matrix", cwd=tmp_path).stdout)
+    matrix = json.loads(run_bot("scan", "--matrix", cwd=tmp_path).stdout)
     assert [row["class"] for row in matrix["include"]] == ["FooForCausalLM"]
-    table = run_cli("scan", cwd=tmp_path)
+    table = run_bot("scan", cwd=tmp_path)
     assert "FooForCausalLM" in table.stdout and "eagle3-interface" in table.stdout
 
 
