@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from bot.recipes.base import Finding
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef, External
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
 
@@ -58,6 +59,28 @@ class AuxCollection:
     @property
     def collects(self) -> bool:
         return bool(self.helper_lines) or bool(self.layer_check_lines and self.aux_lines)
+
+
+def class_finding(
+    recipe: str,
+    index: ClassIndex,
+    ref: ClassRef,
+    entries: list[RegistryEntry],
+    evidence: dict[str, Any],
+    summary: str,
+) -> Finding:
+    """A finding about ``ref``, registered under ``entries``; evidence starts with the class."""
+    where = locate(index, ref)
+    return Finding(
+        recipe=recipe,
+        class_name=ref.name,
+        module=ref.module,
+        path=where.path,
+        line=where.line,
+        architectures=tuple(sorted({e.arch for e in entries})),
+        evidence={"class": where.to_json(), **evidence},
+        summary=summary,
+    )
 
 
 def locate(index: ClassIndex, ref: ClassRef) -> Located:

@@ -10,6 +10,7 @@ multimodal classes belong to ``eagle3-wrapper``.
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
 
 from bot.recipes.base import Finding, ScanContext
 from bot.recipes.eagle3_analysis import (
@@ -17,6 +18,7 @@ from bot.recipes.eagle3_analysis import (
     AuxCollection,
     Construction,
     aux_collection,
+    class_finding,
     constructed,
     declares_eagle3,
     is_pooling_model,
@@ -172,24 +174,17 @@ def _finding(
     aux: AuxCollection,
     siblings: dict[ClassRef, ClassRef],
 ) -> Finding:
-    where = locate(index, ref)
     decoder = locate(index, construction.cls)
-    mixin_owner = locate(index, chain[-1])
     sibling = _sibling(index, construction.cls, siblings)
-    forward_path = index.path_of(aux.forward_owner)
-    evidence = {
-        "class": where.to_json(),
+    evidence: dict[str, Any] = {
         "decoder": {
             **decoder.to_json(),
             "attribute": f"self.{construction.attribute}",
             "assigned_at": {"path": index.path_of(construction.owner), "line": construction.line},
         },
-        "mixin": {
-            **mixin_owner.to_json(),
-            "chain": [c.name for c in chain],
-        },
+        "mixin": {**locate(index, chain[-1]).to_json(), "chain": [c.name for c in chain]},
         "aux": {
-            "path": forward_path,
+            "path": index.path_of(aux.forward_owner),
             "forward_line": aux.forward_line,
             "helper_lines": list(aux.helper_lines),
             "layer_check_lines": list(aux.layer_check_lines),
@@ -209,16 +204,7 @@ def _finding(
         f"EagleModelMixin{via} and collects aux hidden states in forward, but {ref.name} does "
         "not declare SupportsEagle3"
     )
-    return Finding(
-        recipe=NAME,
-        class_name=ref.name,
-        module=ref.module,
-        path=where.path,
-        line=where.line,
-        architectures=tuple(sorted({e.arch for e in entries})),
-        evidence=evidence,
-        summary=summary,
-    )
+    return class_finding(NAME, index, ref, entries, evidence, summary)
 
 
 RECIPE = Eagle3Interface()

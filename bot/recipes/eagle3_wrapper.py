@@ -8,8 +8,16 @@ The wrapper is what vLLM loads; ``SupportsEagle3`` on the wrapper routes through
 from __future__ import annotations
 
 from bot.recipes.base import Finding, ScanContext
-from bot.recipes.eagle3_analysis import constructed, declares_eagle3, locate
+from bot.recipes.eagle3_analysis import (
+    Construction,
+    class_finding,
+    constructed,
+    declares_eagle3,
+    locate,
+)
 from bot.recipes.eagle3_interface import eagle3_ready_decoder, is_multimodal, registered_targets
+from bot.tree.index import ClassIndex, ClassRef
+from bot.tree.model_registry import RegistryEntry
 
 NAME = "eagle3-wrapper"
 _LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "model", "text_model")
@@ -24,49 +32,40 @@ class Eagle3Wrapper:
         for ref, entries in registered_targets(ctx).items():
             if not is_multimodal(ctx.index, ref) or declares_eagle3(ctx.index, ref):
                 continue
-            for attribute in _LANGUAGE_MODEL_ATTRIBUTES:
-                language = [
-                    c
-                    for c in constructed(ctx.index, ref, attribute)
-                    if declares_eagle3(ctx.index, c.cls)
-                    or eagle3_ready_decoder(ctx.index, c.cls) is not None
-                ]
-                if not language:
-                    continue
-                construction = language[0]
-                where = locate(ctx.index, ref)
-                lm = locate(ctx.index, construction.cls)
-                declared = declares_eagle3(ctx.index, construction.cls)
-                state = "declares SupportsEagle3" if declared else "is EAGLE-3 ready"
-                findings.append(
-                    Finding(
-                        recipe=NAME,
-                        class_name=ref.name,
-                        module=ref.module,
-                        path=where.path,
-                        line=where.line,
-                        architectures=tuple(sorted({e.arch for e in entries})),
-                        evidence={
-                            "class": where.to_json(),
-                            "language_model": {
-                                **lm.to_json(),
-                                "attribute": f"self.{attribute}",
-                                "assigned_at": {
-                                    "path": ctx.index.path_of(construction.owner),
-                                    "line": construction.line,
-                                },
-                                "declares_eagle3": declared,
-                            },
-                        },
-                        summary=(
-                            f"multimodal {ref.name} wraps {construction.cls.name} "
-                            f"(self.{attribute}), which {state}, but does not declare "
-                            "SupportsEagle3 itself"
-                        ),
-                    )
-                )
-                break
+            language = _capable_language_model(ctx.index, ref)
+            if language is not None:
+                findings.append(_finding(ctx.index, ref, entries, language))
         return findings
+
+
+def _capable_language_model(index: ClassIndex, ref: ClassRef) -> Construction | None:
+    """The first language model the wrapper builds that declares or is ready for EAGLE-3."""
+    for attribute in _LANGUAGE_MODEL_ATTRIBUTES:
+        for construction in constructed(index, ref, attribute):
+            cls = construction.cls
+            if declares_eagle3(index, cls) or eagle3_ready_decoder(index, cls) is not None:
+                return construction
+    return None
+
+
+def _finding(
+    index: ClassIndex, ref: ClassRef, entries: list[RegistryEntry], language: Construction
+) -> Finding:
+    declared = declares_eagle3(index, language.cls)
+    state = "declares SupportsEagle3" if declared else "is EAGLE-3 ready"
+    evidence = {
+        "language_model": {
+            **locate(index, language.cls).to_json(),
+            "attribute": f"self.{language.attribute}",
+            "assigned_at": {"path": index.path_of(language.owner), "line": language.line},
+            "declares_eagle3": declared,
+        }
+    }
+    summary = (
+        f"multimodal {ref.name} wraps {language.cls.name} (self.{language.attribute}), "
+        f"which {state}, but does not declare SupportsEagle3 itself"
+    )
+    return class_finding(NAME, index, ref, entries, evidence, summary)
 
 
 RECIPE = Eagle3Wrapper()
