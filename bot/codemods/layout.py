@@ -135,3 +135,21 @@ def _insert_one_per_line(
         items[-1] = last.with_changes(comma=cst.Comma(whitespace_after=left))
         items.append(new_item.with_changes(comma=cst.MaybeSentinel.DEFAULT))
     return Inserted(items, opening, closing)
+
+
+def insert_element(container: Any, index: int, element: Any, opening: str, closing: str) -> Any:
+    """``container`` (a ``Dict`` or ``List``) with ``element`` at ``index``, layout kept.
+
+    ``opening``/``closing`` name its bracket attributes (``lbrace``/``rbrace``, ``lbracket``/...).
+    """
+    left, right = getattr(container, opening), getattr(container, closing)
+    inserted = insert_item(
+        container.elements, index, element, left.whitespace_after, right.whitespace_before
+    )
+    return container.with_changes(
+        elements=inserted.items,
+        **{
+            opening: left.with_changes(whitespace_after=inserted.opening),
+            closing: right.with_changes(whitespace_before=inserted.closing),
+        },
+    )

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import libcst as cst
 
 from bot.codemods.base import Case, CodemodRefused, parse, require_identifier, shown
-from bot.codemods.layout import insert_item
+from bot.codemods.layout import insert_element
 
 _SECTION = re.compile(r"^#\s*\[(?P<name>[^\]]+)\]\s*$")
 
@@ -50,18 +50,7 @@ def insert_registry_entry(
         )
     anchor = elements[in_section[-1]]
     entry = _render_entry(anchor, literal, key, args, kwargs)
-    inserted = insert_item(
-        elements,
-        in_section[-1] + 1,
-        entry,
-        literal.lbrace.whitespace_after,
-        literal.rbrace.whitespace_before,
-    )
-    new_literal = literal.with_changes(
-        elements=inserted.items,
-        lbrace=literal.lbrace.with_changes(whitespace_after=inserted.opening),
-        rbrace=literal.rbrace.with_changes(whitespace_before=inserted.closing),
-    )
+    new_literal = insert_element(literal, in_section[-1] + 1, entry, "lbrace", "rbrace")
     new_statement = statement.with_changes(
         body=[
             assign.with_changes(value=new_literal) if small is assign else small

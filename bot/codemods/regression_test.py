@@ -25,7 +25,7 @@ from bot.codemods.base import (
     shown,
 )
 from bot.codemods.imports import add_import_name
-from bot.codemods.layout import insert_item
+from bot.codemods.layout import insert_element
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 REGISTRY_TEST = "tests/models/test_registry.py"
@@ -200,18 +200,8 @@ def _with_archs(function: cst.FunctionDef, archs: Sequence[str]) -> cst.Function
             position = len(names)
             if names == sorted(names):
                 position = sum(1 for name in names if name < arch)
-            inserted = insert_item(
-                new_list.elements,
-                position,
-                cst.Element(cst.SimpleString(f'"{arch}"')),
-                new_list.lbracket.whitespace_after,
-                new_list.rbracket.whitespace_before,
-            )
-            new_list = new_list.with_changes(
-                elements=inserted.items,
-                lbracket=new_list.lbracket.with_changes(whitespace_after=inserted.opening),
-                rbracket=new_list.rbracket.with_changes(whitespace_before=inserted.closing),
-            )
+            element = cst.Element(cst.SimpleString(f'"{arch}"'))
+            new_list = insert_element(new_list, position, element, "lbracket", "rbracket")
         call = decorator.decorator
         assert isinstance(call, cst.Call)
         args = [call.args[0], call.args[1].with_changes(value=new_list), *call.args[2:]]
