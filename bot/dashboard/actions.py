@@ -20,10 +20,10 @@ from bot.store import (
 )
 
 # publish(plan_dir, reviewer) -> PublishResult(action, pr_number, pr_url, comment_url, message)
-Publisher = Callable[[Path, str], Any]
+Publisher = Callable[[Path, str | None], Any]
 
 
-def default_publisher(plan_dir: Path, reviewer: str) -> Any:
+def default_publisher(plan_dir: Path, reviewer: str | None) -> Any:
     from bot.publish import publish_plan
 
     return publish_plan(plan_dir, reviewer=reviewer)
@@ -36,9 +36,18 @@ class Outcome:
 
 
 def approve(
-    journal: Journal, proposal_id: int, login: str, publish: Publisher | None = None
+    journal: Journal,
+    proposal_id: int,
+    login: str,
+    publish: Publisher | None = None,
+    *,
+    named_reviewer: bool = True,
 ) -> Outcome:
-    """Claim the approval atomically; only the request that wins the claim publishes."""
+    """Claim the approval atomically; only the request that wins the claim publishes.
+
+    ``login`` is recorded as the actor; it is named (and so mentioned) in the PR only when it
+    is a real GitHub login (``named_reviewer``), not a label such as the dashboard issue's.
+    """
     left = journal.claim(proposal_id, APPROVABLE, APPROVED, login, "approved for publishing")
     if left is None:
         state = journal.proposal(proposal_id).state
@@ -46,7 +55,7 @@ def approve(
     publish = publish or default_publisher
     try:
         plan_dir = journal.materialise(proposal_id)
-        result = publish(plan_dir, login)
+        result = publish(plan_dir, login if named_reviewer else None)
     except Exception as exc:  # noqa: BLE001 - any failure hands the proposal back
         detail = redact(str(exc)).splitlines()[0][:300] if str(exc) else type(exc).__name__
         journal.transition(proposal_id, left, "bot", f"publishing failed: {detail}")
