@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import git
 import pytest
 
+from bot import pipeline
+from tests.cli import EXAMPLE_ISSUE
 from tests.github_standin import (
     STANDIN_BOT_LOGIN,
     STANDIN_FORK_OWNER,
@@ -36,3 +41,46 @@ def github_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         yield standin
     finally:
         standin.stop()
+
+
+UPSTREAM = "vllm-project/vllm"
+FORK = f"{STANDIN_FORK_OWNER}/vllm"
+
+
+@pytest.fixture(scope="session")
+def _seed_plan_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bot's own plan for the seed issue (vllm#33329) on a clone of vLLM 0.23.0."""
+    from bot.tree.fetch import release_tree
+
+    root = tmp_path_factory.mktemp("seed-plan")
+    checkout = root / "checkout"  # publishing borrows objects from repo_path: keep it private
+    git.Repo.clone_from(str(release_tree("0.23.0")), str(checkout), shared=True).close()
+    issue = json.loads(EXAMPLE_ISSUE.read_text())
+    pipeline.propose(checkout, root / "plan", issue=issue)
+    return root / "plan"
+
+
+@pytest.fixture
+def seed_plan(_seed_plan_template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of the seed plan directory, for tests that change it."""
+    return Path(shutil.copytree(_seed_plan_template, tmp_path / "seed-plan"))
+
+
+@pytest.fixture
+def upstream_standin(
+    github_standin: GitHubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> GitHubStandIn:
+    """The stand-in with vllm-project/vllm, the bot's fork (a bare repo) and issue #33329."""
+    from bot.tree.fetch import release_tree
+
+    tree = release_tree("0.23.0")
+    github_standin.add_repo(UPSTREAM, seed_from=tree)
+    github_standin.add_repo(FORK, seed_from=tree)
+    github_standin.add_issue(
+        UPSTREAM,
+        33329,
+        "[Feature]: EAGLE3 for Qwen3-Next",
+        "RuntimeError: Model does not support EAGLE3 interface",
+    )
+    monkeypatch.setenv("BOT_FORK_URL", str(tmp_path / "standin" / "remotes" / FORK) + ".git")
+    return github_standin

@@ -5,39 +5,36 @@ The seed patch is computed at test time from the real tree (nothing of vLLM is c
 
 from __future__ import annotations
 
-import difflib
+import functools
+import json
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import git
 import uvicorn
 
+from bot import pipeline
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.store import Journal
+from tests.cli import EXAMPLE_ISSUE
 
 SEED_CLASS = "Qwen3NextForCausalLM"
 SEED_FILE = "vllm/model_executor/models/qwen3_next.py"
 HOSTILE_TITLE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"> & "quotes"'
 
 
+@functools.cache
 def seed_patch(tree: Path) -> str:
-    """Add SupportsEagle3 to the interfaces import and as the last base of the class."""
-    before = (tree / SEED_FILE).read_text(encoding="utf-8").splitlines(keepends=True)
-    after: list[str] = []
-    in_import = in_class = False
-    for line in before:
-        if line.startswith("from .interfaces import ("):
-            in_import = True
-        elif line.startswith(f"class {SEED_CLASS}("):
-            in_class = True
-        elif (in_import or in_class) and line.startswith(")"):
-            after.append("    SupportsEagle3,\n")
-            in_import = in_class = False
-        after.append(line)
-    return "".join(difflib.unified_diff(before, after, f"a/{SEED_FILE}", f"b/{SEED_FILE}", n=3))
+    """The bot's own patch for the seed issue on ``tree``: what `bot propose` writes."""
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(scratch) / "plan"
+        pipeline.propose(tree, out, issue=json.loads(EXAMPLE_ISSUE.read_text()))
+        return (out / "patch.diff").read_text(encoding="utf-8")
 
 
 def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
@@ -47,7 +44,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         recipe="eagle3-interface",
         class_name=SEED_CLASS,
         repo_path=str(tree),
-        base_commit="1e84f5b",
+        base_commit=git.Repo(tree).head.commit.hexsha,
         vllm_version="0.23.0",
         issue_number=33329,
         issue_title="[Feature]: EAGLE-3 support for Qwen3-Next",
@@ -59,7 +56,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
                 "forward calls _maybe_add_hidden_state",
             ],
         },
-        branch="bot/eagle3-qwen3-next",
+        branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
         fingerprint="eagle3-interface:Qwen3NextForCausalLM:1e84f5b",
         verification={
             "passed": verified,

@@ -4,7 +4,6 @@ escaped issue text, a GitHub-token login against the stand-in, and approve-publi
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -12,9 +11,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bot.dashboard.app import DashboardSettings, create_app
-from bot.github import GitHubClient
 from bot.store import APPROVED, PR_OPEN, PROPOSED, REJECTED, VERIFIED, Journal
 from bot.tree.fetch import release_tree
+from tests.conftest import UPSTREAM
 from tests.dashboard_seed import csrf_from, populate, serve_in_thread
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_TOKEN, GitHubStandIn
 
@@ -173,28 +172,12 @@ def test_openapi_documents_the_json_api(journal: Journal, ids: dict[str, int]) -
     assert client.get("/api/proposals", params={"state": "bogus"}).status_code == 422
 
 
-@dataclass
-class Published:
-    action: str
-    pr_number: int | None
-    pr_url: str | None
-    comment_url: str | None
-    message: str
-
-
 def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
-    journal: Journal, ids: dict[str, int], github_standin: GitHubStandIn
+    journal: Journal, ids: dict[str, int], upstream_standin: GitHubStandIn
 ) -> None:
-    # Until bot.publish lands, publishing opens an issue on the stand-in over real HTTP, so
-    # the stand-in's own record of writes is what counts.
-    github_standin.add_repo("example/bot")
-    github = GitHubClient()
-
-    def publish(plan_dir: Path, reviewer: str) -> Published:
-        issue = github.create_issue("example/bot", f"published by {reviewer}", str(plan_dir))
-        return Published("pr", issue["number"], issue["html_url"], None, "opened")
-
-    app = create_app(journal, _settings(as_login="alice"), publish=publish)
+    # The real publisher (bot.publish.publish_plan) against the stand-in: push to the fork,
+    # open the PR, comment on the issue. Only the winner of the claim may do any of it.
+    app = create_app(journal, _settings(as_login="alice"))
     with serve_in_thread(app) as base:
         tabs = [httpx.Client(base_url=base) for _ in range(2)]
         forms = [csrf_from(tab.get(f"/proposals/{ids['seed']}").text) for tab in tabs]
@@ -218,8 +201,15 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
         for tab in tabs:
             tab.close()
 
-    writes = [w for w in github_standin.writes() if w["method"] == "POST"]
-    assert len(writes) == 1
+    pulls = upstream_standin.pulls(UPSTREAM)
+    assert len(pulls) == 1 and "Reviewed and approved by @alice" in pulls[0]["body"]
+    assert len(upstream_standin.comments(UPSTREAM, 33329)) == 1
+    pull_posts = [
+        w
+        for w in upstream_standin.writes()
+        if w["method"] == "POST" and w["path"].endswith("/pulls")
+    ]
+    assert len(pull_posts) == 1
     proposal = journal.proposal(ids["seed"])
     assert proposal.state == PR_OPEN and proposal.pr_number is not None
     assert [e.to_state for e in journal.events(ids["seed"])].count(APPROVED) == 1
@@ -227,7 +217,7 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
 
 
 def test_failed_publish_hands_the_proposal_back(journal: Journal, ids: dict[str, int]) -> None:
-    def publish(plan_dir: Path, reviewer: str) -> Published:
+    def publish(plan_dir: Path, reviewer: str) -> None:
         raise RuntimeError(f"push refused for {STANDIN_TOKEN}")
 
     client = TestClient(create_app(journal, _settings(as_login="alice"), publish=publish))

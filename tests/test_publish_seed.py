@@ -10,76 +10,21 @@ import git
 import pytest
 
 from bot.errors import BotError
-from bot.plan import NEEDS_INFO, Plan, read_plan_dir, update_plan, write_plan_dir
+from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import PublishBudget, publish_plan
-from bot.tree.fetch import release_tree
+from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
 
 pytestmark = pytest.mark.vllm_tree
 
-UPSTREAM = "vllm-project/vllm"
-FORK = f"{STANDIN_FORK_OWNER}/vllm"
 BRANCH = "bot/eagle3-interface/qwen3-next-for-causal-lm"
 TITLE = "[Model][Spec Decode] Declare SupportsEagle3 on Qwen3NextForCausalLM"
-MODEL_FILE = "vllm/model_executor/models/qwen3_next.py"
-
-
-def _seed_patch(checkout: Path) -> str:
-    path = checkout / MODEL_FILE
-    text = path.read_text()
-    text = text.replace(
-        "from .interfaces import (\n", "from .interfaces import (\n    SupportsEagle3,\n", 1
-    )
-    text = text.replace(
-        "class Qwen3NextForCausalLM(\n", "class Qwen3NextForCausalLM(\n    SupportsEagle3,\n", 1
-    )
-    path.write_text(text)
-    patch = git.Repo(checkout).git.diff() + "\n"
-    assert "+    SupportsEagle3," in patch
-    return patch
-
-
-@pytest.fixture(scope="module")
-def seed_checkout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
-    """One clone of the 0.23.0 tree for the module: publishing only reads it."""
-    checkout = tmp_path_factory.mktemp("seed") / "checkout"
-    git.Repo.clone_from(str(release_tree("0.23.0")), str(checkout), shared=True)
-    base = git.Repo(checkout).head.commit.hexsha
-    patch = _seed_patch(checkout)
-    git.Repo(checkout).git.checkout("--", ".")
-    return checkout, base, patch
 
 
 @pytest.fixture
-def seed(tmp_path: Path, seed_checkout, github_standin, monkeypatch: pytest.MonkeyPatch):
-    tree = release_tree("0.23.0")
-    checkout, base, patch = seed_checkout
-    github_standin.add_repo(UPSTREAM, seed_from=tree)
-    github_standin.add_repo(FORK, seed_from=tree)
-    github_standin.add_issue(
-        UPSTREAM,
-        33329,
-        "[Feature]: EAGLE3 for Qwen3-Next",
-        "RuntimeError: Model does not support EAGLE3 interface",
-    )
-    monkeypatch.setenv("BOT_FORK_URL", str(tmp_path / "standin" / "remotes" / FORK) + ".git")
-    plan = Plan(
-        status="ready",
-        reason="Qwen3NextForCausalLM has the EAGLE-3 machinery but not the declaration.",
-        recipe="eagle3-interface",
-        class_name="Qwen3NextForCausalLM",
-        repo_path=str(checkout),
-        base_commit=base,
-        upstream=UPSTREAM,
-        issue_number=33329,
-        branch=BRANCH,
-        fingerprint=f"eagle3-interface:Qwen3NextForCausalLM:{base}",
-        title=TITLE,
-    )
-    plan_dir = tmp_path / "plan"
-    body = "Declares `SupportsEagle3`.\n\n<!-- bot:reviewer -->\n\nFixes #33329\n"
-    write_plan_dir(plan_dir, plan, patch, f"{TITLE}\n\n{body}")
-    return plan_dir, tmp_path / "work"
+def seed(seed_plan: Path, upstream_standin, tmp_path: Path):
+    """The bot's own seed plan (from `bot propose`) and a work directory for publishing."""
+    return seed_plan, tmp_path / "work"
 
 
 def _publish(plan_dir: Path, work_dir: Path, reviewer: str | None = "maintainer1"):
@@ -120,7 +65,8 @@ def test_seed_opens_one_draft_pr_then_reruns_change_nothing(
     )
     assert commit.message.startswith(TITLE + "\n\n")
     assert [p.hexsha for p in commit.parents] == [read_plan_dir(plan_dir).plan.base_commit]
-    assert "SupportsEagle3," in commit.diff(commit.parents[0], create_patch=True)[0].diff.decode()
+    diffs = commit.parents[0].diff(commit, create_patch=True)
+    assert "+    SupportsEagle3," in "".join(d.diff.decode() for d in diffs)
 
     comments = github_standin.comments(UPSTREAM, 33329)
     assert len(comments) == 1

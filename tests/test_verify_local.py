@@ -151,54 +151,10 @@ def worktrees(repo: Path) -> list[str]:
 
 
 @pytest.mark.vllm_tree
-def test_seed_case_on_vllm_0_23_0(tmp_path: Path) -> None:
-    tree = release_tree("0.23.0")
-    head = git.Repo(tree).head.commit.hexsha
-    registry_entry = (
-        '    "DFlashQwen3NextDraftModel": _HfExamplesInfo(\n'
-        '        "Qwen/Qwen3-Coder-Next",\n'
-        '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",\n'
-        "        use_original_num_layers=True,\n"
-        "        max_model_len=8192,\n"
-        "        max_num_seqs=32,\n"
-        '        min_transformers_version="4.56.3",\n'
-        "    ),\n"
-    )
-    registry_text = (tree / "tests/models/registry.py").read_text()
-    start = registry_text.index('    "DFlashDraftModel": _HfExamplesInfo(')
-    end = registry_text.index("\n    ),\n", start) + len("\n    ),\n")
-    dflash_entry = registry_text[start:end]
-    qwen = "vllm/model_executor/models/qwen3_next.py"
-    patch = make_patch(
-        tree,
-        head,
-        [
-            (
-                qwen,
-                "    SupportsLoRA,\n    SupportsPP,\n)\n",
-                "    SupportsEagle3,\n    SupportsLoRA,\n    SupportsPP,\n)\n",
-            ),
-            (
-                qwen,
-                "    QwenNextMixtureOfExperts,\n    IsHybrid,\n):",
-                "    QwenNextMixtureOfExperts,\n    IsHybrid,\n    SupportsEagle3,\n):",
-            ),
-            ("tests/models/registry.py", dflash_entry, dflash_entry + registry_entry),
-        ],
-    )
-    plan = Plan(
-        status=READY,
-        reason="seed case: vllm-project/vllm#33329",
-        recipe="eagle3-interface",
-        class_name="Qwen3NextForCausalLM",
-        repo_path=str(tree),
-        base_commit=head,
-        vllm_version="0.23.0",
-        finding=finding_for(tree, "Qwen3NextForCausalLM"),
-        tests={"gpu": [], "cpu": ["tests/models/test_registry.py::test_registry_imports"]},
-    )
-    plan_dir = tmp_path / "plan"
-    write_plan_dir(plan_dir, plan, patch, PR_MARKDOWN)
+def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
+    """The bot's own plan for the seed issue: the import, the base, the registry entry, the test."""
+    plan_dir = seed_plan
+    tree = Path(read_plan_dir(plan_dir).plan.repo_path)
 
     verification = verify_plan(plan_dir, VerifyOptions(gpu="skip"))
 

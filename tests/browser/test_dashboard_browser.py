@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bot.dashboard.app import DashboardSettings, create_app
-from bot.github import GitHubClient
 from bot.pipeline import scan
 from bot.store import PR_OPEN, Journal
 from bot.tree.fetch import release_tree
+from tests.conftest import UPSTREAM
 from tests.dashboard_seed import (
     HOSTILE_TITLE,
     SEED_CLASS,
@@ -43,15 +42,6 @@ CHROMIUM_ARGS = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class Published:
-    action: str
-    pr_number: int | None
-    pr_url: str | None
-    comment_url: str | None
-    message: str
-
-
 @pytest.fixture
 def journal(tmp_path: Path) -> Journal:
     journal = Journal(tmp_path / "journal.sqlite3")
@@ -65,19 +55,12 @@ def journal(tmp_path: Path) -> Journal:
 
 
 @pytest.fixture
-def base_url(journal: Journal, github_standin: GitHubStandIn) -> Iterator[str]:
-    # Publishing opens an issue on the stand-in (real HTTP) until bot.publish lands.
-    github_standin.add_repo("example/bot")
-    github = GitHubClient()
-
-    def publish(plan_dir: Path, reviewer: str) -> Published:
-        issue = github.create_issue("example/bot", f"published by {reviewer}", str(plan_dir))
-        return Published("pr", issue["number"], issue["html_url"], None, "PR opened")
-
+def base_url(journal: Journal, upstream_standin: GitHubStandIn) -> Iterator[str]:
+    # Approving publishes for real (bot.publish.publish_plan) to the GitHub stand-in.
     settings = DashboardSettings(
         as_login="alice", maintainers=frozenset({"alice"}), secret_key="browser-test"
     )
-    with serve_in_thread(create_app(journal, settings, publish=publish)) as url:
+    with serve_in_thread(create_app(journal, settings)) as url:
         yield url
 
 
@@ -117,7 +100,7 @@ def _shots() -> Path:
 
 
 def test_review_and_approve_the_seed_proposal(
-    page, base_url: str, journal: Journal, github_standin: GitHubStandIn
+    page, base_url: str, journal: Journal, upstream_standin: GitHubStandIn
 ) -> None:
     page.goto(base_url + "/")
     assert page.locator("h1").first.inner_text() == "Overview"
@@ -139,12 +122,13 @@ def test_review_and_approve_the_seed_proposal(
     assert "Approved and published" in page.locator(".flash").inner_text()
     assert page.locator("#approve").count() == 0
     assert journal.proposals()[-1].state == PR_OPEN
-    assert len([w for w in github_standin.writes() if w["method"] == "POST"]) == 1
+    assert len(upstream_standin.pulls(UPSTREAM)) == 1
+    writes = len(upstream_standin.writes())
 
     # The second tab still shows the button; its approve is refused and publishes nothing.
     second_tab.click("#approve")
     assert "already pr_open" in second_tab.locator(".flash").inner_text()
-    assert len([w for w in github_standin.writes() if w["method"] == "POST"]) == 1
+    assert len(upstream_standin.writes()) == writes
 
 
 def test_a_hostile_issue_title_stays_text(browser, base_url: str) -> None:
