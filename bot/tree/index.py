@@ -63,6 +63,7 @@ class ClassIndex:
     _resolve_memo: dict[tuple[str, str], tuple[Resolved, ...]] = field(
         default_factory=dict, repr=False
     )
+    _ancestors_memo: dict[ClassRef, tuple[Resolved, ...]] = field(default_factory=dict, repr=False)
 
     # -- lookups ---------------------------------------------------------------------------
     def class_facts(self, ref: ClassRef) -> dict[str, Any] | None:
@@ -141,8 +142,13 @@ class ClassIndex:
                 resolved.extend(self.resolve(ref.module, base))
         return resolved
 
-    def ancestors(self, ref: ClassRef) -> list[Resolved]:
+    def ancestors(self, ref: ClassRef) -> tuple[Resolved, ...]:
         """Every class in ``ref``'s MRO (including itself), depth-first, without repeats."""
+        if ref not in self._ancestors_memo:
+            self._ancestors_memo[ref] = self._ancestors(ref)
+        return self._ancestors_memo[ref]
+
+    def _ancestors(self, ref: ClassRef) -> tuple[Resolved, ...]:
         seen: dict[Resolved, None] = {}
         stack: list[Resolved] = [ref]
         while stack:
@@ -152,30 +158,19 @@ class ClassIndex:
             seen[current] = None
             if isinstance(current, ClassRef):
                 stack.extend(reversed(self.bases(current)))
-        return list(seen)
+        return tuple(seen)
 
-    def path_to(self, ref: ClassRef, target: ClassRef) -> list[ClassRef] | None:
-        """The chain of classes from ``ref`` up to the one that lists ``target`` as a base."""
-        if ref == target:
-            return [ref]
-        for base in self.bases(ref):
-            if isinstance(base, ClassRef) and base != ref:
-                chain = self._path_to(base, target, {ref})
-                if chain is not None:
-                    return [ref, *chain]
-        return None
-
-    def _path_to(
-        self, ref: ClassRef, target: ClassRef, visiting: set[ClassRef]
+    def path_to(
+        self, ref: ClassRef, target: ClassRef, visiting: frozenset[ClassRef] = frozenset()
     ) -> list[ClassRef] | None:
+        """The chain of classes from ``ref`` up to ``target`` (both included), or None."""
         if ref == target:
             return [ref]
         if ref in visiting:
             return None
-        visiting = visiting | {ref}
         for base in self.bases(ref):
             if isinstance(base, ClassRef):
-                chain = self._path_to(base, target, visiting)
+                chain = self.path_to(base, target, visiting | {ref})
                 if chain is not None:
                     return [ref, *chain]
         return None
