@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter, Form, HTTPException, Request
@@ -9,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from bot.dashboard import actions
+from bot.dashboard.actions import Outcome
 from bot.dashboard.auth import (
     check_csrf,
     csrf_token,
@@ -101,40 +103,33 @@ def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
     )
 
 
-@router.post("/proposals/{proposal_id}/approve")
-async def approve(request: Request, proposal_id: int, csrf: str = Form("")) -> RedirectResponse:
+async def _act(
+    request: Request, proposal_id: int, csrf: str, action: Callable[..., Outcome], *args: Any
+) -> RedirectResponse:
+    """Every maintainer action: CSRF, identity, existence, then the action off the event loop."""
     check_csrf(request, csrf)
     viewer = require_maintainer(request)
     journal = _journal(request)
     _proposal_or_404(journal, proposal_id)
-    outcome = await run_in_threadpool(
-        actions.approve, journal, proposal_id, viewer.login or "", request.app.state.publish
-    )
+    outcome = await run_in_threadpool(action, journal, proposal_id, viewer.login or "", *args)
     return _back_to(request, proposal_id, outcome.message)
+
+
+@router.post("/proposals/{proposal_id}/approve")
+async def approve(request: Request, proposal_id: int, csrf: str = Form("")) -> RedirectResponse:
+    return await _act(request, proposal_id, csrf, actions.approve, request.app.state.publish)
 
 
 @router.post("/proposals/{proposal_id}/reject")
 async def reject(
     request: Request, proposal_id: int, csrf: str = Form(""), note: str = Form("")
 ) -> RedirectResponse:
-    check_csrf(request, csrf)
-    viewer = require_maintainer(request)
-    journal = _journal(request)
-    _proposal_or_404(journal, proposal_id)
-    outcome = await run_in_threadpool(
-        actions.reject, journal, proposal_id, viewer.login or "", note
-    )
-    return _back_to(request, proposal_id, outcome.message)
+    return await _act(request, proposal_id, csrf, actions.reject, note)
 
 
 @router.post("/proposals/{proposal_id}/reverify")
 async def reverify(request: Request, proposal_id: int, csrf: str = Form("")) -> RedirectResponse:
-    check_csrf(request, csrf)
-    viewer = require_maintainer(request)
-    journal = _journal(request)
-    _proposal_or_404(journal, proposal_id)
-    outcome = await run_in_threadpool(actions.reverify, journal, proposal_id, viewer.login or "")
-    return _back_to(request, proposal_id, outcome.message)
+    return await _act(request, proposal_id, csrf, actions.reverify)
 
 
 @router.get("/login", response_class=HTMLResponse)
