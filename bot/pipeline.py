@@ -6,7 +6,7 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +19,24 @@ from bot.tree.model_registry import load_model_registry
 
 @dataclass
 class ScanResult:
-    root: Path
+    context: ScanContext
     findings: list[Finding]
-    problems: list[str] = field(default_factory=list)
-    files_parsed: int = 0
-    files_indexed: int = 0
+
+    @property
+    def root(self) -> Path:
+        return self.context.root
+
+    @property
+    def problems(self) -> list[str]:
+        return self.context.index.problems
+
+    @property
+    def files_parsed(self) -> int:
+        return self.context.index.parsed
+
+    @property
+    def files_indexed(self) -> int:
+        return len(self.context.index.modules)
 
 
 def scan_context(root: Path, *, use_cache: bool = True) -> ScanContext:
@@ -45,13 +58,7 @@ def scan(root: Path, *, use_cache: bool = True) -> ScanResult:
     for recipe in RECIPES:
         findings.extend(recipe.detect(ctx))
     findings.sort(key=lambda f: (f.recipe, f.path, f.line))
-    return ScanResult(
-        root=ctx.root,
-        findings=findings,
-        problems=list(ctx.index.problems),
-        files_parsed=ctx.index.parsed,
-        files_indexed=len(ctx.index.modules),
-    )
+    return ScanResult(context=ctx, findings=findings)
 
 
 # -- propose ---------------------------------------------------------------------------------

@@ -7,9 +7,7 @@ no new one may appear ("do no harm").
 
 from __future__ import annotations
 
-import ast
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,15 @@ from bot.codemods.bases import append_base_class
 from bot.codemods.imports import add_import_name
 from bot.codemods.registry_entry import insert_registry_entry
 from bot.codemods.regression_test import add_eagle3_regression_test
-from bot.codemods.safety import check_round_trip, check_ruff_clean, format_touched
+from bot.codemods.safety import (
+    changed_lines_confined,
+    check_round_trip,
+    check_ruff_clean,
+    class_header_span,
+    format_touched,
+    import_region_span,
+    top_level_span,
+)
 from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
 from bot.pipeline import ScanResult, scan
@@ -33,14 +39,6 @@ from bot.writeup import blob_url, pr_template_style, render_pr
 
 INTERFACE = "SupportsEagle3"
 ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
-
-
-@dataclass
-class Proposal:
-    plan: plans.Plan
-    patch: str
-    findings: list[Finding] = field(default_factory=list)
-    entry: RegistryEntryPlan | None = None
 
 
 def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
@@ -95,8 +93,8 @@ def _declare_interface(tree: Path, finding: Finding) -> dict[str, Any]:
     module = _interfaces_module(before, finding.path)
     after = add_import_name(before, module, INTERFACE)
     after = append_base_class(after, finding.class_name, INTERFACE)
-    allowed = _interface_edit_spans(before, module, finding.class_name)
-    _confine(before, after, allowed, finding.path)
+    allowed = [import_region_span(before), class_header_span(before, finding.class_name)]
+    changed_lines_confined(before, after, allowed)
     _write_formatted(tree, finding.path, before, after)
     return {
         "path": finding.path,
@@ -119,6 +117,7 @@ def _add_registry_entry(tree: Path, entry: RegistryEntryPlan) -> dict[str, Any] 
     )
     if after == before:
         return None
+    changed_lines_confined(before, after, [top_level_span(before, DICT_NAME)])
     _write_formatted(tree, REGISTRY_FILE, before, after)
     return {
         "path": REGISTRY_FILE,
@@ -156,41 +155,6 @@ def _interfaces_module(source: str, path: str) -> str:
         return ABSOLUTE_INTERFACES
     in_models_package = path.startswith("vllm/model_executor/models/")
     return ".interfaces" if in_models_package and "\nfrom ." in source else ABSOLUTE_INTERFACES
-
-
-def _interface_edit_spans(source: str, module: str, class_name: str) -> list[tuple[int, int]]:
-    """Lines the interface edit may touch: the interfaces import and the class header."""
-    tree = ast.parse(source)
-    spans: list[tuple[int, int]] = []
-    level = len(module) - len(module.lstrip("."))
-    name = module.lstrip(".")
-    first_import, last_import = 0, 0
-    for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            first_import = first_import or node.lineno
-            last_import = node.end_lineno or node.lineno
-        if isinstance(node, ast.ImportFrom) and node.module == name and node.level == level:
-            spans.append((node.lineno, node.end_lineno or node.lineno))
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            spans.append((node.lineno, node.body[0].lineno - 1))
-    if not any(start <= last_import <= end for start, end in spans):
-        # no import from interfaces yet: the new one goes where isort puts it among the imports
-        spans.append((first_import, last_import + 1))
-    return spans
-
-
-def _confine(before: str, after: str, spans: list[tuple[int, int]], path: str) -> None:
-    import difflib
-
-    old = before.splitlines()
-    new = after.splitlines()
-    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
-    for tag, i1, i2, _, _ in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        first, last = i1 + 1, max(i1 + 1, i2)
-        if not any(start <= first and last <= end + 1 for start, end in spans):
-            raise BotError(f"refused: the edit to {path} would touch lines {first}-{last}")
 
 
 def _check_fixed(tree: Path, findings: list[Finding]) -> None:
@@ -310,10 +274,9 @@ def _why_nothing(result: ScanResult, wanted: str) -> str:
             f"{f.class_name} is reported under {f.recipe}, which the bot does not patch yet: "
             f"{f.summary}"
         )
-    from bot.pipeline import scan_context
     from bot.recipes.eagle3_analysis import declares_eagle3, locate
 
-    ctx = scan_context(result.root)
+    ctx = result.context
     for entry in ctx.registry.entries:
         if wanted not in (entry.arch, entry.class_name):
             continue
