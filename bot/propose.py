@@ -39,6 +39,8 @@ from bot.writeup import blob_url, pr_template_style, render_pr
 
 INTERFACE = "SupportsEagle3"
 ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
+# Platform sub-packages of vllm/models/<name>/, one of which is chosen at import time.
+PLATFORMS = frozenset({"nvidia", "amd", "xpu", "cpu", "tpu"})
 
 
 def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
@@ -50,8 +52,8 @@ def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
 def platform_variant(finding: Finding) -> str | None:
     """``amd`` for vllm/models/<pkg>/amd/..., the platform packages chosen at import time."""
     parts = Path(finding.path).parts
-    if len(parts) > 3 and parts[:2] == ("vllm", "models"):
-        return parts[3] if len(parts) > 4 else None
+    if len(parts) > 4 and parts[:2] == ("vllm", "models") and parts[3] in PLATFORMS:
+        return parts[3]
     return None
 
 
