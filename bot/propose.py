@@ -31,7 +31,7 @@ from bot.pipeline import ScanResult, scan
 from bot.recipes import Finding
 from bot.recipes.eagle3_interface import NAME as INTERFACE_RECIPE
 from bot.registry_entry import DICT_NAME, REGISTRY_FILE, RegistryEntryPlan, plan_registry_entry
-from bot.tree.index import ClassRef
+from bot.tree.index import MODEL_PACKAGES, ClassRef
 from bot.tree.signatures import error_signatures
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
 from bot.triage import Triage
@@ -39,6 +39,9 @@ from bot.writeup import blob_url, pr_template_style, render_pr
 
 INTERFACE = "SupportsEagle3"
 ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
+# What proposing reads and edits: the model packages (scanned again after the edit), the
+# package marker, and the tests it extends. Files at the top (ruff's settings) come along.
+SCRATCH_PATHS = ("vllm/__init__.py", *MODEL_PACKAGES, "tests/models")
 # Platform sub-packages of vllm/models/<name>/, one of which is chosen at import time.
 PLATFORMS = frozenset({"nvidia", "amd", "xpu", "cpu", "tpu"})
 
@@ -72,7 +75,7 @@ def propose_fix(
     """
     catalogue = catalogue or load_catalogue()
     edits: list[dict[str, Any]] = []
-    with scratch_worktree(repo, base_commit) as tree:
+    with scratch_worktree(repo, base_commit, SCRATCH_PATHS) as tree:
         for finding in findings:
             edits.append(_declare_interface(tree, finding))
         entry, entry_why = plan_registry_entry(tree, arch, catalogue, preferred_draft)
@@ -83,7 +86,7 @@ def propose_fix(
         test_edit, cpu_tests = _add_regression_test(tree, findings[0], arch)
         if test_edit:
             edits.append(test_edit)
-        patch = diff_worktree(tree)
+        patch = diff_worktree(tree, [edit["path"] for edit in edits])
         _check_fixed(tree, findings)
     return patch, edits, entry, entry_why, cpu_tests
 

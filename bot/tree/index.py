@@ -6,19 +6,14 @@ are cached by content hash, so re-scanning an unchanged tree re-parses nothing.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
-import pickle
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bot.config import cache_dir
-from bot.fileio import write_atomic
+from bot.tree import facts_cache
 from bot.tree.extract import EXTRACT_VERSION, FileFacts, extract_file
 
 MODEL_PACKAGES = ("vllm/model_executor/models", "vllm/models")
@@ -220,19 +215,21 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
 
 def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
     root = root.resolve()
-    cache_path = _cache_file()
-    cache: dict[str, FileFacts] = _load_cache(cache_path) if use_cache else {}
+    cache_path = facts_cache.cache_file("facts", EXTRACT_VERSION)
+    stored: dict[str, FileFacts] = facts_cache.load(cache_path)
+    # --no-cache ignores what is stored but still refreshes it (other trees' entries stay).
+    cache: dict[str, FileFacts] = stored if use_cache else {}
     entries: list[tuple[str, str, bool, str]] = []
     for path in model_files(root):
         module, is_package = module_name(root, path)
         data = path.read_bytes()
-        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        digest = facts_cache.content_key(data)
         entries.append((module, str(path.relative_to(root)), is_package, digest))
 
     missing = [e for e in entries if e[3] not in cache]
     parsed = _parse_all([(m, str(root / p), pkg) for m, p, pkg, _ in missing])
     for (_, _, _, digest), facts in zip(missing, parsed):
-        cache[digest] = facts
+        cache[digest] = stored[digest] = facts
 
     index = ClassIndex(root=root, modules={}, parsed=len(missing))
     for module, rel, is_package, digest in entries:
@@ -242,7 +239,7 @@ def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
             continue
         index.modules[module] = ModuleFacts(module, rel, is_package, facts)
     if missing:
-        _save_cache(cache_path, cache)
+        facts_cache.save(cache_path, stored)
     return index
 
 
@@ -264,23 +261,3 @@ def _parse_all(items: list[tuple[str, str, bool]]) -> list[FileFacts]:
     chunk = max(1, len(items) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(_parse_one, items, chunksize=chunk))
-
-
-def _cache_file() -> Path:
-    tag = f"v{EXTRACT_VERSION}-py{sys.version_info.major}{sys.version_info.minor}"
-    return cache_dir() / "index" / f"facts-{tag}.pickle"
-
-
-def _load_cache(path: Path) -> dict[str, FileFacts]:
-    # The cache is our own file in the user's cache directory; a damaged one is just rebuilt.
-    try:
-        with path.open("rb") as handle:
-            data = pickle.load(handle)
-        return data if isinstance(data, dict) else {}
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ValueError):
-        return {}
-
-
-def _save_cache(path: Path, cache: dict[str, FileFacts]) -> None:
-    with contextlib.suppress(OSError):  # a cache we cannot write only costs time
-        write_atomic(path, pickle.dumps(cache, protocol=pickle.HIGHEST_PROTOCOL))

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.tree import facts_cache
 
 _MARKERS = ("EAGLE3", "Eagle3")
+# Bumped whenever what signatures_in_source extracts changes; older cache entries are ignored.
+_CACHE_VERSION = 1
 # "does not support EAGLE3 ..." yes; "Unsupported model_type ... for Eagle3 speculator" no: that
 # rejects a draft config, not a target model.
 _ABOUT_SUPPORT = re.compile(r"\b(?:not|n't|no longer)\s+support\b.*\b(?:EAGLE3|Eagle3)\b", re.I)
@@ -43,18 +46,35 @@ def error_signatures(tree_root: Path) -> list[ErrorSignature]:
     package = tree_root / "vllm"
     if not package.is_dir():
         raise BotError(f"{tree_root} has no vllm/ package; is it a vLLM tree?")
+    cache_path = facts_cache.cache_file("signatures", _CACHE_VERSION)
+    cache = facts_cache.load(cache_path)
+    changed = False
     found: list[ErrorSignature] = []
     for path in sorted(package.rglob("*.py")):
         try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            data = path.read_bytes()
+        except OSError:
             continue
         # Parsing is the slow part; almost no file mentions the marker at all.
-        if not any(marker in source for marker in _MARKERS):
+        if not any(marker.encode() in data for marker in _MARKERS):
             continue
         relative = path.relative_to(tree_root).as_posix()
-        found.extend(signatures_in_source(source, relative))
+        key = f"{facts_cache.content_key(data)}:{relative}"
+        if key not in cache:
+            try:
+                source = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            cache[key] = [s.to_dict() for s in signatures_in_source(source, relative)]
+            changed = True
+        found.extend(_from_dict(item) for item in cache[key])
+    if changed:
+        facts_cache.save(cache_path, cache)
     return found
+
+
+def _from_dict(data: dict[str, Any]) -> ErrorSignature:
+    return ErrorSignature(**{**data, "fragments": tuple(data["fragments"])})
 
 
 def signatures_in_source(source: str, relative_path: str) -> list[ErrorSignature]:

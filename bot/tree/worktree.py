@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -34,13 +34,24 @@ def head_commit(path: Path) -> str:
 
 
 @contextmanager
-def scratch_worktree(repo_path: Path, commit: str) -> Iterator[Path]:
-    """A detached worktree of ``repo_path`` at ``commit``, removed afterwards whatever happens."""
+def scratch_worktree(
+    repo_path: Path, commit: str, paths: Sequence[str] | None = None
+) -> Iterator[Path]:
+    """A detached worktree of ``repo_path`` at ``commit``, removed afterwards whatever happens.
+
+    With ``paths``, only those (and the files at the top of the tree, where tool configuration
+    lives) are checked out: a full checkout of vLLM is most of the cost of a proposal.
+    """
     repo = open_repo(repo_path)
     parent = Path(tempfile.mkdtemp(prefix="bot-worktree-"))
     path = parent / "tree"
     try:
-        repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
+        if paths is None:
+            repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
+        else:
+            repo.git.worktree("add", "--detach", "--quiet", "--no-checkout", str(path), commit)
+            with git.Repo(path) as scratch:
+                scratch.git.checkout(commit, "--", ":(glob)*", *paths)
         yield path
     finally:
         with suppress(git.GitCommandError):
@@ -51,12 +62,19 @@ def scratch_worktree(repo_path: Path, commit: str) -> Iterator[Path]:
         repo.close()
 
 
-def diff_worktree(path: Path) -> str:
-    """The worktree's changes against its HEAD, as a ``git apply``-able patch."""
+def diff_worktree(path: Path, paths: Sequence[str] = ()) -> str:
+    """The worktree's changes to ``paths`` (default: all) against its HEAD, as a patch for
+    ``git apply``. A partial checkout must name its paths: the rest would diff as deleted."""
     repo = git.Repo(path)
     try:
         text = repo.git.diff(
-            "HEAD", "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/"
+            "HEAD",
+            "--no-color",
+            "--no-ext-diff",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            "--",
+            *paths,
         )
     finally:
         repo.close()
