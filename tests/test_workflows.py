@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -93,7 +94,11 @@ def test_scheduled_scan_runs_scan_triage_and_sync() -> None:
 def _tool(name: str) -> str:
     found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed")
+        # CI installs the linters, so there a missing one is a failure, not a quiet skip.
+        message = f"{name} is not installed"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
     return found
 
 

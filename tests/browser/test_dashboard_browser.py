@@ -67,7 +67,11 @@ def base_url(journal: Journal, upstream_standin: GitHubStandIn) -> Iterator[str]
 @pytest.fixture
 def browser() -> Iterator[object]:
     if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (./dev setup installs it)")
+        missing = "Debian's chromium is not installed (./dev setup installs it)"
+        # CI installs it, so there a missing browser is a failure, not a quiet skip.
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
