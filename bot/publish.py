@@ -23,6 +23,7 @@ from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.git import CommitInfo, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
+from bot.markdown import inline
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, Plan, read_plan_dir
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
@@ -239,7 +240,7 @@ def _ask_reporter(plan: Plan, client: GitHubClient) -> PublishResult:
     if not plan.questions:
         raise BotError("a needs-info plan needs at least one question")
     # Questions may quote the issue: escaped so they render as text, never as markup.
-    asked = "\n".join(f"- {html.escape(q.strip())}" for q in plan.questions)
+    asked = "\n".join(f"- {inline(q)}" for q in plan.questions)
     body = (
         f"{status_marker(plan.issue_number)}\n"
         "Thanks for the report. Before proposing a fix, the bot needs a little more "

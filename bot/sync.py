@@ -15,6 +15,7 @@ from typing import Any
 from bot.dashboard import actions
 from bot.errors import BotError
 from bot.github import GitHubClient
+from bot.markdown import inline
 from bot.store import PENDING, Journal
 
 DASHBOARD_MARKER = "<!-- bot:dashboard -->"
@@ -104,7 +105,7 @@ def render_dashboard(journal: Journal) -> str:
     ]
     pending = journal.proposals(PENDING)
     for proposal in pending:
-        title = _one_line(proposal.title)
+        title = inline(proposal.title, limit=200)
         issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
         lines.append(
             f"- [ ] <!-- bot:approve={proposal.fingerprint} --> {title} — `{proposal.state}`{issue}"
@@ -112,12 +113,6 @@ def render_dashboard(journal: Journal) -> str:
     if not pending:
         lines.append("Nothing is waiting.")
     return "\n".join(lines) + "\n"
-
-
-def _one_line(text: str) -> str:
-    # Issue-derived text lands in Markdown: keep it on one line and neutralise markup.
-    flat = " ".join(text.split())[:200]
-    return re.sub(r"([\\`*_\[\]<>#|!])", r"\\\1", flat)
 
 
 def _dashboard_issue(

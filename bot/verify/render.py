@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
+from bot.markdown import inline
 from bot.redact import redact
 
 START = "<!-- bot:results:start -->"
@@ -13,15 +13,7 @@ END = "<!-- bot:results:end -->"
 
 _URL = re.compile(r"^https?://[A-Za-z0-9.:\-]+(/[A-Za-z0-9._~/\-%]*)?$")
 _BACKTICKS = re.compile(r"`+")
-# Inline text never starts a line here, so only the characters that act mid-line are escaped.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|~])")
 _ICONS = {True: "✅ passed", False: "❌ failed", None: "⏭️ skipped"}
-
-
-def inline(text: object) -> str:
-    """One line of untrusted text, safe in a table cell or a sentence."""
-    flat = " ".join(redact(str(text)).split())
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(flat, quote=False))
 
 
 def code_block(text: str) -> str:
