@@ -30,7 +30,7 @@ from bot.errors import BotError
 from bot.pipeline import ScanResult, scan
 from bot.recipes import Finding
 from bot.recipes.eagle3_interface import NAME as INTERFACE_RECIPE
-from bot.registry_entry import DICT_NAME, REGISTRY_FILE, RegistryEntryPlan, plan_registry_entry
+from bot.registry_plan import DICT_NAME, REGISTRY_FILE, RegistryEntryPlan, plan_registry_entry
 from bot.tree.index import MODEL_PACKAGES, ClassRef
 from bot.tree.signatures import error_signatures
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import ast
 import math
-import re
 from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from bot.codemods.base import Case, CodemodRefused, parse, require_identifier, shown
 from bot.codemods.layout import insert_element
-
-_SECTION = re.compile(r"^#\s*\[(?P<name>[^\]]+)\]\s*$")
+from bot.tree.model_registry import section_name
 
 Literal = str | int | float | bool | None
 
@@ -107,9 +105,7 @@ def _sections(literal: cst.Dict) -> list[str | None]:
     found = []
     for index in range(len(literal.elements)):
         for comment in _comments_before(literal, index):
-            match = _SECTION.match(comment)
-            if match:
-                current = match.group("name").strip()
+            current = section_name(comment) or current
         found.append(current)
     return found
 

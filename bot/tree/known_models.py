@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.tree.model_registry import section_name
 
 TEST_REGISTRY_PATH = "tests/models/registry.py"
 SUPPORTED_MODELS_DOC = "docs/models/supported_models.md"
 _EXAMPLES_CALL = "_HfExamplesInfo"
 _DICT_NAME = re.compile(r"^_(?P<category>[A-Z_]+?)(?:_EXAMPLE)?_MODELS$")
-_SECTION = re.compile(r"^\s*#\s*\[(?P<name>[^\]]+)\]")
 _BACKTICKED = re.compile(r"`([^`]+)`")
 _ARCH_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -139,9 +139,7 @@ def _dict_entries(node: ast.Dict, category: str, lines: list[str]) -> list[Examp
         comments = _comments_between(lines, previous_end, key.lineno)
         previous_end = value.end_lineno or key.lineno
         for comment in comments:
-            section_match = _SECTION.match("# " + comment)
-            if section_match:
-                section = section_match.group("name").strip()
+            section = section_name("# " + comment) or section
         call = value
         if not (isinstance(call, ast.Call) and _call_name(call) == _EXAMPLES_CALL):
             continue

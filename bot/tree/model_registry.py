@@ -20,7 +20,7 @@ MODELS_PACKAGE = "vllm.model_executor.models"
 _DICT_NAME = re.compile(r"^_([A-Z_]+)_MODELS$")
 # Dicts that merely re-list others, or list models that are no longer (or not yet) in the tree.
 _NOT_CATEGORIES = {"VLLM", "PREVIOUSLY_SUPPORTED", "OOT_SUPPORTED"}
-_SECTION = re.compile(r"^\s*#\s*\[(?P<name>[^\]]+)\]")
+_SECTION = re.compile(r"^\s*#\s*\[(?P<name>[^\]]+)\]\s*$")
 
 # Categories whose models generate text and can be speculative-decoding targets.
 GENERATION_CATEGORIES = frozenset({"text_generation", "multimodal"})
@@ -108,9 +108,14 @@ def absolute_module(module: str) -> str:
     return module if module.startswith("vllm.") else f"{MODELS_PACKAGE}.{module}"
 
 
+def section_name(comment: str) -> str | None:
+    """``DFlash`` for a ``# [DFlash]`` comment line: vLLM's registries group entries so."""
+    match = _SECTION.match(comment)
+    return match.group("name").strip() if match else None
+
+
 def _section_above(lines: list[str], line: int, dict_line: int) -> str | None:
     for index in range(line - 2, dict_line - 1, -1):
-        match = _SECTION.match(lines[index])
-        if match:
-            return match.group("name").strip()
+        if name := section_name(lines[index]):
+            return name
     return None

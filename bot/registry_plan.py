@@ -13,9 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from bot.drafts import DraftCatalogue, DraftEntry
-from bot.tree.known_models import ExampleEntry, KnownModels, load_known_models
+from bot.tree.known_models import (
+    TEST_REGISTRY_PATH,
+    ExampleEntry,
+    KnownModels,
+    load_known_models,
+)
 
-REGISTRY_FILE = "tests/models/registry.py"
+REGISTRY_FILE = TEST_REGISTRY_PATH
 DICT_NAME = "_SPECULATIVE_DECODING_EXAMPLE_MODELS"
 _SECTION_FOR_METHOD = {"dflash": "DFlash", "eagle3": "Eagle", "dspark": "DSpark"}
 _KEY_PREFIX = {"dflash": "DFlash", "eagle3": "Eagle3", "dspark": "DSpark"}
