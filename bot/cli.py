@@ -20,7 +20,7 @@ def cmd_scan(args: argparse.Namespace) -> int:
     from bot import pipeline
     from bot.report import findings_json, findings_table
 
-    result = pipeline.scan(Path(args.path), use_cache=not args.no_cache)
+    result = pipeline.scan(Path(args.path), use_cache=not args.no_cache, record=True)
     for problem in result.problems:
         print(f"bot: skipped {problem}", file=sys.stderr)
     if args.matrix:
@@ -88,15 +88,15 @@ def cmd_propose(args: argparse.Namespace) -> int:
         raise BotError("give --issue N or --class NAME")
     issue = load_issue(args.issue, args.issue_file) if args.issue is not None else None
     out = Path(args.out) if args.out else pipeline.default_plan_dir(args.issue, args.class_name)
-    plan = pipeline.propose(Path(args.repo), out, issue=issue, class_name=args.class_name)
+    plan = pipeline.propose(
+        Path(args.repo), out, issue=issue, class_name=args.class_name, record=True
+    )
     print(f"plan: {out} ({plan.status}: {plan.reason})")
     if plan.questions:
         for question in plan.questions:
             print(f"  question: {question}")
     if not args.dry_run and plan.status != "nothing-to-fix":
-        from bot.publish import publish_plan
-
-        result = publish_plan(out, reviewer=args.reviewer)
+        result = pipeline.publish(out, reviewer=args.reviewer)
         print(f"publish: {result.action}: {result.message}")
     return 0
 
@@ -242,9 +242,9 @@ def _add_init_workflows(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_publish(args: argparse.Namespace) -> int:
-    from bot.publish import publish_plan
+    from bot import pipeline
 
-    result = publish_plan(Path(args.plan_dir), reviewer=args.reviewer)
+    result = pipeline.publish(Path(args.plan_dir), reviewer=args.reviewer)
     print(f"{result.action}: {result.message}" + (f" {result.pr_url}" if result.pr_url else ""))
     return 0
 

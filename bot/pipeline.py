@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import BotError
-from bot.plan import Plan, write_plan_dir
+from bot.plan import NOTHING_TO_FIX, Plan, write_plan_dir
 from bot.recipes import RECIPES, Finding, ScanContext
 from bot.tree.index import ClassIndex, build_index, is_vllm_tree
 from bot.tree.model_registry import load_model_registry
+from bot.tree.version import tree_version
+
+if TYPE_CHECKING:
+    from bot.publish import PublishResult
+    from bot.store import Journal
 
 
 @dataclass
@@ -52,13 +57,37 @@ def scan_context(root: Path, *, use_cache: bool = True) -> ScanContext:
     return ScanContext(root=root.resolve(), index=index, registry=load_model_registry(root))
 
 
-def scan(root: Path, *, use_cache: bool = True) -> ScanResult:
+def scan(root: Path, *, use_cache: bool = True, record: bool = False) -> ScanResult:
+    """Every recipe's findings in the tree; ``record`` also keeps them in the journal."""
     ctx = scan_context(root, use_cache=use_cache)
     findings: list[Finding] = []
     for recipe in RECIPES:
         findings.extend(recipe.detect(ctx))
     findings.sort(key=lambda f: (f.recipe, f.path, f.line))
-    return ScanResult(context=ctx, findings=findings)
+    result = ScanResult(context=ctx, findings=findings)
+    if record:
+        _journal().record_findings(
+            [f.to_json() for f in findings],
+            ctx.root,
+            _head_or_none(ctx.root) or "",
+            tree_version(ctx.root),
+        )
+    return result
+
+
+def _journal() -> Journal:
+    from bot.store import Journal
+
+    return Journal()
+
+
+def _head_or_none(root: Path) -> str | None:
+    from bot.tree.worktree import head_commit
+
+    try:
+        return head_commit(root)
+    except BotError:
+        return None  # a plain directory: findings are still worth keeping
 
 
 # -- propose ---------------------------------------------------------------------------------
@@ -71,8 +100,12 @@ def propose(
     issue: dict[str, Any] | None = None,
     class_name: str | None = None,
     upstream: str = "vllm-project/vllm",
+    record: bool = False,
 ) -> Plan:
-    """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan."""
+    """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan.
+
+    ``record`` also keeps the plan in the journal, where the dashboard shows it for review.
+    """
     from bot.drafts import load_catalogue
     from bot.propose import proposal_for
     from bot.triage import triage_issue
@@ -91,7 +124,25 @@ def propose(
         catalogue=catalogue,
     )
     write_plan_dir(out, plan, patch, pr_markdown)
+    if record and plan.status != NOTHING_TO_FIX:
+        _journal().record_proposal(out)
     return plan
+
+
+_PR_STATE_AFTER = {"merged": "merged", "closed-by-maintainer": "closed"}
+
+
+def publish(plan_dir: Path, *, reviewer: str | None) -> PublishResult:
+    """Open or update the plan's PR, then note what GitHub now has in the journal."""
+    from bot.publish import publish_plan
+
+    result = publish_plan(plan_dir, reviewer=reviewer)
+    journal = _journal()
+    proposal_id = journal.record_proposal(plan_dir)
+    if result.pr_number:
+        state = _PR_STATE_AFTER.get(result.action, "open")
+        journal.record_pr(proposal_id, result.pr_number, result.pr_url, state, reviewer or "bot")
+    return result
 
 
 def default_plan_dir(issue: int | None, class_name: str | None) -> Path:

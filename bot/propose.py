@@ -33,6 +33,7 @@ from bot.recipes.eagle3_interface import NAME as INTERFACE_RECIPE
 from bot.registry_plan import DICT_NAME, REGISTRY_FILE, RegistryEntryPlan, plan_registry_entry
 from bot.tree.index import MODEL_PACKAGES, ClassRef
 from bot.tree.signatures import error_signatures
+from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
 from bot.triage import Triage
 from bot.writeup import blob_url, pr_template_style, render_pr
@@ -248,15 +249,6 @@ def proposal_for(
     pr_markdown = render_pr(context, pr_template_style(repo))
     plan.title = plans.split_pr_markdown(pr_markdown)[0]
     return plan, patch, pr_markdown
-
-
-def tree_version(repo: Path) -> str | None:
-    pkg_info = repo / "PKG-INFO"
-    if pkg_info.is_file():
-        for line in pkg_info.read_text(encoding="utf-8", errors="replace").splitlines()[:20]:
-            if line.startswith("Version:"):
-                return line.split(":", 1)[1].strip()
-    return None
 
 
 def _issue_number(issue: dict[str, Any] | None) -> int | None:

@@ -20,6 +20,12 @@ from tests.github_standin import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _private_bot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test (and every `bot` it runs) keeps its journal and plans to itself."""
+    monkeypatch.setenv("BOT_HOME", str(tmp_path / "bot-home"))
+
+
 @pytest.fixture
 def github_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[GitHubStandIn]:
     """A GitHub stand-in on 127.0.0.1 with the environment pointing the bot at it.
