@@ -136,7 +136,11 @@ def _add_regression_test(
     tree: Path, finding: Finding, arch: str
 ) -> tuple[dict[str, Any] | None, list[str]]:
     edit = add_eagle3_regression_test(
-        tree, class_name=finding.class_name, class_module=finding.module, archs=[arch]
+        tree,
+        class_name=finding.class_name,
+        class_module=finding.module,
+        archs=[arch],
+        platform_variant=platform_variant(finding) is not None,
     )
     if edit.after == edit.before:
         return None, edit.node_ids

@@ -179,3 +179,26 @@ def test_propose_never_touches_the_users_tree(seed_plan: Path) -> None:
     repo = git.Repo(release_tree("0.23.0"))
     assert not repo.is_dirty(untracked_files=True)
     assert [wt for wt in repo.git.worktree("list").splitlines() if "bot-worktree" in wt] == []
+
+
+def test_a_platform_variant_is_tested_through_the_registry(tmp_path: Path) -> None:
+    # tests/models/kimi_k3/test_eagle3.py imports the nvidia class by name, so asserting there
+    # would never look at the amd variant this plan fixes; the registry loads the platform's own.
+    out = tmp_path / "plan"
+    result = run_bot(
+        "propose",
+        "--class",
+        "KimiLinearForCausalLM",
+        "--repo",
+        str(release_tree("0.34.0")),
+        "--dry-run",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert [e["path"] for e in plan["edits"]][0] == "vllm/models/kimi_k3/amd/linear.py"
+    assert plan["branch"] == "bot/eagle3-interface/kimi-linear-for-causal-lm-amd"
+    assert plan["tests"]["cpu"] == [
+        "tests/models/test_registry.py::test_registry_supports_eagle3[KimiLinearForCausalLM]"
+    ]

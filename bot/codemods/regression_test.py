@@ -45,9 +45,19 @@ class RegressionTestEdit:
 
 
 def add_eagle3_regression_test(
-    tree_root: Path, *, class_name: str, class_module: str, archs: Sequence[str]
+    tree_root: Path,
+    *,
+    class_name: str,
+    class_module: str,
+    archs: Sequence[str],
+    platform_variant: bool = False,
 ) -> RegressionTestEdit:
-    """Plan the regression test for ``class_module.class_name`` (registered as ``archs``)."""
+    """Plan the regression test for ``class_module.class_name`` (registered as ``archs``).
+
+    A ``platform_variant`` (one of vllm/models/<pkg>/{nvidia,amd,...}) is tested through the
+    registry: importing it by name from a package test would pin one platform's class, while
+    the registry loads the variant of whichever platform runs the test.
+    """
     require_identifier(class_name, "class name")
     require_dotted(class_module, "class module")
     if class_module.startswith(".") or not class_module.startswith("vllm."):
@@ -56,7 +66,7 @@ def add_eagle3_regression_test(
         require_identifier(arch, "architecture")
     _require_defined(tree_root, INTERFACES_MODULE, "supports_eagle3", ast.FunctionDef)
     _require_defined(tree_root, class_module, class_name, ast.ClassDef)
-    package_test = _package_test_file(tree_root, class_module)
+    package_test = None if platform_variant else _package_test_file(tree_root, class_module)
     if package_test is not None:
         before = package_test.read_text()
         after = add_advertises_test(before, class_module, class_name)
