@@ -106,6 +106,33 @@ class BazModel(nn.Module, EagleModelMixin):
     assert found == []
 
 
+def test_a_forward_that_reworks_the_decoder_output_is_not_reported(tmp_path: Path) -> None:
+    # With aux layers set the decoder returns a tuple; this forward would break on it.
+    target = """
+class PostForCausalLM(nn.Module, SupportsPP):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = PostModel(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions):
+        hidden_states = self.model(input_ids, positions)
+        hidden_states = self.final_norm(hidden_states)
+        return hidden_states
+"""
+    source = HEADER + READY_DECODER.format(name="PostModel") + target
+    found = findings_for(
+        tmp_path,
+        {"model_executor/models/post.py": source},
+        {TEXT: {"PostForCausalLM": ("post", "PostForCausalLM")}},
+    )
+    assert found == []
+    passing = source.replace(
+        "        hidden_states = self.final_norm(hidden_states)\n", ""
+    )  # the same model handing the output straight back is a gap
+    (tmp_path / "vllm/model_executor/models/post.py").write_text(passing)
+    assert [f.class_name for f in scan(tmp_path, use_cache=False).findings] == ["PostForCausalLM"]
+
+
 def test_pooling_models_are_never_reported(tmp_path: Path) -> None:
     source = (
         HEADER.replace("SupportsPP", "SupportsPP, VllmModelForPooling")

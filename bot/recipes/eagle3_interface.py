@@ -79,7 +79,7 @@ def eagle3_ready_decoder(
     index: ClassIndex, ref: ClassRef
 ) -> tuple[Construction, list[ClassRef], AuxCollection] | None:
     """The decoder that makes ``ref`` EAGLE-3 capable once declared, or None."""
-    if declares_eagle3(index, ref):
+    if declares_eagle3(index, ref) or not forwards_decoder_output(index, ref):
         return None
     for construction in constructed(index, ref, DECODER_ATTRIBUTE):
         chain = mixin_chain(index, construction.cls)
@@ -87,6 +87,19 @@ def eagle3_ready_decoder(
         if chain and aux is not None and aux.collects:
             return construction, chain, aux
     return None
+
+
+def forwards_decoder_output(index: ClassIndex, ref: ClassRef) -> bool:
+    """Whether ``ref.forward`` returns what ``self.model(...)`` returned, untouched.
+
+    The decoder returns ``(hidden_states, aux_hidden_states)`` when aux layers are set; a
+    forward that post-processes its output would break on the tuple, so the declaration alone
+    would not be enough. A class without a forward of its own in the index is not judged here.
+    """
+    found = index.find_method(ref, "forward")
+    if found is None:
+        return True
+    return DECODER_ATTRIBUTE in found[1].get("passthrough", [])
 
 
 def _declared_siblings(ctx: ScanContext) -> dict[ClassRef, ClassRef]:

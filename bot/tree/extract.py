@@ -10,7 +10,7 @@ import ast
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 3
+EXTRACT_VERSION = 4
 
 FileFacts = dict[str, Any]
 
@@ -148,10 +148,21 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     assigns: list[list[Any]] = []
     returns: list[list[str]] = []
     aux: dict[str, list[int]] = {"helper": [], "layers_attr": [], "aux_names": []}
+    # For "does forward hand self.model's output back unchanged?"
+    from_self_call: dict[str, str] = {}  # local name -> attr, for `x = self.attr(...)`
+    assignment_count: dict[str, int] = {}
+    returned_names: list[str] = []
     for node in ast.walk(func):
+        if isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
+            assignment_count[node.target.id] = assignment_count.get(node.target.id, 0) + 1
         if isinstance(node, ast.Assign):
             value = node.value
             for target in node.targets:
+                if isinstance(target, ast.Name):
+                    assignment_count[target.id] = assignment_count.get(target.id, 0) + 1
+                    callee = _callee(value, local_refs) if isinstance(value, ast.Call) else None
+                    if callee and callee[0] == "self-call":
+                        from_self_call[target.id] = callee[1]
                 if isinstance(target, ast.Name) and (dotted := _dotted(value)):
                     local_refs.setdefault(target.id, dotted)
                 if (
@@ -165,6 +176,8 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
             if callee := _callee(node.value, local_refs):
                 returns.append(callee)
+        elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
+            returned_names.append(node.value.id)
         elif isinstance(node, ast.Attribute):
             if node.attr == _AUX_HELPER:
                 aux["helper"].append(node.lineno)
@@ -172,7 +185,18 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
                 aux["layers_attr"].append(node.lineno)
         elif isinstance(node, ast.Name) and "aux_hidden_state" in node.id:
             aux["aux_names"].append(node.lineno)
-    facts: dict[str, Any] = {"line": func.lineno, "assigns": assigns, "returns": returns}
+    passthrough = [name for kind, name in returns if kind == "self-call"]
+    passthrough += [
+        from_self_call[name]
+        for name in returned_names
+        if name in from_self_call and assignment_count.get(name) == 1
+    ]
+    facts: dict[str, Any] = {
+        "line": func.lineno,
+        "assigns": assigns,
+        "returns": returns,
+        "passthrough": sorted(set(passthrough)),
+    }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
     return facts
