@@ -31,3 +31,10 @@ def propose_issue(
         "--out",
         str(out),
     )
+
+
+def propose_class(tree: Path, class_name: str, out: Path) -> subprocess.CompletedProcess[str]:
+    """``bot propose --dry-run`` straight from a scan finding (the proactive path)."""
+    return run_bot(
+        "propose", "--class", class_name, "--repo", str(tree), "--dry-run", "--out", str(out)
+    )

@@ -12,7 +12,7 @@ import git
 import pytest
 
 from bot.tree.fetch import release_tree
-from tests.cli import propose_issue, run_bot
+from tests.cli import propose_class, propose_issue
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -146,16 +146,7 @@ def test_plan_and_writeup(seed_plan: Path) -> None:
 
 def test_newest_release_uses_the_new_pr_template(tmp_path: Path) -> None:
     out = tmp_path / "plan"
-    result = run_bot(
-        "propose",
-        "--class",
-        "Glm4ForCausalLM",
-        "--repo",
-        str(release_tree("0.34.0")),
-        "--dry-run",
-        "--out",
-        str(out),
-    )
+    result = propose_class(release_tree("0.34.0"), "Glm4ForCausalLM", out)
     assert result.returncode == 0, result.stderr
     body = (out / "pr.md").read_text()
     for heading in ("## Overview", "## Claims", "## Validation", "## Details"):
@@ -185,16 +176,7 @@ def test_a_platform_variant_is_tested_through_the_registry(tmp_path: Path) -> No
     # tests/models/kimi_k3/test_eagle3.py imports the nvidia class by name, so asserting there
     # would never look at the amd variant this plan fixes; the registry loads the platform's own.
     out = tmp_path / "plan"
-    result = run_bot(
-        "propose",
-        "--class",
-        "KimiLinearForCausalLM",
-        "--repo",
-        str(release_tree("0.34.0")),
-        "--dry-run",
-        "--out",
-        str(out),
-    )
+    result = propose_class(release_tree("0.34.0"), "KimiLinearForCausalLM", out)
     assert result.returncode == 0, result.stderr
     plan = json.loads((out / "plan.json").read_text())
     assert [e["path"] for e in plan["edits"]][0] == "vllm/models/kimi_k3/amd/linear.py"
