@@ -275,3 +275,22 @@ def test_spans_name_lines_by_what_they_are() -> None:
     assert resolve((BetweenTopLevel(),), SPANS_SOURCE) == [(2, 3), (9, 10), (13, 12)]
     with pytest.raises(CodemodRefused, match="no module-level class B"):
         resolve((ClassBody("B"),), SPANS_SOURCE)
+
+
+def test_a_recipe_without_plan_is_reported_not_patched() -> None:
+    from bot.recipes import RECIPES, fixer_named, fixes
+    from bot.recipes.eagle3_interface import RECIPE as INTERFACE
+
+    class DetectOnly:
+        name = "detect-only"
+        description = "reports, never patches"
+
+        def detect(self, ctx: object) -> list:
+            return []
+
+    assert fixes(INTERFACE) and not fixes(DetectOnly())
+    assert fixer_named("eagle3-interface") is INTERFACE
+    assert fixer_named("no-such-recipe") is None
+    assert {r.name for r in RECIPES if fixer_named(r.name) is None} == {
+        r.name for r in RECIPES if not callable(getattr(r, "plan", None))
+    }
