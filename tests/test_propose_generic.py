@@ -182,6 +182,25 @@ def test_a_fix_on_a_base_class_in_another_file_with_a_method_in_its_body(tree: P
     assert not git.Repo(tree).is_dirty(untracked_files=True)
 
 
+def test_touched_lines_are_formatted_with_the_trees_own_settings(tree: Path) -> None:
+    # 96 characters: fine for the bot's own ruff settings, too long for the tree's (88).
+    args = "first_argument_value, second_argument_value, third_value"
+    long_call = f"        return self.model.combine({args})\n"
+    sloppy = f"    def combine_all(self,{args.replace(', ', ' ,', 1)}) :\n"
+    assert 88 < len(long_call) - 1 <= 100
+    fix, findings = fix_for(
+        tree,
+        declare_on_base(),
+        dataclasses.replace(
+            add_method((ClassBody("FooBase"),)),
+            steps=(step(add_method_at_end, class_name="FooBase", method=sloppy + long_call),),
+        ),
+    )
+    patch = apply_fix(tree, head(tree), fix, findings).patch
+    assert f"+    def combine_all(self, {args}):\n" in patch
+    assert f"+        return self.model.combine(\n+            {args}\n+        )\n" in patch
+
+
 def test_a_method_outside_the_declared_spans_is_refused(tree: Path) -> None:
     fix, findings = fix_for(
         tree, declare_on_base(), add_method((Imports(), ClassHeader("FooBase")))
