@@ -14,7 +14,7 @@ import html
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,8 @@ def publish_plan(
         refusal = (budget or PublishBudget(settings)).refusal()
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
+    # The commit's title is the recipe's (plan.title); a plan without one takes the PR's.
+    plan = replace(plan, title=(plan.title or "").strip() or title)
     commit = prepare_branch(plan, planned.patch, work_dir, settings)
     pushed = push_branch(commit, work_dir, settings)
     if open_pulls:

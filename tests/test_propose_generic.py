@@ -289,7 +289,7 @@ SPANS_SOURCE = dedent(
 def test_spans_name_lines_by_what_they_are() -> None:
     assert resolve((Imports(),), SPANS_SOURCE) == [(1, 1)]
     assert resolve((ClassHeader("A"),), SPANS_SOURCE) == [(4, 4)]
-    assert resolve((ClassBody("A"),), SPANS_SOURCE) == [(5, 8)]
+    assert resolve((ClassBody("A"),), SPANS_SOURCE) == [(5, 10)]  # with its trailing blanks
     # gaps after each statement: after the import (lines 2-3), after A (9-10), after g (empty)
     assert resolve((BetweenTopLevel(),), SPANS_SOURCE) == [(2, 3), (9, 10), (13, 12)]
     with pytest.raises(CodemodRefused, match="no module-level class B"):
@@ -313,3 +313,14 @@ def test_a_recipe_without_plan_is_reported_not_patched() -> None:
     assert {r.name for r in RECIPES if fixer_named(r.name) is None} == {
         r.name for r in RECIPES if not callable(getattr(r, "plan", None))
     }
+
+
+def test_a_method_appended_to_a_class_followed_by_another_stays_in_its_body() -> None:
+    from bot.codemods.safety import changed_lines_confined
+
+    source = BASE.lstrip() + "\n\nclass Other:\n    pass\n"
+    after = add_method_at_end(source, "FooBase", METHOD)
+    assert METHOD in after and after.endswith("\n\nclass Other:\n    pass\n")
+    changed_lines_confined(source, after, resolve((ClassBody("FooBase"),), source))
+    with pytest.raises(CodemodRefused):
+        changed_lines_confined(source, after, resolve((ClassBody("Other"),), source))

@@ -46,7 +46,11 @@ class ClassBody:
 
     def lines(self, source: str) -> list[LineRange]:
         node = _module_class(source, self.name)
-        return [(node.body[0].lineno, node.end_lineno or node.lineno)]
+        end = node.end_lineno or node.lineno
+        lines = source.splitlines()
+        while end < len(lines) and not lines[end].strip():
+            end += 1  # the blank lines after the body: a diff may put a new method after them
+        return [(node.body[0].lineno, end)]
 
 
 @dataclass(frozen=True)
