@@ -227,7 +227,9 @@ def _only_bot_commits(repo: git.Repo, base: str, tip: str, settings: GitHubSetti
 
 
 def _message(plan: Plan, settings: GitHubSettings) -> str:
-    title = (plan.title or f"Declare SupportsEagle3 on {plan.class_name}").strip()
+    title = (plan.title or "").strip()
+    if not title:
+        raise BotError("the plan has no commit title; re-run `bot propose`")
     lines = [title, ""]
     if plan.reason.strip():
         lines += [plan.reason.strip(), ""]

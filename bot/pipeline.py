@@ -6,88 +6,21 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.errors import BotError
 from bot.plan import NOTHING_TO_FIX, Plan, write_plan_dir
-from bot.recipes import RECIPES, Finding, ScanContext
-from bot.tree.index import ClassIndex, build_index, is_vllm_tree
-from bot.tree.model_registry import load_model_registry
-from bot.tree.version import tree_version
+from bot.scan import scan as scan  # the first stage; `bot scan` calls it from here
 
 if TYPE_CHECKING:
     from bot.publish import PublishResult
     from bot.store import Journal
 
 
-@dataclass
-class ScanResult:
-    context: ScanContext
-    findings: list[Finding]
-
-    @property
-    def root(self) -> Path:
-        return self.context.root
-
-    @property
-    def problems(self) -> list[str]:
-        return self.context.index.problems
-
-    @property
-    def files_parsed(self) -> int:
-        return self.context.index.parsed
-
-    @property
-    def files_indexed(self) -> int:
-        return len(self.context.index.modules)
-
-
-def scan_context(root: Path, *, use_cache: bool = True) -> ScanContext:
-    root = Path(root)
-    if not root.is_dir():
-        raise BotError(f"{root}: no such directory")
-    if not is_vllm_tree(root):
-        raise BotError(
-            f"{root} is not a vLLM tree (no vllm/model_executor/models); "
-            "pass the root of a vLLM checkout, or run `bot fetch VERSION` to get one"
-        )
-    index: ClassIndex = build_index(root, use_cache=use_cache)
-    return ScanContext(root=root.resolve(), index=index, registry=load_model_registry(root))
-
-
-def scan(root: Path, *, use_cache: bool = True, record: bool = False) -> ScanResult:
-    """Every recipe's findings in the tree; ``record`` also keeps them in the journal."""
-    ctx = scan_context(root, use_cache=use_cache)
-    findings: list[Finding] = []
-    for recipe in RECIPES:
-        findings.extend(recipe.detect(ctx))
-    findings.sort(key=lambda f: (f.recipe, f.path, f.line))
-    result = ScanResult(context=ctx, findings=findings)
-    if record:
-        _journal().record_findings(
-            [f.to_json() for f in findings],
-            ctx.root,
-            _head_or_none(ctx.root) or "",
-            tree_version(ctx.root),
-        )
-    return result
-
-
 def _journal() -> Journal:
     from bot.store import Journal
 
     return Journal()
-
-
-def _head_or_none(root: Path) -> str | None:
-    from bot.tree.worktree import head_commit
-
-    try:
-        return head_commit(root)
-    except BotError:
-        return None  # a plain directory: findings are still worth keeping
 
 
 # -- propose ---------------------------------------------------------------------------------
@@ -114,7 +47,7 @@ def propose(
     result = scan(repo)
     catalogue = load_catalogue()
     triage = triage_issue(issue, repo, catalogue) if issue is not None else None
-    plan, patch, pr_markdown = proposal_for(
+    proposal = proposal_for(
         repo,
         result,
         triage=triage,
@@ -123,10 +56,10 @@ def propose(
         upstream=upstream,
         catalogue=catalogue,
     )
-    write_plan_dir(out, plan, patch, pr_markdown)
-    if record and plan.status != NOTHING_TO_FIX:
+    write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    if record and proposal.plan.status != NOTHING_TO_FIX:
         _journal().record_proposal(out)
-    return plan
+    return proposal.plan
 
 
 _PR_STATE_AFTER = {"merged": "merged", "closed-by-maintainer": "closed"}

@@ -48,7 +48,8 @@ class Plan:
     tests: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "cpu": []})
     branch: str | None = None
     fingerprint: str | None = None
-    title: str | None = None
+    title: str | None = None  # the commit's title line, also the PR's (pr.md starts with it)
+    issue_comment: str | None = None  # the recipe's words for the sticky issue comment
     questions: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None
     schema: int = PLAN_SCHEMA

@@ -222,16 +222,23 @@ def _comment_on_issue(client: GitHubClient, plan: Plan, pull: dict[str, Any]) ->
     if not plan.issue_number:
         return None
     state = "a draft until GPU verification passes" if pull.get("draft") else "ready for review"
-    subject = html.escape(plan.class_name or "the model class")
     body = (
         f"{status_marker(plan.issue_number)}\n"
-        f"A fix is proposed in #{pull['number']}: it declares `SupportsEagle3` on "
-        f"`{subject}` so EAGLE-3 speculative decoding can load it. The PR is {state}.\n"
+        f"A fix is proposed in #{pull['number']}: {_fix_wording(plan)} The PR is {state}.\n"
     )
     url, _ = client.upsert_issue_comment(
         plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
     )
     return url
+
+
+def _fix_wording(plan: Plan) -> str:
+    """The recipe's sentence from the plan; one line, no HTML, no mentions, else a plain one."""
+    wording = (plan.issue_comment or "").strip()
+    if not wording or len(wording) > 300 or any(ch in wording for ch in "\n\r<>@"):
+        subject = html.escape(plan.class_name or "the model class")
+        return f"it changes `{subject}`."
+    return wording
 
 
 def _ask_reporter(plan: Plan, client: GitHubClient) -> PublishResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +64,21 @@ def pr_template_style(tree: Path) -> str:
     return "claims" if "## Overview" in text and "## Claims" in text else "purpose"
 
 
-def render_pr(context: dict[str, Any], style: str) -> str:
+# The slots of the PR templates a recipe fills with its own section templates.
+RECIPE_SECTIONS = ("summary", "claims", "root_cause")
+
+
+def render_pr(
+    title: str, context: Mapping[str, Any], sections: Mapping[str, str], style: str
+) -> str:
+    """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections."""
+    missing = [slot for slot in RECIPE_SECTIONS if slot not in sections]
+    if missing:
+        raise ValueError(f"the recipe's write-up has no {', '.join(missing)} section")
     env = environment()
-    title = env.get_template("title.j2").render(context).strip()
-    body = env.get_template(f"pr_{style}.md.j2").render(context)
+    body = env.get_template(f"pr_{style}.md.j2").render({**context, "sections": dict(sections)})
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
-    return f"{title}\n\n{body}"
+    return f"{_plain(title)}\n\n{body}"
 
 
 def blob_url(upstream: str, ref: str, path: str, line: int | None = None) -> str:

@@ -1,7 +1,16 @@
 """The fix classes the bot knows. A new recipe is one module here plus one line below."""
 
 from bot.recipes import eagle3_interface, eagle3_wrapper
-from bot.recipes.base import Finding, Recipe, ScanContext
+from bot.recipes.base import (
+    Declined,
+    Finding,
+    FixingRecipe,
+    FixPlan,
+    PlanContext,
+    Recipe,
+    ScanContext,
+    fixes,
+)
 
 RECIPES: tuple[Recipe, ...] = (
     eagle3_interface.RECIPE,
@@ -13,4 +22,22 @@ def recipe_named(name: str) -> Recipe | None:
     return next((r for r in RECIPES if r.name == name), None)
 
 
-__all__ = ["RECIPES", "Finding", "Recipe", "ScanContext", "recipe_named"]
+def fixer_named(name: str) -> FixingRecipe | None:
+    """The recipe called ``name`` if it plans fixes (one with only ``detect`` is reported only)."""
+    recipe = recipe_named(name)
+    return recipe if recipe is not None and fixes(recipe) else None
+
+
+__all__ = [
+    "RECIPES",
+    "Declined",
+    "Finding",
+    "FixPlan",
+    "FixingRecipe",
+    "PlanContext",
+    "Recipe",
+    "ScanContext",
+    "fixer_named",
+    "fixes",
+    "recipe_named",
+]

@@ -9,10 +9,33 @@ multimodal classes belong to ``eagle3-wrapper``.
 
 from __future__ import annotations
 
+import html
 from collections import defaultdict
 from typing import Any
 
-from bot.recipes.base import Finding, ScanContext
+from bot.codemods.bases import append_base_class
+from bot.codemods.imports import add_import_name
+from bot.codemods.registry_entry import insert_registry_entry
+from bot.codemods.regression_test import (
+    REGISTRY_TEST,
+    REGISTRY_TEST_FUNCTION,
+    add_advertises_test,
+    add_eagle3_regression_test,
+    add_registry_eagle3_test,
+)
+from bot.codemods.spans import BetweenTopLevel, ClassHeader, Imports, Span, TopLevel
+from bot.recipes.base import (
+    FileEdit,
+    Finding,
+    FixPlan,
+    PlanContext,
+    RegistryDecision,
+    ScanContext,
+    TestPlan,
+    WriteUp,
+    platform_variant,
+    step,
+)
 from bot.recipes.eagle3_analysis import (
     SUPPORTS_EAGLE3,
     AuxCollection,
@@ -25,11 +48,16 @@ from bot.recipes.eagle3_analysis import (
     locate,
     mixin_chain,
 )
+from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
+from bot.tree.signatures import error_signatures
 
 NAME = "eagle3-interface"
 DECODER_ATTRIBUTE = "model"
+INTERFACE = "SupportsEagle3"
+ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
+TEMPLATES = "recipes/eagle3-interface"
 
 
 class Eagle3Interface:
@@ -49,6 +77,167 @@ class Eagle3Interface:
             construction, chain, aux = ready
             findings.append(_finding(ctx.index, ref, entries, construction, chain, aux, siblings))
         return findings
+
+    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan:
+        """Import the interface and add it as the last base of the class (and of each of its
+        platform variants), add the registry entry that puts the model under the GPU test, and
+        a CPU regression test asserting ``supports_eagle3``."""
+        group = ctx.group or (finding,)
+        variant = platform_variant(finding) if len(group) == 1 else None
+        entry, entry_why = plan_registry_entry(
+            ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
+        )
+        edits = [_declare_interface(ctx, f) for f in group]
+        if entry is not None:
+            edits.append(
+                FileEdit(
+                    path=REGISTRY_FILE,
+                    kind="registry-entry",
+                    description=f"add {entry.key} to {DICT_NAME} (# [{entry.section}])",
+                    steps=(
+                        step(
+                            insert_registry_entry,
+                            dict_name=DICT_NAME,
+                            key=entry.key,
+                            args=entry.args,
+                            kwargs=entry.kwargs,
+                            section=entry.section,
+                        ),
+                    ),
+                    confined_to=(TopLevel(DICT_NAME),),
+                )
+            )
+        test_edit, cpu_tests = _regression_test(ctx, finding, variant)
+        edits.append(test_edit)
+        title = f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
+        return FixPlan(
+            recipe=NAME,
+            finding=finding,
+            resolves=group,
+            variant=variant,
+            edits=tuple(edits),
+            tests=TestPlan(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            registry=RegistryDecision(entry, entry_why),
+            writeup=WriteUp(
+                sections={
+                    "summary": f"{TEMPLATES}/summary.j2",
+                    "claims": f"{TEMPLATES}/claims.j2",
+                    "root_cause": f"{TEMPLATES}/root_cause.j2",
+                },
+                context=_writeup_context(ctx, finding, group),
+            ),
+            commit_title=title + (f" ({variant} variant)" if variant else ""),
+            issue_comment=(
+                f"it declares `{INTERFACE}` on `{html.escape(finding.class_name)}` so EAGLE-3 "
+                "speculative decoding can load it."
+            ),
+        )
+
+    def explain(self, wanted: str, ctx: ScanContext) -> str | None:
+        """Why a registered architecture without a finding needs no declaration."""
+        for entry in ctx.registry.entries:
+            if wanted not in (entry.arch, entry.class_name):
+                continue
+            for ref in ctx.index.resolve(entry.module, entry.class_name):
+                if isinstance(ref, ClassRef) and declares_eagle3(ctx.index, ref):
+                    where = locate(ctx.index, ref)
+                    return (
+                        f"already fixed: {ref.name} declares {INTERFACE} "
+                        f"({where.path}:{where.line})"
+                    )
+            return (
+                f"{entry.arch} is not an interface gap: its decoder lacks EagleModelMixin or does "
+                f"not collect aux hidden states, so declaring {INTERFACE} alone would not work"
+            )
+        return None
+
+
+def _declare_interface(ctx: PlanContext, finding: Finding) -> FileEdit:
+    source = (ctx.root / finding.path).read_text(encoding="utf-8")
+    module = _interfaces_module(source, finding.path)
+    return FileEdit(
+        path=finding.path,
+        kind="declare-interface",
+        description=f"import {INTERFACE} and add it as the last base of {finding.class_name}",
+        steps=(
+            step(add_import_name, module=module, name=INTERFACE),
+            step(append_base_class, class_name=finding.class_name, base=INTERFACE),
+        ),
+        confined_to=(Imports(), ClassHeader(finding.class_name)),
+    )
+
+
+def _interfaces_module(source: str, path: str) -> str:
+    """How this file imports from interfaces: an existing import wins, else the file's style."""
+    if "from .interfaces import" in source:
+        return ".interfaces"
+    if f"from {ABSOLUTE_INTERFACES} import" in source:
+        return ABSOLUTE_INTERFACES
+    in_models_package = path.startswith("vllm/model_executor/models/")
+    return ".interfaces" if in_models_package and "\nfrom ." in source else ABSOLUTE_INTERFACES
+
+
+def _regression_test(
+    ctx: PlanContext, finding: Finding, variant: str | None
+) -> tuple[FileEdit, tuple[str, ...]]:
+    """The CPU test asserting the class advertises the interface: the model package's own
+    test file when it has one, else the parametrized test in tests/models/test_registry.py."""
+    planned = add_eagle3_regression_test(
+        ctx.root,
+        class_name=finding.class_name,
+        class_module=finding.module,
+        archs=[ctx.arch],
+        platform_variant=variant is not None,
+    )
+    spans: tuple[Span, ...] = (Imports(), BetweenTopLevel())
+    if planned.path == REGISTRY_TEST:
+        codemod = step(add_registry_eagle3_test, archs=(ctx.arch,))
+        if f"def {REGISTRY_TEST_FUNCTION}(" in planned.before:
+            spans += (TopLevel(REGISTRY_TEST_FUNCTION),)
+    else:
+        codemod = step(
+            add_advertises_test, class_module=finding.module, class_name=finding.class_name
+        )
+    edit = FileEdit(
+        path=planned.path,
+        kind="regression-test",
+        description=f"assert supports_eagle3({finding.class_name}) on the CPU",
+        steps=(codemod,),
+        confined_to=spans,
+    )
+    return edit, tuple(planned.node_ids)
+
+
+def _writeup_context(
+    ctx: PlanContext, finding: Finding, group: tuple[Finding, ...]
+) -> dict[str, Any]:
+    url = ctx.url
+    ev = finding.evidence
+    decoder = ev["decoder"]
+    sibling = ev.get("sibling")
+    return {
+        "files": sorted({f.path for f in group}),
+        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "decoder": {
+            **decoder,
+            "url": url(decoder["path"], decoder["line"]),
+            "assigned_path": decoder["assigned_at"]["path"],
+            "assigned_line": decoder["assigned_at"]["line"],
+            "assigned_url": url(decoder["assigned_at"]["path"], decoder["assigned_at"]["line"]),
+        },
+        "mixin": {**ev["mixin"], "url": url(ev["mixin"]["path"], ev["mixin"]["line"])},
+        "aux": {**ev["aux"], "url": url(ev["aux"]["path"], ev["aux"]["forward_line"])},
+        "sibling": {**sibling, "url": url(sibling["path"], sibling["line"])} if sibling else None,
+        "crash_sites": [
+            {
+                "message": s.message_prefix,
+                "path": s.path,
+                "line": s.line,
+                "url": url(s.path, s.line),
+            }
+            for s in error_signatures(ctx.root)
+        ],
+    }
 
 
 def registered_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:

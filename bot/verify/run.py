@@ -123,10 +123,10 @@ def _checks_in_tree(
 
 
 def _scan_keys(tree: Path) -> list[FindingKey] | str:
-    from bot import pipeline
+    from bot.scan import scan
 
     try:
-        found = pipeline.scan(tree, use_cache=True).findings
+        found = scan(tree, use_cache=True).findings
     except BotError as exc:
         return f"scan failed: {exc}"
     return [checks.finding_key(f.to_json()) for f in found]

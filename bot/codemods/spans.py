@@ -1,0 +1,97 @@
+"""Where an edit may change a file, named by what the lines are rather than by their numbers.
+
+A recipe declares the spans when it plans the fix; propose resolves them against the file as
+it is just before the edit (``before``) and refuses any change outside them
+(:func:`bot.codemods.safety.changed_lines_confined`). Line numbers are 1-based, both ends
+included; an empty range ``(n + 1, n)`` allows only insertions right after line ``n``.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from bot.codemods.base import CodemodRefused
+from bot.codemods.safety import (
+    LineRange,
+    class_header_span,
+    import_region_span,
+    top_level_span,
+)
+
+
+@dataclass(frozen=True)
+class Imports:
+    """The module's import region (first to last module-level import)."""
+
+    def lines(self, source: str) -> list[LineRange]:
+        return [import_region_span(source)]
+
+
+@dataclass(frozen=True)
+class ClassHeader:
+    """``class Name(...):`` with its decorators and bases, not the body."""
+
+    name: str
+
+    def lines(self, source: str) -> list[LineRange]:
+        return [class_header_span(source, self.name)]
+
+
+@dataclass(frozen=True)
+class ClassBody:
+    """The body of the module-level class ``name`` (methods added at its end fall inside)."""
+
+    name: str
+
+    def lines(self, source: str) -> list[LineRange]:
+        node = _module_class(source, self.name)
+        return [(node.body[0].lineno, node.end_lineno or node.lineno)]
+
+
+@dataclass(frozen=True)
+class TopLevel:
+    """One module-level class, function or assignment (decorators included)."""
+
+    name: str
+
+    def lines(self, source: str) -> list[LineRange]:
+        return [top_level_span(source, self.name)]
+
+
+@dataclass(frozen=True)
+class BetweenTopLevel:
+    """Only the gaps between module-level statements (and after the last one): new functions
+    or classes may be inserted there, no existing statement may change."""
+
+    def lines(self, source: str) -> list[LineRange]:
+        body = ast.parse(source).body
+        gaps: list[LineRange] = []
+        for statement, following in zip(body, [*body[1:], None], strict=True):
+            end = statement.end_lineno or statement.lineno
+            next_start = _first_line(following) if following else len(source.splitlines()) + 1
+            gaps.append((end + 1, max(end, next_start - 1)))
+        return gaps or [(1, 0)]
+
+
+Span = Imports | ClassHeader | ClassBody | TopLevel | BetweenTopLevel
+
+
+def resolve(spans: tuple[Span, ...], source: str) -> list[LineRange]:
+    """The line ranges of ``source`` the spans name; a span that names nothing refuses."""
+    ranges: list[LineRange] = []
+    for span in spans:
+        ranges.extend(span.lines(source))
+    return ranges
+
+
+def _module_class(source: str, name: str) -> ast.ClassDef:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise CodemodRefused(f"no module-level class {name}")
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(d.lineno for d in decorators)])

@@ -1,0 +1,80 @@
+"""Scanning: every recipe's findings in a vLLM tree (the first stage of the flow).
+
+Its own module so that the later stages (propose re-scans the patched tree, verify re-scans
+after applying the patch) use it without importing the pipeline that calls them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bot.errors import BotError
+from bot.recipes import RECIPES, Finding, ScanContext
+from bot.tree.index import ClassIndex, build_index, is_vllm_tree
+from bot.tree.model_registry import load_model_registry
+from bot.tree.version import tree_version
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    context: ScanContext
+    findings: tuple[Finding, ...]
+
+    @property
+    def root(self) -> Path:
+        return self.context.root
+
+    @property
+    def problems(self) -> list[str]:
+        return self.context.index.problems
+
+    @property
+    def files_parsed(self) -> int:
+        return self.context.index.parsed
+
+    @property
+    def files_indexed(self) -> int:
+        return len(self.context.index.modules)
+
+
+def scan_context(root: Path, *, use_cache: bool = True) -> ScanContext:
+    root = Path(root)
+    if not root.is_dir():
+        raise BotError(f"{root}: no such directory")
+    if not is_vllm_tree(root):
+        raise BotError(
+            f"{root} is not a vLLM tree (no vllm/model_executor/models); "
+            "pass the root of a vLLM checkout, or run `bot fetch VERSION` to get one"
+        )
+    index: ClassIndex = build_index(root, use_cache=use_cache)
+    return ScanContext(root=root.resolve(), index=index, registry=load_model_registry(root))
+
+
+def scan(root: Path, *, use_cache: bool = True, record: bool = False) -> ScanResult:
+    """Every recipe's findings in the tree; ``record`` also keeps them in the journal."""
+    ctx = scan_context(root, use_cache=use_cache)
+    findings: list[Finding] = []
+    for recipe in RECIPES:
+        findings.extend(recipe.detect(ctx))
+    findings.sort(key=lambda f: (f.recipe, f.path, f.line))
+    result = ScanResult(context=ctx, findings=tuple(findings))
+    if record:
+        from bot.store import Journal
+
+        Journal().record_findings(
+            [f.to_json() for f in findings],
+            ctx.root,
+            _head_or_none(ctx.root) or "",
+            tree_version(ctx.root),
+        )
+    return result
+
+
+def _head_or_none(root: Path) -> str | None:
+    from bot.tree.worktree import head_commit
+
+    try:
+        return head_commit(root)
+    except BotError:
+        return None  # a plain directory: findings are still worth keeping
