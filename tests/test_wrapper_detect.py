@@ -31,7 +31,9 @@ class LmForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
 REGISTRY = {TEXT: {"LmForCausalLM": ("lm", "LmForCausalLM")}}
 
 
-def wrapper(name: str, build: str, returns: str, bases: str = "nn.Module, SupportsMultiModal") -> str:
+def wrapper(
+    name: str, build: str, returns: str, bases: str = "nn.Module, SupportsMultiModal"
+) -> str:
     return f"""
 class {name}({bases}):
     def __init__(self, *, vllm_config, prefix=""):
@@ -172,12 +174,13 @@ class PlainForCausalLM(nn.Module):
 
 
 def test_get_language_model_returning_self(tmp_path: Path) -> None:
-    source = VL_HEADER + wrapper(
+    header = VL_HEADER.replace("from .lm import LmForCausalLM", "from .lm import LmModel")
+    source = header + wrapper(
         "SelfVL", "self.model = LmModel(vllm_config=vllm_config)", "self.model"
     ).replace(
         "    def forward",
         "    def get_language_model(self):\n        return self\n\n    def forward",
-    ).replace("from .lm import LmForCausalLM", "from .lm import LmModel")
+    )
     found = wrapper_findings(tmp_path, source, ["SelfVL"])
     assert [f["class"] for f in found] == ["SelfVL"]
     assert found[0]["evidence"]["language_model"]["attribute"] == "self"

@@ -10,22 +10,55 @@ reported with the language models that would work, but not proposed.
 
 from __future__ import annotations
 
+import html
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
-from bot.recipes.base import Finding, ScanContext
+from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+from bot.codemods.registry_entry import insert_registry_entry
+from bot.codemods.regression_test import (
+    REGISTRY_TEST,
+    REGISTRY_TEST_FUNCTION,
+    add_eagle3_regression_test,
+    add_registry_eagle3_test,
+)
+from bot.codemods.spans import BetweenTopLevel, ClassBody, Imports, Span, TopLevel
+from bot.recipes.base import (
+    Declined,
+    FileEdit,
+    Finding,
+    FixPlan,
+    PlanContext,
+    RegistryDecision,
+    ScanContext,
+    TestPlan,
+    WriteUp,
+    platform_variant,
+    step,
+)
 from bot.recipes.eagle3_analysis import class_finding, declares_eagle3, locate
-from bot.recipes.eagle3_interface import is_multimodal, registered_targets
+from bot.recipes.eagle3_interface import (
+    INTERFACE,
+    _declare_interface,
+    _regression_test,
+    is_multimodal,
+    registered_targets,
+)
 from bot.recipes.wrapper_analysis import (
+    DELEGATE,
+    INTERFACE_ONLY,
     RUNTIME,
     Assessment,
     assess,
     capable_language_models,
 )
+from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
 NAME = "eagle3-wrapper"
+TEMPLATES = "recipes/eagle3-wrapper"
 
 
 class Eagle3Wrapper:
@@ -34,6 +67,79 @@ class Eagle3Wrapper:
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]
+
+    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
+        """Declare the interface on the wrapper (or the family base that builds the language
+        model for several wrappers), with the registry entry and a CPU regression test."""
+        shape = finding.evidence.get("shape")
+        if shape == RUNTIME:
+            return Declined(
+                f"{finding.class_name} builds its language model from the checkpoint's "
+                "text_config at run time; the bot proposes it only with a clear-error guard, "
+                "which it does not write yet"
+            )
+        if shape not in (INTERFACE_ONLY, DELEGATE):
+            return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
+        attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+        if shape == DELEGATE and attribute in ("", "self"):
+            return Declined(
+                f"{finding.class_name} is its own language model: nothing to delegate to"
+            )
+        variant = platform_variant(finding)
+        entry, entry_why = plan_registry_entry(
+            ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
+        )
+        edits = [_declare_interface(ctx, finding)]
+        if shape == DELEGATE:
+            edits[0] = _with_delegation(edits[0], finding.class_name, attribute)
+        if entry is not None:
+            edits.append(
+                FileEdit(
+                    path=REGISTRY_FILE,
+                    kind="registry-entry",
+                    description=f"add {entry.key} to {DICT_NAME} (# [{entry.section}])",
+                    steps=(
+                        step(
+                            insert_registry_entry,
+                            dict_name=DICT_NAME,
+                            key=entry.key,
+                            args=entry.args,
+                            kwargs=entry.kwargs,
+                            section=entry.section,
+                        ),
+                    ),
+                    confined_to=(TopLevel(DICT_NAME),),
+                )
+            )
+        test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
+        edits.append(test_edit)
+        covers = finding.evidence.get("covers", [finding.class_name])
+        return FixPlan(
+            recipe=NAME,
+            finding=finding,
+            resolves=(finding,),
+            variant=variant,
+            edits=tuple(edits),
+            tests=TestPlan(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            registry=RegistryDecision(entry, entry_why),
+            writeup=WriteUp(
+                sections={
+                    "summary": f"{TEMPLATES}/summary.j2",
+                    "claims": f"{TEMPLATES}/claims.j2",
+                    "root_cause": f"{TEMPLATES}/root_cause.j2",
+                },
+                context=_writeup_context(ctx, finding, covers),
+            ),
+            commit_title=(
+                f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
+                + (f" ({variant} variant)" if variant else "")
+            ),
+            issue_comment=(
+                f"it declares `{INTERFACE}` on the multimodal wrapper "
+                f"`{html.escape(finding.class_name)}` so EAGLE-3 speculative decoding reaches "
+                "its language model."
+            ),
+        )
 
 
 def wrapper_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
@@ -167,6 +273,74 @@ def _finding(
             "SupportsEagle3 itself"
         )
     return class_finding(NAME, index, ref, entries, evidence, summary)
+
+
+def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:
+    """The declaration plus the two protocol methods forwarding to ``self.<attribute>``."""
+    return replace(
+        edit,
+        kind="declare-interface-and-delegate",
+        description=(
+            f"{edit.description}; forward {' and '.join(PROTOCOL_METHODS)} to self.{attribute}"
+        ),
+        steps=(
+            *edit.steps,
+            step(add_delegating_methods, class_name=class_name, attribute=attribute),
+        ),
+        confined_to=(*edit.confined_to, ClassBody(class_name)),
+    )
+
+
+def _wrapper_regression_test(
+    ctx: PlanContext, finding: Finding, variant: str | None
+) -> tuple[FileEdit, tuple[str, ...]]:
+    """One wrapper: the same test the interface recipe adds. A family base: the registry
+    test for every architecture it covers (each registered wrapper must advertise it)."""
+    if len(finding.architectures) <= 1:
+        return _regression_test(ctx, finding, variant)
+    archs = tuple(finding.architectures)
+    planned = add_eagle3_regression_test(
+        ctx.root,
+        class_name=finding.class_name,
+        class_module=finding.module,
+        archs=list(archs),
+        platform_variant=True,  # through the registry: each architecture is its own case
+    )
+    spans: tuple[Span, ...] = (Imports(), BetweenTopLevel())
+    if planned.path == REGISTRY_TEST and f"def {REGISTRY_TEST_FUNCTION}(" in planned.before:
+        spans += (TopLevel(REGISTRY_TEST_FUNCTION),)
+    edit = FileEdit(
+        path=planned.path,
+        kind="regression-test",
+        description=f"assert supports_eagle3 for {', '.join(archs)} on the CPU",
+        steps=(step(add_registry_eagle3_test, archs=archs),),
+        confined_to=spans,
+    )
+    return edit, tuple(planned.node_ids)
+
+
+def _writeup_context(ctx: PlanContext, finding: Finding, covers: list[str]) -> dict[str, Any]:
+    url = ctx.url
+    ev = finding.evidence
+    lm = ev["language_model"]
+    decoder = ev.get("lm_decoder")
+    forward = ev["forward"]
+    return {
+        "shape": ev.get("shape"),
+        "why": ev.get("why", ""),
+        "files": [finding.path],
+        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "covers": covers,
+        "language_model": {
+            **lm,
+            "url": url(lm["path"], lm["line"]),
+            "assigned_url": url(lm["assigned_at"]["path"], lm["assigned_at"]["line"]),
+        },
+        "lm_decoder": {**decoder, "url": url(decoder["path"], decoder["line"])}
+        if decoder
+        else None,
+        "forward": {**forward, "url": url(forward["path"], forward["line"])},
+    }
 
 
 RECIPE = Eagle3Wrapper()

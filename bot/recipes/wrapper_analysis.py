@@ -117,7 +117,7 @@ def _assess_class(
             returned = _returned_path(passthrough, lm.attribute, via_decoder=False)
             if returned is None or not forwards_decoder_output(index, lm.cls):
                 return Assessment(ref, None, _not_passed_through(lm), **base)
-            why = f"{lm.cls.name} declares SupportsEagle3 with its own methods ({decoder})"
+            why = f"{lm.cls.name} sets its aux layers with its own methods: {decoder}"
             return Assessment(ref, DELEGATE, why, forward_returns=returned, **base)
         return Assessment(ref, None, decoder, **base)
     returned = _returned_path(passthrough, lm.attribute, via_decoder=True)
@@ -128,7 +128,7 @@ def _assess_class(
     if protocol_follows_language_model(ctx.root):
         shape, why = INTERFACE_ONLY, "the interface's default methods reach the decoder"
     elif declares_eagle3(index, lm.cls):
-        shape, why = DELEGATE, "this release's interface does not follow get_language_model()"
+        shape, why = DELEGATE, "this release's SupportsEagle3 does not follow get_language_model()"
     else:
         return Assessment(
             ref,
