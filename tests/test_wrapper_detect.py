@@ -184,3 +184,19 @@ def test_get_language_model_returning_self(tmp_path: Path) -> None:
     found = wrapper_findings(tmp_path, source, ["SelfVL"])
     assert [f["class"] for f in found] == ["SelfVL"]
     assert found[0]["evidence"]["language_model"]["attribute"] == "self"
+
+
+def test_a_protocol_that_does_not_follow_get_language_model_needs_delegation(
+    tmp_path: Path,
+) -> None:
+    build = "self.language_model = LmForCausalLM(vllm_config=vllm_config)"
+    source = VL_HEADER + wrapper("OldVL", build, "self.language_model.model")
+    wrapper_findings(tmp_path, source, ["OldVL"])
+    interfaces = tmp_path / "vllm/model_executor/models/interfaces.py"
+    text = interfaces.read_text()
+    # An older protocol: the default methods look at self.model only.
+    interfaces.write_text(text.replace("self.get_language_model()", "self"))
+    ctx = scan_context(tmp_path, use_cache=False)
+    (assessment,) = assess_all(ctx).values()
+    assert assessment.shape == "delegate"
+    assert "does not follow get_language_model()" in assessment.reason

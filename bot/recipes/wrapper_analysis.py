@@ -74,6 +74,11 @@ def assess(ctx: ScanContext, ref: ClassRef) -> Assessment:
     if problem:
         return Assessment(ref, None, problem)
     if not sources:
+        dispatch = index.find_method(ref, "__new__")
+        if dispatch is not None:
+            where = f"{index.path_of(dispatch[0])}:{dispatch[1]['line']}"
+            why = f"picks the class it returns in __new__ ({where}) at run time; not followed"
+            return Assessment(ref, None, why)
         return Assessment(ref, None, "builds no language model the bot can follow")
     classes = {s.cls for s in sources}
     if len(classes) > 1:
@@ -114,6 +119,11 @@ def _assess_class(
     decoder = _ready_decoder(index, lm.cls)
     if isinstance(decoder, str):
         if declares_eagle3(index, lm.cls) and _overrides_protocol(index, lm.cls):
+            if not _decoder_collects(index, lm.cls):
+                why = (
+                    f"{lm.cls.name} declares SupportsEagle3 but its decoder collects no aux states"
+                )
+                return Assessment(ref, None, why, **base)
             returned = _returned_path(passthrough, lm.attribute, via_decoder=False)
             if returned is None or not forwards_decoder_output(index, lm.cls):
                 return Assessment(ref, None, _not_passed_through(lm), **base)
@@ -160,6 +170,14 @@ def _ready_decoder(index: ClassIndex, lm: ClassRef) -> ClassRef | str:
         return construction.cls
     names = ", ".join(sorted({c.cls.name for c in decoders}))
     return f"{lm.name}'s decoder ({names}) lacks EagleModelMixin"
+
+
+def _decoder_collects(index: ClassIndex, lm: ClassRef) -> bool:
+    for construction in constructed(index, lm, DECODER_ATTRIBUTE):
+        aux = aux_collection(index, construction.cls)
+        if aux is not None and aux.collects:
+            return True
+    return False
 
 
 def _overrides_protocol(index: ClassIndex, ref: ClassRef) -> bool:
