@@ -20,6 +20,7 @@ from bot import plan as plans
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import (
     changed_lines_confined,
+    check_relpath,
     check_round_trip,
     check_ruff_clean,
     format_touched,
@@ -78,7 +79,7 @@ def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Find
 
 def _apply_edit(tree: Path, edit: FileEdit) -> bool:
     """Apply one file's codemods, checked; False when they change nothing."""
-    _check_relpath(edit.path)
+    check_relpath(edit.path)
     path = tree / edit.path
     if not path.is_file():
         raise CodemodRefused(f"{edit.path} is not in the tree; not creating files")
@@ -94,12 +95,6 @@ def _apply_edit(tree: Path, edit: FileEdit) -> bool:
     check_ruff_clean(before, after, tree, edit.path)
     path.write_text(after, encoding="utf-8")
     return True
-
-
-def _check_relpath(relpath: str) -> None:
-    parts = relpath.split("/")
-    if relpath.startswith("/") or ".." in parts or not relpath.endswith(".py"):
-        raise CodemodRefused(f"not a Python file path inside the tree: {relpath!r}")
 
 
 def check_rescan(after: Sequence[Finding], fix: FixPlan, before: Sequence[Finding]) -> None:

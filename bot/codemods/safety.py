@@ -128,14 +128,14 @@ def ruff_binary() -> str:
     return found
 
 
-def _check_relpath(relpath: str) -> None:
+def check_relpath(relpath: str) -> None:
     parts = relpath.split("/")
     if relpath.startswith("/") or ".." in parts or not relpath.endswith(".py"):
         raise CodemodRefused(f"not a Python file path inside the tree: {relpath!r}")
 
 
 def _ruff_format(source: str, tree_root: Path, relpath: str, extra: list[str]) -> str:
-    _check_relpath(relpath)
+    check_relpath(relpath)
     command = [ruff_binary(), "format", "--no-cache", *extra, "--stdin-filename", relpath]
     result = subprocess.run(
         command,

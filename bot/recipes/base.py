@@ -126,7 +126,7 @@ class FileEdit:
 
 
 @dataclass(frozen=True)
-class TestPlan:
+class FixTests:
     """pytest node ids of the tree: CPU ones run by ``bot verify``, GPU ones on the runner."""
 
     cpu: tuple[str, ...] = ()
@@ -176,7 +176,7 @@ class FixPlan:
     resolves: tuple[Finding, ...]
     variant: str | None
     edits: tuple[FileEdit, ...]
-    tests: TestPlan
+    tests: FixTests
     registry: RegistryDecision
     writeup: WriteUp
     commit_title: str

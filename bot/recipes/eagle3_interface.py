@@ -28,10 +28,10 @@ from bot.recipes.base import (
     FileEdit,
     Finding,
     FixPlan,
+    FixTests,
     PlanContext,
     RegistryDecision,
     ScanContext,
-    TestPlan,
     WriteUp,
     platform_variant,
     step,
@@ -116,7 +116,7 @@ class Eagle3Interface:
             resolves=group,
             variant=variant,
             edits=tuple(edits),
-            tests=TestPlan(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
             registry=RegistryDecision(entry, entry_why),
             writeup=WriteUp(
                 sections={
