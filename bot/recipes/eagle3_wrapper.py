@@ -32,7 +32,7 @@ from bot.recipes.base import (
     PlanContext,
     RegistryDecision,
     ScanContext,
-    TestPlan,
+    FixTests,
     WriteUp,
     platform_variant,
     step,
@@ -120,7 +120,7 @@ class Eagle3Wrapper:
             resolves=(finding,),
             variant=variant,
             edits=tuple(edits),
-            tests=TestPlan(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
             registry=RegistryDecision(entry, entry_why),
             writeup=WriteUp(
                 sections={
