@@ -10,7 +10,7 @@ import ast
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 6
+EXTRACT_VERSION = 7
 
 FileFacts = dict[str, Any]
 
@@ -190,11 +190,7 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     assignment_count: dict[str, int] = {}
     returned_names: list[str] = []
     local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
-    for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and (callee := _callee(node.value, local_refs)):
-                    local_calls.setdefault(target.id, callee)
+    pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
     for node in ast.walk(func):
         if isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
             assignment_count[node.target.id] = assignment_count.get(node.target.id, 0) + 1
@@ -206,6 +202,8 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
                     assignment_count[target.id] = assignment_count.get(target.id, 0) + 1
                     if isinstance(value, ast.Call) and (path := _self_path(value.func)):
                         from_self_call[target.id] = path
+                    if isinstance(value, ast.Call) and (callee := _callee(value, local_refs)):
+                        local_calls.setdefault(target.id, callee)
                     if dotted := _dotted(value):
                         local_refs.setdefault(target.id, dotted)
                 attr = _self_target(target)
@@ -213,8 +211,8 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
                     continue
                 if isinstance(value, ast.Call) and (callee := _callee(value, local_refs)):
                     assigns.append([attr, callee, node.lineno])
-                elif isinstance(value, ast.Name) and value.id in local_calls:
-                    assigns.append([attr, local_calls[value.id], node.lineno])
+                elif isinstance(value, ast.Name):
+                    pending.append((attr, value.id, node.lineno))
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
             if callee := _callee(node.value, local_refs):
                 returns.append(callee)
@@ -234,6 +232,9 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
                 aux["layers_attr"].append(node.lineno)
         elif isinstance(node, ast.Name) and "aux_hidden_state" in node.id:
             aux["aux_names"].append(node.lineno)
+    assigns += [
+        [attr, local_calls[name], line] for attr, name, line in pending if name in local_calls
+    ]
     passthrough = [name[len("self.") : -2] for name in returned_names if name.startswith("self.")]
     passthrough += [
         from_self_call[name]
