@@ -156,10 +156,24 @@ def test_0_34_delegating_plan_is_ready_and_idempotent(tmp_path: Path) -> None:
     assert (again / "patch.diff").read_text() == ""
 
 
-def test_0_34_runtime_wrapper_is_declined_with_the_reason(tmp_path: Path) -> None:
+def test_0_34_runtime_wrapper_gets_the_trees_own_guard(tmp_path: Path) -> None:
+    tree = release_tree("0.34.0")
+    name = "LlavaNextForConditionalGeneration"
     out = tmp_path / "plan"
-    result = propose_class(release_tree("0.34.0"), "LlavaNextForConditionalGeneration", out)
+    result = propose_class(tree, name, out)
     assert result.returncode == 0, result.stderr
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["status"] == "nothing-to-fix"
-    assert "text_config at run time" in plan["reason"]
+    assert plan["status"] == "ready"
+    assert plan["edits"][0]["kind"] == "declare-interface-and-guarded-delegate"
+    patch = (out / "patch.diff").read_text()
+    # Pixtral's guard, word for word, then both protocol methods behind it.
+    pixtral = (tree / "vllm/model_executor/models/pixtral.py").read_text()
+    assert "        if not supports_eagle3(self.language_model):" in pixtral
+    assert "+        if not supports_eagle3(self.language_model):" in patch
+    assert "+        self._require_language_model_eagle3()\n" in patch
+    assert "+    supports_eagle3,\n" in patch
+    clone = patched_clone(tree, out, tmp_path / "tree")
+    again = tmp_path / "again"
+    result = propose_class(clone, name, again)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((again / "plan.json").read_text())["status"] == "nothing-to-fix"

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bot.recipes.eagle3_wrapper import assess_all
+from bot.drafts import load_catalogue
+from bot.recipes.base import Declined, PlanContext
+from bot.recipes.eagle3_wrapper import RECIPE, assess_all
 from bot.scan import scan_context
 from tests.synthetic import READY_DECODER, make_tree
 
@@ -118,7 +120,7 @@ def test_runtime_text_config_is_reported_with_what_would_work(tmp_path: Path) ->
     evidence = found[0]["evidence"]
     assert evidence["shape"] == "runtime"
     assert evidence["works_with"] == ["LmForCausalLM"]
-    assert "reported, not proposed" in found[0]["summary"]
+    assert "proposed only with the tree's clear-error guard" in found[0]["summary"]
 
 
 def test_family_base_gets_one_finding_for_its_wrappers(tmp_path: Path) -> None:
@@ -200,3 +202,28 @@ def test_a_protocol_that_does_not_follow_get_language_model_needs_delegation(
     (assessment,) = assess_all(ctx).values()
     assert assessment.shape == "delegate"
     assert "does not follow get_language_model()" in assessment.reason
+
+
+def test_runtime_wrapper_is_declined_where_the_tree_has_no_guard(tmp_path: Path) -> None:
+    build = (
+        "self.language_model = init_vllm_registered_model("
+        "vllm_config=vllm_config, hf_config=vllm_config.text_config)"
+    )
+    source = VL_HEADER + wrapper("DVL", build, "self.language_model.model")
+    wrapper_findings(tmp_path, source, ["DVL"])
+    ctx = scan_context(tmp_path, use_cache=False)
+    (finding,) = RECIPE.detect(ctx)
+    plan_ctx = PlanContext(
+        scan=ctx,
+        group=(finding,),
+        arch="DVL",
+        catalogue=load_catalogue(),
+        preferred_draft=None,
+        upstream="vllm-project/vllm",
+        version=None,
+        base_commit="0" * 40,
+    )
+    declined = RECIPE.plan(finding, plan_ctx)
+    assert isinstance(declined, Declined)
+    assert "clear-error guard" in declined.reason
+    assert "this tree has none" in declined.reason

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+from bot.codemods.imports import add_import_name
 from bot.codemods.registry_entry import insert_registry_entry
 from bot.codemods.regression_test import (
     REGISTRY_TEST,
@@ -50,8 +51,10 @@ from bot.recipes.wrapper_analysis import (
     INTERFACE_ONLY,
     RUNTIME,
     Assessment,
+    Guard,
     assess,
     capable_language_models,
+    runtime_guard,
 )
 from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
@@ -59,6 +62,7 @@ from bot.tree.model_registry import RegistryEntry
 
 NAME = "eagle3-wrapper"
 TEMPLATES = "recipes/eagle3-wrapper"
+SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 
 
 class Eagle3Wrapper:
@@ -72,16 +76,17 @@ class Eagle3Wrapper:
         """Declare the interface on the wrapper (or the family base that builds the language
         model for several wrappers), with the registry entry and a CPU regression test."""
         shape = finding.evidence.get("shape")
-        if shape == RUNTIME:
+        if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
+            return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
+        guard = runtime_guard(ctx.scan) if shape == RUNTIME else None
+        if shape == RUNTIME and guard is None:
             return Declined(
                 f"{finding.class_name} builds its language model from the checkpoint's "
-                "text_config at run time; the bot proposes it only with a clear-error guard, "
-                "which it does not write yet"
+                "text_config at run time; the bot proposes that only with a clear-error guard "
+                "in the style of the tree's own wrappers, and this tree has none"
             )
-        if shape not in (INTERFACE_ONLY, DELEGATE):
-            return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
         attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
-        if shape == DELEGATE and attribute in ("", "self"):
+        if shape != INTERFACE_ONLY and attribute in ("", "self"):
             return Declined(
                 f"{finding.class_name} is its own language model: nothing to delegate to"
             )
@@ -92,6 +97,8 @@ class Eagle3Wrapper:
         edits = [_declare_interface(ctx, finding)]
         if shape == DELEGATE:
             edits[0] = _with_delegation(edits[0], finding.class_name, attribute)
+        elif guard is not None:
+            edits[0] = _with_guarded_delegation(edits[0], finding, attribute, guard)
         if entry is not None:
             edits.append(
                 FileEdit(
@@ -128,7 +135,7 @@ class Eagle3Wrapper:
                     "claims": f"{TEMPLATES}/claims.j2",
                     "root_cause": f"{TEMPLATES}/root_cause.j2",
                 },
-                context=_writeup_context(ctx, finding, covers),
+                context=_writeup_context(ctx, finding, covers, guard),
             ),
             commit_title=(
                 f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
@@ -259,7 +266,7 @@ def _finding(
             f"multimodal {ref.name}{family} builds {attribute} from the checkpoint's "
             f"text_config at run time and hands back {assessment.forward_returns}; "
             f"SupportsEagle3 would work when that is one of {len(capable or [])} EAGLE-3 "
-            "capable language models, so it is reported, not proposed"
+            "capable language models; proposed only with the tree's clear-error guard"
         )
     else:
         state = (
@@ -291,6 +298,33 @@ def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdi
     )
 
 
+def _with_guarded_delegation(
+    edit: FileEdit, finding: Finding, attribute: str, guard: Guard
+) -> FileEdit:
+    """The declaration, the tree's guard and the two methods calling it before forwarding."""
+    module = dict(edit.steps[0].args)["module"]
+    return replace(
+        edit,
+        kind="declare-interface-and-guarded-delegate",
+        description=(
+            f"{edit.description}; add {guard.name} (as {guard.owner.name} has it) and forward "
+            f"{' and '.join(PROTOCOL_METHODS)} to self.{attribute} behind it"
+        ),
+        steps=(
+            *edit.steps,
+            step(add_import_name, module=module, name=SUPPORTS_EAGLE3_CHECK),
+            step(
+                add_delegating_methods,
+                class_name=finding.class_name,
+                attribute=attribute,
+                guard_name=guard.name,
+                guard_source=guard.text_for(attribute),
+            ),
+        ),
+        confined_to=(*edit.confined_to, ClassBody(finding.class_name)),
+    )
+
+
 def _wrapper_regression_test(
     ctx: PlanContext, finding: Finding, variant: str | None
 ) -> tuple[FileEdit, tuple[str, ...]]:
@@ -319,7 +353,9 @@ def _wrapper_regression_test(
     return edit, tuple(planned.node_ids)
 
 
-def _writeup_context(ctx: PlanContext, finding: Finding, covers: list[str]) -> dict[str, Any]:
+def _writeup_context(
+    ctx: PlanContext, finding: Finding, covers: list[str], guard: Guard | None
+) -> dict[str, Any]:
     url = ctx.url
     ev = finding.evidence
     lm = ev["language_model"]
@@ -340,6 +376,8 @@ def _writeup_context(ctx: PlanContext, finding: Finding, covers: list[str]) -> d
         if decoder
         else None,
         "forward": {**forward, "url": url(forward["path"], forward["line"])},
+        "guard": {**guard.to_json(), "url": url(guard.path, guard.line)} if guard else None,
+        "works_with": ev.get("works_with", []),
     }
 
 

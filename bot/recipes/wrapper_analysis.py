@@ -10,6 +10,7 @@ questions from the ``ast`` class index, with the file:line a maintainer needs to
 from __future__ import annotations
 
 import ast
+import textwrap
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -345,3 +346,83 @@ def _calls_self_method(func: ast.FunctionDef, name: str) -> bool:
         and node.func.value.id == "self"
         for node in ast.walk(func)
     )
+
+
+# -- the tree's own guard for wrappers whose language model is chosen at run time ------------
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A method of a wrapper declaring SupportsEagle3 that raises a clear error when its
+    language model (``self.<attribute>``) does not support EAGLE-3; its text is the style."""
+
+    name: str
+    attribute: str
+    source: str  # the method, dedented
+    owner: ClassRef
+    path: str
+    line: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "owner": self.owner.name, "path": self.path, "line": self.line}
+
+    def text_for(self, attribute: str) -> str:
+        return self.source.replace(f"self.{self.attribute}", f"self.{attribute}")
+
+
+def runtime_guard(ctx: ScanContext) -> Guard | None:
+    """The first such guard in the tree (by module), or None when the tree has none."""
+    index = ctx.index
+    for module in sorted(index.modules):
+        path = index.modules[module].path
+        try:
+            source = (ctx.root / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "supports_eagle3(self." not in source:
+            continue
+        for name in index.modules[module].facts["classes"]:
+            owner = ClassRef(module, name)
+            if not (is_multimodal(index, owner) and declares_eagle3(index, owner)):
+                continue
+            found = _guard_in(source, owner, path)
+            if found is not None:
+                return found
+    return None
+
+
+def _guard_in(source: str, owner: ClassRef, path: str) -> Guard | None:
+    lines = source.splitlines(keepends=True)
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef) or node.name != owner.name:
+            continue
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or len(method.args.args) != 1:
+                continue
+            attribute = _checked_attribute(method)
+            if attribute is None or not any(isinstance(n, ast.Raise) for n in ast.walk(method)):
+                continue
+            start = (method.decorator_list[0] if method.decorator_list else method).lineno
+            text = textwrap.dedent("".join(lines[start - 1 : method.end_lineno]))
+            return Guard(method.name, attribute, text, owner, path, method.lineno)
+    return None
+
+
+def _checked_attribute(method: ast.FunctionDef) -> str | None:
+    """``x`` when the method calls ``supports_eagle3(self.x)``."""
+    for node in ast.walk(method):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "supports_eagle3"
+            and len(node.args) == 1
+            and (path := _attribute_of_self(node.args[0])) is not None
+        ):
+            return path
+    return None
+
+
+def _attribute_of_self(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
