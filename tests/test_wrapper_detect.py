@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from bot.codemods.base import CodemodRefused
+from bot.codemods.safety import changed_lines_confined
 from bot.drafts import load_catalogue
 from bot.recipes.base import Declined, PlanContext
-from bot.recipes.eagle3_wrapper import RECIPE, assess_all
+from bot.recipes.eagle3_wrapper import RECIPE, AfterClassBody, assess_all
 from bot.scan import scan_context
 from tests.synthetic import READY_DECODER, make_tree
 
@@ -227,3 +231,13 @@ def test_runtime_wrapper_is_declined_where_the_tree_has_no_guard(tmp_path: Path)
     assert isinstance(declined, Declined)
     assert "clear-error guard" in declined.reason
     assert "this tree has none" in declined.reason
+
+
+def test_methods_appended_to_a_class_body_may_land_after_its_blank_lines() -> None:
+    before = "class A:\n    x = 1\n\n\nclass B:\n    pass\n"
+    after = "class A:\n    x = 1\n\n    def f(self):\n        pass\n\n\nclass B:\n    pass\n"
+    spans = AfterClassBody("A").lines(before)
+    assert spans == [(3, 2), (4, 3)]  # insertions only, after line 2 or 3
+    changed_lines_confined(before, after, spans)
+    with pytest.raises(CodemodRefused):
+        changed_lines_confined(before, before.replace("class B:", "class C:"), spans)

@@ -10,9 +10,10 @@ reported with the language models that would work, but not proposed.
 
 from __future__ import annotations
 
+import ast
 import html
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
@@ -282,6 +283,30 @@ def _finding(
     return class_finding(NAME, index, ref, entries, evidence, summary)
 
 
+@dataclass(frozen=True)
+class AfterClassBody:
+    """Only insertions among the blank lines between class ``name`` and the next statement.
+
+    Methods appended to a class body are new lines right after its last line; the line diff
+    may place them after the blank lines that follow instead, which is the same text.
+    """
+
+    name: str
+
+    def lines(self, source: str) -> list[tuple[int, int]]:
+        body = ast.parse(source).body
+        for node, following in zip(body, [*body[1:], None], strict=True):
+            if isinstance(node, ast.ClassDef) and node.name == self.name:
+                end = node.end_lineno or node.lineno
+                if following is None:
+                    next_start = len(source.splitlines()) + 1
+                else:
+                    decorators = getattr(following, "decorator_list", [])
+                    next_start = min([following.lineno, *(d.lineno for d in decorators)])
+                return [(line + 1, line) for line in range(end, next_start)]
+        return []
+
+
 def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:
     """The declaration plus the two protocol methods forwarding to ``self.<attribute>``."""
     return replace(
@@ -294,7 +319,7 @@ def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdi
             *edit.steps,
             step(add_delegating_methods, class_name=class_name, attribute=attribute),
         ),
-        confined_to=(*edit.confined_to, ClassBody(class_name)),
+        confined_to=(*edit.confined_to, ClassBody(class_name), AfterClassBody(class_name)),
     )
 
 
@@ -321,7 +346,11 @@ def _with_guarded_delegation(
                 guard_source=guard.text_for(attribute),
             ),
         ),
-        confined_to=(*edit.confined_to, ClassBody(finding.class_name)),
+        confined_to=(
+            *edit.confined_to,
+            ClassBody(finding.class_name),
+            AfterClassBody(finding.class_name),
+        ),
     )
 
 
