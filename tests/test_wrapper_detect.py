@@ -237,7 +237,7 @@ def test_methods_appended_to_a_class_body_may_land_after_its_blank_lines() -> No
     before = "class A:\n    x = 1\n\n\nclass B:\n    pass\n"
     after = "class A:\n    x = 1\n\n    def f(self):\n        pass\n\n\nclass B:\n    pass\n"
     spans = AfterClassBody("A").lines(before)
-    assert spans == [(3, 2), (4, 3)]  # insertions only, after line 2 or 3
+    assert spans == [(3, 2), (4, 3), (5, 4)]  # insertions only, after line 2, 3 or 4
     changed_lines_confined(before, after, spans)
     with pytest.raises(CodemodRefused):
         changed_lines_confined(before, before.replace("class B:", "class C:"), spans)
