@@ -62,9 +62,6 @@ def propose(
     return proposal.plan
 
 
-_PR_STATE_AFTER = {"merged": "merged", "closed-by-maintainer": "closed"}
-
-
 def publish(plan_dir: Path, *, reviewer: str | None) -> PublishResult:
     """Open or update the plan's PR, then note what GitHub now has in the journal."""
     from bot.publish import publish_plan
@@ -72,9 +69,17 @@ def publish(plan_dir: Path, *, reviewer: str | None) -> PublishResult:
     result = publish_plan(plan_dir, reviewer=reviewer)
     journal = _journal()
     proposal_id = journal.record_proposal(plan_dir)
-    if result.pr_number:
-        state = _PR_STATE_AFTER.get(result.action, "open")
-        journal.record_pr(proposal_id, result.pr_number, result.pr_url, state, reviewer or "bot")
+    if result.pr_state:
+        journal.record_pr(
+            proposal_id,
+            result.pr_number,
+            result.pr_url,
+            result.pr_state,
+            reviewer or "bot",
+            result.comment_url,
+        )
+    elif result.comment_url:
+        journal.record_comment(proposal_id, result.comment_url, reviewer or "bot")
     return result
 
 

@@ -171,6 +171,7 @@ def proposal_for(
     ctx = PlanContext(
         scan=result.context,
         group=group,
+        findings=tuple(result.findings),
         arch=arch or finding.architectures[0],
         catalogue=catalogue,
         preferred_draft=triage.draft if triage else None,

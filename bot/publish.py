@@ -33,6 +33,17 @@ _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 _HOUR = 3600.0
 
 
+# What each publishing outcome says about the PR on GitHub, in the journal's words; the other
+# outcomes (needs-info-commented, nothing-to-do, rate-limited) leave no PR behind.
+PR_STATE_AFTER = {
+    "opened": "open",
+    "updated": "open",
+    "unchanged": "open",
+    "merged": "merged",
+    "closed-by-maintainer": "closed",
+}
+
+
 @dataclass(frozen=True)
 class PublishResult:
     action: str  # opened | updated | unchanged | closed-by-maintainer | merged |
@@ -41,6 +52,11 @@ class PublishResult:
     pr_url: str | None = None
     comment_url: str | None = None
     message: str = ""
+
+    @property
+    def pr_state(self) -> str | None:
+        """``open``/``merged``/``closed`` for the journal, or None when there is no PR."""
+        return PR_STATE_AFTER.get(self.action) if self.pr_number else None
 
 
 def fingerprint_marker(fingerprint: str) -> str:

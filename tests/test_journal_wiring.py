@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot import pipeline
-from bot.store import PR_OPEN, PROPOSED, Journal
+from bot.dashboard.actions import approve
+from bot.publish import publish_plan
+from bot.store import MERGED, PR_OPEN, PROPOSED, VERIFIED, Journal
 from bot.tree.fetch import release_tree
 from tests.cli import propose_issue, run_bot
 from tests.conftest import UPSTREAM
@@ -42,3 +44,37 @@ def test_publish_records_the_pull_request(seed_plan: Path, upstream_standin: Git
     [proposal] = Journal().proposals()
     assert proposal.state == PR_OPEN
     assert proposal.pr_number == upstream_standin.pulls(UPSTREAM)[0]["number"]
+
+
+def test_a_merged_pr_approved_from_the_dashboard_is_shown_as_merged(
+    seed_plan: Path, upstream_standin: GitHubStandIn
+) -> None:
+    # Published earlier (another deployment, or a journal rebuilt since) and merged upstream.
+    first = publish_plan(seed_plan, reviewer=None)
+    upstream_standin.close_pull(UPSTREAM, first.pr_number or 0, merged=True)
+    journal = Journal()
+    proposal_id = journal.record_proposal(seed_plan)
+    assert journal.record_verification(proposal_id, {"passed": True, "checks": []}) == VERIFIED
+
+    outcome = approve(journal, proposal_id, "maintainer1")
+
+    assert outcome.done, outcome.message
+    proposal = journal.proposal(proposal_id)
+    assert proposal.state == MERGED
+    assert proposal.pr_number == first.pr_number
+    assert len(upstream_standin.pulls(UPSTREAM)) == 1
+
+
+def test_a_publish_that_reaches_no_pr_hands_the_approval_back(
+    seed_plan: Path, upstream_standin: GitHubStandIn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_MAX_PRS_PER_HOUR", "0")
+    journal = Journal()
+    proposal_id = journal.record_proposal(seed_plan)
+    journal.record_verification(proposal_id, {"passed": True, "checks": []})
+
+    outcome = approve(journal, proposal_id, "maintainer1")
+
+    assert not outcome.done and "not opening a PR now" in outcome.message
+    assert journal.proposal(proposal_id).state == VERIFIED
+    assert upstream_standin.pulls(UPSTREAM) == []

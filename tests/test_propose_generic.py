@@ -182,6 +182,25 @@ def test_a_fix_on_a_base_class_in_another_file_with_a_method_in_its_body(tree: P
     assert not git.Repo(tree).is_dirty(untracked_files=True)
 
 
+def test_touched_lines_are_formatted_with_the_trees_own_settings(tree: Path) -> None:
+    # 96 characters: fine for the bot's own ruff settings, too long for the tree's (88).
+    args = "first_argument_value, second_argument_value, third_value"
+    long_call = f"        return self.model.combine({args})\n"
+    sloppy = f"    def combine_all(self,{args.replace(', ', ' ,', 1)}) :\n"
+    assert 88 < len(long_call) - 1 <= 100
+    fix, findings = fix_for(
+        tree,
+        declare_on_base(),
+        dataclasses.replace(
+            add_method((ClassBody("FooBase"),)),
+            steps=(step(add_method_at_end, class_name="FooBase", method=sloppy + long_call),),
+        ),
+    )
+    patch = apply_fix(tree, head(tree), fix, findings).patch
+    assert f"+    def combine_all(self, {args}):\n" in patch
+    assert f"+        return self.model.combine(\n+            {args}\n+        )\n" in patch
+
+
 def test_a_method_outside_the_declared_spans_is_refused(tree: Path) -> None:
     fix, findings = fix_for(
         tree, declare_on_base(), add_method((Imports(), ClassHeader("FooBase")))
@@ -275,3 +294,22 @@ def test_spans_name_lines_by_what_they_are() -> None:
     assert resolve((BetweenTopLevel(),), SPANS_SOURCE) == [(2, 3), (9, 10), (13, 12)]
     with pytest.raises(CodemodRefused, match="no module-level class B"):
         resolve((ClassBody("B"),), SPANS_SOURCE)
+
+
+def test_a_recipe_without_plan_is_reported_not_patched() -> None:
+    from bot.recipes import RECIPES, fixer_named, fixes
+    from bot.recipes.eagle3_interface import RECIPE as INTERFACE
+
+    class DetectOnly:
+        name = "detect-only"
+        description = "reports, never patches"
+
+        def detect(self, ctx: object) -> list:
+            return []
+
+    assert fixes(INTERFACE) and not fixes(DetectOnly())
+    assert fixer_named("eagle3-interface") is INTERFACE
+    assert fixer_named("no-such-recipe") is None
+    assert {r.name for r in RECIPES if fixer_named(r.name) is None} == {
+        r.name for r in RECIPES if not callable(getattr(r, "plan", None))
+    }

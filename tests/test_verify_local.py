@@ -242,6 +242,16 @@ def test_local_gpu_run_fails_before_and_passes_after(tmp_path: Path, bot_home: P
     assert proposal.plan["verification"]["passed"] is True
 
 
+def test_verifying_a_journalled_plan_refreshes_the_journals_copy(tmp_path: Path) -> None:
+    plan_dir = synthetic_plan(tmp_path, fixes=False)
+    proposal_id = Journal().record_proposal(plan_dir)
+    verify_plan(plan_dir, VerifyOptions(gpu="skip"))
+    proposal = Journal().proposal(proposal_id)
+    assert proposal.state == "failed"
+    assert proposal.pr_markdown == (plan_dir / "pr.md").read_text(encoding="utf-8")
+    assert "_verification pending_" not in proposal.pr_markdown
+
+
 def test_local_gpu_failure_keeps_the_pr_a_draft(tmp_path: Path) -> None:
     plan_dir = synthetic_plan(tmp_path, fixes=False)
     verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.errors import BotError
 from bot.redact import redact
@@ -19,11 +19,13 @@ from bot.store import (
     Journal,
 )
 
-# publish(plan_dir, reviewer) -> PublishResult(action, pr_number, pr_url, comment_url, message)
-Publisher = Callable[[Path, str | None], Any]
+if TYPE_CHECKING:
+    from bot.publish import PublishResult
+
+Publisher = Callable[[Path, str | None], "PublishResult"]
 
 
-def default_publisher(plan_dir: Path, reviewer: str | None) -> Any:
+def default_publisher(plan_dir: Path, reviewer: str | None) -> PublishResult:
     from bot.publish import publish_plan
 
     return publish_plan(plan_dir, reviewer=reviewer)
@@ -62,14 +64,16 @@ def approve(
         if isinstance(exc, BotError):
             return Outcome(False, f"Publishing failed: {detail}")
         return Outcome(False, f"Publishing failed ({type(exc).__name__}): {detail}")
-    pr_number = getattr(result, "pr_number", None)
-    pr_url = getattr(result, "pr_url", None)
-    comment_url = getattr(result, "comment_url", None)
-    message = redact(str(getattr(result, "message", "") or "published"))
-    if pr_number:
-        journal.record_pr(proposal_id, pr_number, pr_url, "open", login, comment_url)
-    elif comment_url:
-        journal.record_comment(proposal_id, comment_url, login)
+    message = redact(str(result.message or "published"))
+    if result.pr_state:  # the one mapping from publishing outcomes (bot.publish.PR_STATE_AFTER)
+        journal.record_pr(
+            proposal_id, result.pr_number, result.pr_url, result.pr_state, login, result.comment_url
+        )
+    elif result.comment_url:
+        journal.record_comment(proposal_id, result.comment_url, login)
+    else:  # nothing reached GitHub (rate-limited, nothing to do): hand the proposal back
+        journal.transition(proposal_id, left, "bot", f"not published: {message}")
+        return Outcome(False, f"Not published: {message}")
     journal.add_event(proposal_id, login, "published", message)
     return Outcome(True, f"Approved and published: {message}")
 

@@ -197,6 +197,7 @@ class PlanContext:
 
     scan: ScanContext
     group: tuple[Finding, ...]  # the finding and the same class's other platform variants
+    findings: tuple[Finding, ...]  # everything the scan reported (a shared base's other users)
     arch: str
     catalogue: DraftCatalogue
     preferred_draft: str | None

@@ -227,7 +227,8 @@ def _journal(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any]) -> N
 
     journal = Journal()
     existing = journal.proposal_by_fingerprint(plan_fingerprint(loaded.plan, loaded.patch))
-    if existing is None:
-        journal.record_proposal(plan_dir)  # stores the verification with the plan
-    else:
-        journal.record_verification(existing.id, verification)
+    # The journal's copy follows the plan directory (plan.json and pr.md with the results),
+    # then the run moves the proposal's state.
+    proposal_id = journal.record_proposal(plan_dir)
+    if existing is not None:
+        journal.record_verification(proposal_id, verification)
