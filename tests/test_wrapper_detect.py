@@ -220,6 +220,7 @@ def test_runtime_wrapper_is_declined_where_the_tree_has_no_guard(tmp_path: Path)
     plan_ctx = PlanContext(
         scan=ctx,
         group=(finding,),
+        findings=(finding,),
         arch="DVL",
         catalogue=load_catalogue(),
         preferred_draft=None,
