@@ -242,3 +242,32 @@ def test_methods_appended_to_a_class_body_may_land_after_its_blank_lines() -> No
     changed_lines_confined(before, after, spans)
     with pytest.raises(CodemodRefused):
         changed_lines_confined(before, before.replace("class B:", "class C:"), spans)
+
+
+def test_a_registered_subclass_that_is_not_ready_blocks_its_parents_fix(tmp_path: Path) -> None:
+    build = "self.language_model = LmForCausalLM(vllm_config=vllm_config)"
+    source = (
+        VL_HEADER
+        + wrapper("ParentVL", build, "self.language_model.model")
+        + "\n\nclass ChildVL(ParentVL):\n"
+        "    def forward(self, input_ids, positions):\n"
+        "        return self.language_model.model(input_ids, positions)[0]\n"
+    )
+    assert wrapper_findings(tmp_path, source, ["ParentVL", "ChildVL"]) == []
+    reason = rejections(tmp_path)["ParentVL"]
+    assert reason.startswith("the declaration would also reach ChildVL, which is not ready")
+
+
+def test_super_forward_hands_back_what_the_parent_does(tmp_path: Path) -> None:
+    build = "self.language_model = LmForCausalLM(vllm_config=vllm_config)"
+    source = (
+        VL_HEADER
+        + wrapper("ParentVL", build, "self.language_model.model")
+        + "\n\nclass ChildVL(ParentVL):\n"
+        "    def forward(self, input_ids, positions):\n"
+        "        return super().forward(input_ids, positions[0])\n"
+    )
+    found = wrapper_findings(tmp_path, source, ["ParentVL", "ChildVL"])
+    assert [(f["class"], f["evidence"]["covers"]) for f in found] == [
+        ("ParentVL", ["ChildVL", "ParentVL"])
+    ]

@@ -160,13 +160,32 @@ def wrapper_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
 
 
 def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
-    """Every candidate wrapper, ready or not (the rejected ones carry their reason)."""
-    return {ref: assess(ctx, ref) for ref in wrapper_targets(ctx)}
+    """Every candidate wrapper, ready or not (the rejected ones carry their reason).
+
+    A declaration is inherited: a wrapper is only ready when every registered wrapper below it
+    is ready the same way, or the fix would make a subclass claim what it cannot do.
+    """
+    assessments = {ref: assess(ctx, ref) for ref in wrapper_targets(ctx)}
+    checked: dict[ClassRef, Assessment] = {}
+    for ref, assessment in assessments.items():
+        below = [r for r in assessments if r != ref and ref in ctx.index.ancestors(r)]
+        unready = [r for r in below if not _same_fix(assessments[r], assessment)]
+        if assessment.shape is not None and unready:
+            other = assessments[unready[0]]
+            why = other.reason if other.shape is None else "it needs a different fix"
+            assessment = replace(
+                assessment,
+                shape=None,
+                reason=f"the declaration would also reach {unready[0].name}, which is not "
+                f"ready: {why}",
+            )
+        checked[ref] = assessment
+    return checked
 
 
 def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
     targets = wrapper_targets(ctx)
-    assessments = {ref: assess(ctx, ref) for ref in targets}
+    assessments = assess_all(ctx)
     groups: dict[ClassRef, list[ClassRef]] = defaultdict(list)
     fix_assessment: dict[ClassRef, Assessment] = {}
     for ref, assessment in assessments.items():

@@ -30,6 +30,7 @@ from bot.tree.model_registry import GENERATION_CATEGORIES
 # Where wrappers in the tree keep their language model, in the order tried.
 LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "llm", "model", "decoder", "text_model")
 DECODER_ATTRIBUTE = "model"
+SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's answer counts
 INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
 PROTOCOL_METHODS = ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")
 
@@ -191,7 +192,24 @@ def _forward_paths(index: ClassIndex, ref: ClassRef) -> tuple[list[str], ClassRe
     if found is None or found[0].module == INTERFACES_MODULE:
         return [], None, 0
     owner, facts = found
-    return list(facts.get("passthrough", [])), owner, facts["line"]
+    paths = list(facts.get("passthrough", []))
+    parent: ClassRef | None = owner
+    while SUPER_CALL in paths and parent is not None:  # `return super().forward(...)`
+        paths.remove(SUPER_CALL)
+        parent = _next_forward(index, ref, parent)
+        if parent is not None:
+            paths += (index.class_facts(parent) or {})["methods"]["forward"]["passthrough"]
+    return paths, owner, facts["line"]
+
+
+def _next_forward(index: ClassIndex, ref: ClassRef, after: ClassRef) -> ClassRef | None:
+    """The class after ``after`` in ``ref``'s MRO that defines forward (super().forward)."""
+    ancestors = [a for a in index.ancestors(ref) if isinstance(a, ClassRef)]
+    for ancestor in ancestors[ancestors.index(after) + 1 :]:
+        facts = index.class_facts(ancestor)
+        if facts and "forward" in facts["methods"] and ancestor.module != INTERFACES_MODULE:
+            return ancestor
+    return None
 
 
 def _returned_path(passthrough: list[str], attribute: str, *, via_decoder: bool) -> str | None:

@@ -10,7 +10,7 @@ import ast
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 7
+EXTRACT_VERSION = 8
 
 FileFacts = dict[str, Any]
 
@@ -164,6 +164,18 @@ def _self_path(node: ast.expr) -> str | None:
     return dotted[len("self.") :] if dotted.startswith("self.") else None
 
 
+def _is_super_call(func: ast.expr, method: str) -> bool:
+    """``super().<method>`` (the same method of the parent class)."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == method
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+        and not func.value.args
+    )
+
+
 def _self_target(node: ast.expr) -> str | None:
     if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
         return node.attr if node.value.id == "self" else None
@@ -216,6 +228,8 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
             if callee := _callee(node.value, local_refs):
                 returns.append(callee)
+            if _is_super_call(node.value.func, func.name):
+                returned_names.append("self.super()()")
             if (path := _self_path(node.value.func)) is not None:
                 returned_names.append(f"self.{path}()")
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
