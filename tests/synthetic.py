@@ -35,6 +35,21 @@ class EagleModelMixin:
 class SupportsEagle3(SupportsEagleBase, Protocol):
     supports_eagle3: ClassVar[Literal[True]] = True
 
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        parent_ref = self
+        if hasattr(self, "get_language_model"):
+            parent_ref = self.get_language_model()
+        holder = getattr(parent_ref, "model", parent_ref)
+        holder._set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_default_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        parent_ref = self
+        if hasattr(self, "get_language_model"):
+            parent_ref = self.get_language_model()
+        holder = getattr(parent_ref, "model", parent_ref)
+        num_layers = len(holder.layers)
+        return (2, num_layers // 2, num_layers - 3)
+
 
 class VllmModelForPooling(Protocol):
     is_pooling_model: ClassVar[Literal[True]] = True

@@ -27,7 +27,13 @@ def test_case(case: Case) -> None:
 
 def test_every_codemod_has_a_no_change_case_and_a_change_case() -> None:
     modules = {module for module, _ in _CASES}
-    assert modules == {"imports", "bases", "registry_entry", "regression_test"}
+    assert modules == {
+        "imports",
+        "bases",
+        "registry_entry",
+        "regression_test",
+        "delegate_methods",
+    }
     for module in modules:
         cases = [case for name, case in _CASES if name == module]
         assert any(c.after is None and c.refuses is None for c in cases), module

@@ -257,6 +257,9 @@ class LmVLForConditionalGeneration(nn.Module, SupportsMultiModal):
     def __init__(self, *, vllm_config, prefix=""):
         super().__init__()
         self.language_model = LmForCausalLM(vllm_config=vllm_config)
+
+    def forward(self, input_ids, positions):
+        return self.language_model.model(input_ids, positions)
 """
     )
     found = findings_for(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.codemods import bases, imports, registry_entry, regression_test
+from bot.codemods import bases, delegate_methods, imports, registry_entry, regression_test
 from bot.codemods.base import Case, CodemodRefused
 from bot.codemods.bases import append_base_class
 from bot.codemods.diff import unified_diff
@@ -22,7 +22,7 @@ __all__ = [
     "unified_diff",
 ]
 
-_MODULES_WITH_CASES = (imports, bases, registry_entry, regression_test)
+_MODULES_WITH_CASES = (imports, bases, registry_entry, regression_test, delegate_methods)
 
 
 def all_cases() -> list[tuple[str, Case]]:

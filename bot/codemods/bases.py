@@ -128,6 +128,14 @@ CASES: list[Case] = [
         "class A(\n    B,\n    C,  # keep\n    SupportsEagle3,\n):\n    pass\n",
     ),
     Case(
+        "bases on one line between split brackets stay on that line",
+        _append("KimiVLForConditionalGeneration", "SupportsEagle3"),
+        "class KimiVLForConditionalGeneration(\n    nn.Module, SupportsMultiModal, SupportsPP\n):\n"
+        "    pass\n",
+        "class KimiVLForConditionalGeneration(\n"
+        "    nn.Module, SupportsMultiModal, SupportsPP, SupportsEagle3\n):\n    pass\n",
+    ),
+    Case(
         "no bases",
         _append("A", "SupportsEagle3"),
         "class A:\n    pass\n",

@@ -2,7 +2,8 @@
 
 Works for any libcst node list whose items carry a ``comma`` (import aliases, call or class
 arguments, dict elements). Two layouts are understood: everything on one line, and one item
-per line. Anything else (several items on some lines) is refused: we would have to guess.
+per line; also all items on one line between split brackets. Anything else (several items on
+some lines) is refused: we would have to guess.
 """
 
 from __future__ import annotations
@@ -49,6 +50,15 @@ def detect_layout(
         and any(_multiline(ws) for ws in last)
     ):
         return "one-per-line"
+    if (
+        items
+        and _multiline(opening)
+        and _multiline(closing)
+        and not any(_multiline(ws) for ws in [*separators, _comma_ws(items[-1])])
+    ):
+        # `(\n    a, b, c\n)`: the items share one line inside split brackets (ruff's form
+        # when they fit the line but not next to the header); the new item joins that line.
+        return "inline"
     raise CodemodRefused("the sequence mixes one-line and multi-line layout; not guessing")
 
 

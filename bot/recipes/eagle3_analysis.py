@@ -138,6 +138,8 @@ def _callee_classes(
     index: ClassIndex, ref: ClassRef, owner: ClassRef, callee: list[str]
 ) -> list[ClassRef]:
     kind, name = callee
+    if kind == "registered":
+        return []  # by architecture name: the wrapper recipe resolves it through the registry
     if kind == "ref":
         return [r for r in index.resolve(owner.module, name) if isinstance(r, ClassRef)]
     # self.<name>(...): a factory method or a class attribute, looked up from the concrete class

@@ -1,26 +1,69 @@
 """Recipe ``eagle3-wrapper``: a multimodal wrapper over an EAGLE-3-capable language model.
 
-The wrapper is what vLLM loads; ``SupportsEagle3`` on the wrapper routes through
-``get_language_model()``. The fix shape differs from ``eagle3-interface`` (the wrapper may need
-``get_eagle3_default_aux_hidden_state_layers`` forwarding), so these are reported, not patched yet.
+The wrapper is what vLLM loads; ``SupportsEagle3`` on it routes through
+``get_language_model()`` to the language model's decoder. Reported where that would work
+(``wrapper_analysis`` says why, with file:line evidence), once per fix class: when a family base
+builds the language model and every registered wrapper below it is ready, the base is fixed.
+Wrappers whose language model comes from the checkpoint's ``text_config`` at run time are
+reported with the language models that would work, but not proposed.
 """
 
 from __future__ import annotations
 
-from bot.recipes.base import Finding, ScanContext
-from bot.recipes.eagle3_analysis import (
-    Construction,
-    class_finding,
-    constructed,
-    declares_eagle3,
-    locate,
+import ast
+import html
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+from bot.codemods.imports import add_import_name
+from bot.codemods.registry_entry import insert_registry_entry
+from bot.codemods.regression_test import (
+    REGISTRY_TEST,
+    REGISTRY_TEST_FUNCTION,
+    add_eagle3_regression_test,
+    add_registry_eagle3_test,
 )
-from bot.recipes.eagle3_interface import eagle3_ready_decoder, is_multimodal, registered_targets
-from bot.tree.index import ClassIndex, ClassRef
+from bot.codemods.spans import BetweenTopLevel, ClassBody, Imports, Span, TopLevel
+from bot.recipes.base import (
+    Declined,
+    FileEdit,
+    Finding,
+    FixPlan,
+    FixTests,
+    PlanContext,
+    RegistryDecision,
+    ScanContext,
+    WriteUp,
+    platform_variant,
+    step,
+)
+from bot.recipes.eagle3_analysis import class_finding, declares_eagle3, locate
+from bot.recipes.eagle3_interface import (
+    INTERFACE,
+    _declare_interface,
+    _regression_test,
+    is_multimodal,
+    registered_targets,
+)
+from bot.recipes.wrapper_analysis import (
+    DELEGATE,
+    INTERFACE_ONLY,
+    RUNTIME,
+    Assessment,
+    Guard,
+    assess,
+    capable_language_models,
+    runtime_guard,
+)
+from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
+from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
 NAME = "eagle3-wrapper"
-_LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "model", "text_model")
+TEMPLATES = "recipes/eagle3-wrapper"
+SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 
 
 class Eagle3Wrapper:
@@ -28,44 +71,362 @@ class Eagle3Wrapper:
     description = "multimodal wrapper whose language model already supports EAGLE-3"
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
-        findings: list[Finding] = []
-        for ref, entries in registered_targets(ctx).items():
-            if not is_multimodal(ctx.index, ref) or declares_eagle3(ctx.index, ref):
-                continue
-            language = _capable_language_model(ctx.index, ref)
-            if language is not None:
-                findings.append(_finding(ctx.index, ref, entries, language))
-        return findings
+        return [finding for finding, _ in findings_with_assessments(ctx)]
+
+    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
+        """Declare the interface on the wrapper (or the family base that builds the language
+        model for several wrappers), with the registry entry and a CPU regression test."""
+        shape = finding.evidence.get("shape")
+        if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
+            return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
+        guard = runtime_guard(ctx.scan) if shape == RUNTIME else None
+        if shape == RUNTIME and guard is None:
+            return Declined(
+                f"{finding.class_name} builds its language model from the checkpoint's "
+                "text_config at run time; the bot proposes that only with a clear-error guard "
+                "in the style of the tree's own wrappers, and this tree has none"
+            )
+        attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+        if shape != INTERFACE_ONLY and attribute in ("", "self"):
+            return Declined(
+                f"{finding.class_name} is its own language model: nothing to delegate to"
+            )
+        variant = platform_variant(finding)
+        entry, entry_why = plan_registry_entry(
+            ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
+        )
+        edits = [_declare_interface(ctx, finding)]
+        if shape == DELEGATE:
+            edits[0] = _with_delegation(edits[0], finding.class_name, attribute)
+        elif guard is not None:
+            edits[0] = _with_guarded_delegation(edits[0], finding, attribute, guard)
+        if entry is not None:
+            edits.append(
+                FileEdit(
+                    path=REGISTRY_FILE,
+                    kind="registry-entry",
+                    description=f"add {entry.key} to {DICT_NAME} (# [{entry.section}])",
+                    steps=(
+                        step(
+                            insert_registry_entry,
+                            dict_name=DICT_NAME,
+                            key=entry.key,
+                            args=entry.args,
+                            kwargs=entry.kwargs,
+                            section=entry.section,
+                        ),
+                    ),
+                    confined_to=(TopLevel(DICT_NAME),),
+                )
+            )
+        test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
+        edits.append(test_edit)
+        covers = finding.evidence.get("covers", [finding.class_name])
+        return FixPlan(
+            recipe=NAME,
+            finding=finding,
+            resolves=(finding,),
+            variant=variant,
+            edits=tuple(edits),
+            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            registry=RegistryDecision(entry, entry_why),
+            writeup=WriteUp(
+                sections={
+                    "summary": f"{TEMPLATES}/summary.j2",
+                    "claims": f"{TEMPLATES}/claims.j2",
+                    "root_cause": f"{TEMPLATES}/root_cause.j2",
+                },
+                context=_writeup_context(ctx, finding, covers, guard),
+            ),
+            commit_title=(
+                f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
+                + (f" ({variant} variant)" if variant else "")
+            ),
+            issue_comment=(
+                f"it declares `{INTERFACE}` on the multimodal wrapper "
+                f"`{html.escape(finding.class_name)}` so EAGLE-3 speculative decoding reaches "
+                "its language model."
+            ),
+        )
 
 
-def _capable_language_model(index: ClassIndex, ref: ClassRef) -> Construction | None:
-    """The first language model the wrapper builds that declares or is ready for EAGLE-3."""
-    for attribute in _LANGUAGE_MODEL_ATTRIBUTES:
-        for construction in constructed(index, ref, attribute):
-            cls = construction.cls
-            if declares_eagle3(index, cls) or eagle3_ready_decoder(index, cls) is not None:
-                return construction
-    return None
+def wrapper_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
+    """Registered multimodal generation models that do not declare SupportsEagle3."""
+    return {
+        ref: entries
+        for ref, entries in registered_targets(ctx).items()
+        if is_multimodal(ctx.index, ref) and not declares_eagle3(ctx.index, ref)
+    }
+
+
+def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
+    """Every candidate wrapper, ready or not (the rejected ones carry their reason).
+
+    A declaration is inherited: a wrapper is only ready when every registered wrapper below it
+    is ready the same way, or the fix would make a subclass claim what it cannot do.
+    """
+    assessments = {ref: assess(ctx, ref) for ref in wrapper_targets(ctx)}
+    checked: dict[ClassRef, Assessment] = {}
+    for ref, assessment in assessments.items():
+        below = [r for r in assessments if r != ref and ref in ctx.index.ancestors(r)]
+        unready = [r for r in below if not _same_fix(assessments[r], assessment)]
+        if assessment.shape is not None and unready:
+            other = assessments[unready[0]]
+            why = other.reason if other.shape is None else "it needs a different fix"
+            assessment = replace(
+                assessment,
+                shape=None,
+                reason=f"the declaration would also reach {unready[0].name}, which is not "
+                f"ready: {why}",
+            )
+        checked[ref] = assessment
+    return checked
+
+
+def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
+    targets = wrapper_targets(ctx)
+    assessments = assess_all(ctx)
+    groups: dict[ClassRef, list[ClassRef]] = defaultdict(list)
+    fix_assessment: dict[ClassRef, Assessment] = {}
+    for ref, assessment in assessments.items():
+        if assessment.shape is None:
+            continue
+        fix_class, fix = _fix_class(ctx, ref, assessment, assessments)
+        groups[fix_class].append(ref)
+        fix_assessment[fix_class] = fix
+    capable: list[str] | None = None
+    results: list[tuple[Finding, Assessment]] = []
+    for fix_class, covered in sorted(groups.items()):
+        assessment = fix_assessment[fix_class]
+        if assessment.shape == RUNTIME and capable is None:
+            capable = capable_language_models(ctx)
+        entries = [e for ref in covered for e in targets[ref]]
+        finding = _finding(ctx.index, fix_class, sorted(covered), entries, assessment, capable)
+        results.append((finding, assessment))
+    return results
+
+
+def _fix_class(
+    ctx: ScanContext,
+    ref: ClassRef,
+    assessment: Assessment,
+    assessments: dict[ClassRef, Assessment],
+) -> tuple[ClassRef, Assessment]:
+    """The most basic class the fix can go on: one declaration for a whole family.
+
+    A base qualifies when it is multimodal, builds the same language model the same way and
+    hands its output back, and every registered class below it either already declares
+    SupportsEagle3 or is ready the same way (a declaration on the base reaches them all).
+    """
+    best = (ref, assessment)
+    for base in ctx.index.ancestors(ref)[1:]:
+        if not isinstance(base, ClassRef) or base.module == INTERFACES_MODULE:
+            continue
+        if not is_multimodal(ctx.index, base) or declares_eagle3(ctx.index, base):
+            continue
+        base_assessment = assessments.get(base) or assess(ctx, base)
+        if not _same_fix(base_assessment, assessment):
+            continue
+        below = [r for r in assessments if base in ctx.index.ancestors(r)]
+        if all(_same_fix(assessments[r], assessment) for r in below):
+            best = (base, base_assessment)
+    return best
+
+
+def _same_fix(a: Assessment, b: Assessment) -> bool:
+    if a.shape is None or a.shape != b.shape or a.language_model is None:
+        return False
+    assert b.language_model is not None
+    return (
+        a.language_model.cls == b.language_model.cls
+        and a.language_model.attribute == b.language_model.attribute
+        and a.forward_returns == b.forward_returns
+    )
 
 
 def _finding(
-    index: ClassIndex, ref: ClassRef, entries: list[RegistryEntry], language: Construction
+    index: ClassIndex,
+    ref: ClassRef,
+    covered: list[ClassRef],
+    entries: list[RegistryEntry],
+    assessment: Assessment,
+    capable: list[str] | None,
 ) -> Finding:
-    declared = declares_eagle3(index, language.cls)
-    state = "declares SupportsEagle3" if declared else "is EAGLE-3 ready"
-    evidence = {
+    lm = assessment.language_model
+    assert lm is not None and assessment.forward_owner is not None
+    attribute = f"self.{lm.attribute}" if lm.attribute else "self"
+    assigned = {"path": index.path_of(lm.owner), "line": lm.line}
+    if lm.cls is not None:
+        where = locate(index, lm.cls).to_json()
+    else:
+        where = {"name": "text_config.architectures (run time)", **assigned}
+    evidence: dict[str, Any] = {
+        "shape": assessment.shape,
+        "why": assessment.reason,
         "language_model": {
-            **locate(index, language.cls).to_json(),
-            "attribute": f"self.{language.attribute}",
-            "assigned_at": {"path": index.path_of(language.owner), "line": language.line},
-            "declares_eagle3": declared,
-        }
+            **where,
+            "attribute": attribute,
+            "how": lm.how,
+            "assigned_at": assigned,
+            "declares_eagle3": bool(lm.cls and declares_eagle3(index, lm.cls)),
+        },
+        "lm_decoder": locate(index, assessment.decoder).to_json() if assessment.decoder else None,
+        "forward": {
+            "path": index.path_of(assessment.forward_owner),
+            "line": assessment.forward_line,
+            "returns": assessment.forward_returns,
+        },
+        "covers": [c.name for c in covered],
     }
-    summary = (
-        f"multimodal {ref.name} wraps {language.cls.name} (self.{language.attribute}), "
-        f"which {state}, but does not declare SupportsEagle3 itself"
-    )
+    if capable is not None and lm.cls is None:
+        evidence["works_with"] = capable
+    family = "" if covered == [ref] else f" (base of {', '.join(c.name for c in covered)})"
+    if lm.cls is None:
+        summary = (
+            f"multimodal {ref.name}{family} builds {attribute} from the checkpoint's "
+            f"text_config at run time and hands back {assessment.forward_returns}; "
+            f"SupportsEagle3 would work when that is one of {len(capable or [])} EAGLE-3 "
+            "capable language models; proposed only with the tree's clear-error guard"
+        )
+    else:
+        state = (
+            "declares SupportsEagle3"
+            if evidence["language_model"]["declares_eagle3"]
+            else ("is EAGLE-3 ready")
+        )
+        summary = (
+            f"multimodal {ref.name}{family} wraps {lm.cls.name} ({attribute}, {lm.how}), which "
+            f"{state}, and hands back {assessment.forward_returns}, but does not declare "
+            "SupportsEagle3 itself"
+        )
     return class_finding(NAME, index, ref, entries, evidence, summary)
+
+
+@dataclass(frozen=True)
+class AfterClassBody:
+    """Only insertions among the blank lines between class ``name`` and the next statement.
+
+    Methods appended to a class body are new lines right after its last line; the line diff
+    may place them after the blank lines that follow instead, which is the same text.
+    """
+
+    name: str
+
+    def lines(self, source: str) -> list[tuple[int, int]]:
+        body = ast.parse(source).body
+        for node, following in zip(body, [*body[1:], None], strict=True):
+            if isinstance(node, ast.ClassDef) and node.name == self.name:
+                end = node.end_lineno or node.lineno
+                if following is None:
+                    next_start = len(source.splitlines()) + 1
+                else:
+                    decorators = getattr(following, "decorator_list", [])
+                    next_start = min([following.lineno, *(d.lineno for d in decorators)])
+                return [(line + 1, line) for line in range(end, next_start)]
+        return []
+
+
+def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:
+    """The declaration plus the two protocol methods forwarding to ``self.<attribute>``."""
+    return replace(
+        edit,
+        kind="declare-interface-and-delegate",
+        description=(
+            f"{edit.description}; forward {' and '.join(PROTOCOL_METHODS)} to self.{attribute}"
+        ),
+        steps=(
+            *edit.steps,
+            step(add_delegating_methods, class_name=class_name, attribute=attribute),
+        ),
+        confined_to=(*edit.confined_to, ClassBody(class_name), AfterClassBody(class_name)),
+    )
+
+
+def _with_guarded_delegation(
+    edit: FileEdit, finding: Finding, attribute: str, guard: Guard
+) -> FileEdit:
+    """The declaration, the tree's guard and the two methods calling it before forwarding."""
+    module = dict(edit.steps[0].args)["module"]
+    return replace(
+        edit,
+        kind="declare-interface-and-guarded-delegate",
+        description=(
+            f"{edit.description}; add {guard.name} (as {guard.owner.name} has it) and forward "
+            f"{' and '.join(PROTOCOL_METHODS)} to self.{attribute} behind it"
+        ),
+        steps=(
+            *edit.steps,
+            step(add_import_name, module=module, name=SUPPORTS_EAGLE3_CHECK),
+            step(
+                add_delegating_methods,
+                class_name=finding.class_name,
+                attribute=attribute,
+                guard_name=guard.name,
+                guard_source=guard.text_for(attribute),
+            ),
+        ),
+        confined_to=(
+            *edit.confined_to,
+            ClassBody(finding.class_name),
+            AfterClassBody(finding.class_name),
+        ),
+    )
+
+
+def _wrapper_regression_test(
+    ctx: PlanContext, finding: Finding, variant: str | None
+) -> tuple[FileEdit, tuple[str, ...]]:
+    """One wrapper: the same test the interface recipe adds. A family base: the registry
+    test for every architecture it covers (each registered wrapper must advertise it)."""
+    if len(finding.architectures) <= 1:
+        return _regression_test(ctx, finding, variant)
+    archs = tuple(finding.architectures)
+    planned = add_eagle3_regression_test(
+        ctx.root,
+        class_name=finding.class_name,
+        class_module=finding.module,
+        archs=list(archs),
+        platform_variant=True,  # through the registry: each architecture is its own case
+    )
+    spans: tuple[Span, ...] = (Imports(), BetweenTopLevel())
+    if planned.path == REGISTRY_TEST and f"def {REGISTRY_TEST_FUNCTION}(" in planned.before:
+        spans += (TopLevel(REGISTRY_TEST_FUNCTION),)
+    edit = FileEdit(
+        path=planned.path,
+        kind="regression-test",
+        description=f"assert supports_eagle3 for {', '.join(archs)} on the CPU",
+        steps=(step(add_registry_eagle3_test, archs=archs),),
+        confined_to=spans,
+    )
+    return edit, tuple(planned.node_ids)
+
+
+def _writeup_context(
+    ctx: PlanContext, finding: Finding, covers: list[str], guard: Guard | None
+) -> dict[str, Any]:
+    url = ctx.url
+    ev = finding.evidence
+    lm = ev["language_model"]
+    decoder = ev.get("lm_decoder")
+    forward = ev["forward"]
+    return {
+        "shape": ev.get("shape"),
+        "why": ev.get("why", ""),
+        "files": [finding.path],
+        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "covers": covers,
+        "language_model": {
+            **lm,
+            "url": url(lm["path"], lm["line"]),
+            "assigned_url": url(lm["assigned_at"]["path"], lm["assigned_at"]["line"]),
+        },
+        "lm_decoder": {**decoder, "url": url(decoder["path"], decoder["line"])}
+        if decoder
+        else None,
+        "forward": {**forward, "url": url(forward["path"], forward["line"])},
+        "guard": {**guard.to_json(), "url": url(guard.path, guard.line)} if guard else None,
+        "works_with": ev.get("works_with", []),
+    }
 
 
 RECIPE = Eagle3Wrapper()

@@ -10,12 +10,14 @@ import ast
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 4
+EXTRACT_VERSION = 8
 
 FileFacts = dict[str, Any]
 
 _AUX_HELPER = "_maybe_add_hidden_state"
 _AUX_LAYERS_ATTR = "aux_hidden_state_layers"
+# vLLM's helper that builds a registered model by architecture name (multimodal wrappers).
+_REGISTERED_FACTORY = "init_vllm_registered_model"
 
 
 def extract_file(source: str, module: str, is_package: bool) -> FileFacts:
@@ -115,8 +117,10 @@ def _attr_value(node: ast.expr) -> Any:
 def _callee(call: ast.Call, local_refs: dict[str, str]) -> list[str] | None:
     """How a constructor call names its class: ``[kind, name]``.
 
-    kinds: ``ref`` a dotted name in module scope, ``self-method`` a call of ``self._init_x()``,
-    ``self-attr`` a call of a class attribute (``self.model_cls(...)``).
+    kinds: ``ref`` a dotted name in module scope, ``self-call`` a call of ``self._init_x()`` or
+    of a class attribute (``self.model_cls(...)``), ``registered`` a call of
+    ``init_vllm_registered_model`` with its literal ``architectures`` (None when they come from
+    the checkpoint's config at run time).
     """
     func = call.func
     if (
@@ -128,10 +132,54 @@ def _callee(call: ast.Call, local_refs: dict[str, str]) -> list[str] | None:
     dotted = _dotted(func)
     if dotted is None:
         return None
+    if dotted.split(".")[-1] == _REGISTERED_FACTORY:
+        return ["registered", _literal_architectures(call)]
     head = dotted.split(".")[0]
     if head in local_refs:
         return ["ref", local_refs[head] + dotted[len(head) :]]
     return ["ref", dotted]
+
+
+def _literal_architectures(call: ast.Call) -> list[str] | None:
+    """``architectures=["A"]`` anywhere in the call (also inside ``with_hf_config(...)``)."""
+    for node in ast.walk(call):
+        if not isinstance(node, ast.keyword) or node.arg != "architectures":
+            continue
+        value = node.value
+        if isinstance(value, ast.List | ast.Tuple) and value.elts:
+            names = [e.value for e in value.elts if isinstance(e, ast.Constant)]
+            if len(names) == len(value.elts) and all(isinstance(n, str) for n in names):
+                return names
+        return None
+    return None
+
+
+def _self_path(node: ast.expr) -> str | None:
+    """``a.b`` for ``self.a.b``, ``""`` for ``self``; None for anything else."""
+    dotted = _dotted(node)
+    if dotted is None or isinstance(node, ast.Subscript):
+        return None
+    if dotted == "self":
+        return ""
+    return dotted[len("self.") :] if dotted.startswith("self.") else None
+
+
+def _is_super_call(func: ast.expr, method: str) -> bool:
+    """``super().<method>`` (the same method of the parent class)."""
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == method
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+        and not func.value.args
+    )
+
+
+def _self_target(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
 
 
 def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
@@ -146,38 +194,51 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
             local_refs[arg.arg] = dotted
 
     assigns: list[list[Any]] = []
-    returns: list[list[str]] = []
+    returns: list[list[Any]] = []
+    returned_self: list[str] = []  # `return self.a.b` -> "a.b" (get_language_model)
     aux: dict[str, list[int]] = {"helper": [], "layers_attr": [], "aux_names": []}
-    # For "does forward hand self.model's output back unchanged?"
-    from_self_call: dict[str, str] = {}  # local name -> attr, for `x = self.attr(...)`
+    # For "does forward hand self.<path>(...)'s output back unchanged?"
+    from_self_call: dict[str, str] = {}  # local name -> path, for `x = self.a.b(...)`
     assignment_count: dict[str, int] = {}
     returned_names: list[str] = []
+    local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
+    pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
     for node in ast.walk(func):
         if isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
             assignment_count[node.target.id] = assignment_count.get(node.target.id, 0) + 1
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
             value = node.value
-            for target in node.targets:
-                if isinstance(target, ast.Name):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name) and isinstance(node, ast.Assign):
                     assignment_count[target.id] = assignment_count.get(target.id, 0) + 1
-                    callee = _callee(value, local_refs) if isinstance(value, ast.Call) else None
-                    if callee and callee[0] == "self-call":
-                        from_self_call[target.id] = callee[1]
-                if isinstance(target, ast.Name) and (dotted := _dotted(value)):
-                    local_refs.setdefault(target.id, dotted)
-                if (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                    and isinstance(value, ast.Call)
-                    and (callee := _callee(value, local_refs))
-                ):
-                    assigns.append([target.attr, callee, node.lineno])
+                    if isinstance(value, ast.Call) and (path := _self_path(value.func)):
+                        from_self_call[target.id] = path
+                    if isinstance(value, ast.Call) and (callee := _callee(value, local_refs)):
+                        local_calls.setdefault(target.id, callee)
+                    if dotted := _dotted(value):
+                        local_refs.setdefault(target.id, dotted)
+                attr = _self_target(target)
+                if attr is None:
+                    continue
+                if isinstance(value, ast.Call) and (callee := _callee(value, local_refs)):
+                    assigns.append([attr, callee, node.lineno])
+                elif isinstance(value, ast.Name):
+                    pending.append((attr, value.id, node.lineno))
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Call):
             if callee := _callee(node.value, local_refs):
                 returns.append(callee)
+            if _is_super_call(node.value.func, func.name):
+                returned_names.append("self.super()()")
+            if (path := _self_path(node.value.func)) is not None:
+                returned_names.append(f"self.{path}()")
         elif isinstance(node, ast.Return) and isinstance(node.value, ast.Name):
             returned_names.append(node.value.id)
+            if node.value.id == "self":
+                returned_self.append("")
+        elif isinstance(node, ast.Return) and node.value is not None:
+            if (path := _self_path(node.value)) is not None:
+                returned_self.append(path)
         elif isinstance(node, ast.Attribute):
             if node.attr == _AUX_HELPER:
                 aux["helper"].append(node.lineno)
@@ -185,7 +246,10 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
                 aux["layers_attr"].append(node.lineno)
         elif isinstance(node, ast.Name) and "aux_hidden_state" in node.id:
             aux["aux_names"].append(node.lineno)
-    passthrough = [name for kind, name in returns if kind == "self-call"]
+    assigns += [
+        [attr, local_calls[name], line] for attr, name, line in pending if name in local_calls
+    ]
+    passthrough = [name[len("self.") : -2] for name in returned_names if name.startswith("self.")]
     passthrough += [
         from_self_call[name]
         for name in returned_names
@@ -196,6 +260,7 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         "assigns": assigns,
         "returns": returns,
         "passthrough": sorted(set(passthrough)),
+        "returned_self": sorted(set(returned_self)),
     }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}

@@ -1,0 +1,446 @@
+"""How a multimodal wrapper builds its language model, and whether EAGLE-3 would reach it.
+
+``SupportsEagle3``'s default methods follow ``get_language_model()`` and then its ``.model`` (or
+the language model itself when it has no ``.model``); that holder must be an
+``EagleModelMixin`` decoder whose ``forward`` collects the aux hidden states, and the wrapper's
+``forward`` must hand the ``(hidden, aux)`` tuple back unchanged. Everything here answers those
+questions from the ``ast`` class index, with the file:line a maintainer needs to check it.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from bot.recipes.base import ScanContext
+from bot.recipes.eagle3_analysis import (
+    aux_collection,
+    constructed,
+    declares_eagle3,
+    mixin_chain,
+)
+from bot.recipes.eagle3_interface import forwards_decoder_output, is_multimodal
+from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.model_registry import GENERATION_CATEGORIES
+
+# Where wrappers in the tree keep their language model, in the order tried.
+LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "llm", "model", "decoder", "text_model")
+DECODER_ATTRIBUTE = "model"
+SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's answer counts
+INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
+PROTOCOL_METHODS = ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")
+
+# Fix shapes.
+INTERFACE_ONLY = "interface"  # the protocol's default methods reach the decoder
+DELEGATE = "delegate"  # the wrapper forwards the two methods to its language model
+RUNTIME = "runtime"  # the language model comes from the checkpoint's text_config
+
+
+@dataclass(frozen=True)
+class LanguageModel:
+    """``self.<attribute> = ...`` in ``owner``'s methods (at ``line``), resolved to ``cls``."""
+
+    attribute: str  # "" when get_language_model() returns the wrapper itself
+    cls: ClassRef | None  # None: chosen from the checkpoint's text_config at run time
+    owner: ClassRef
+    line: int
+    how: str  # "class", "architectures=[...]", "self.<helper>()", "get_language_model()"
+    architecture: str | None = None
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """One wrapper: the fix shape when EAGLE-3 would work, else the reason it would not."""
+
+    wrapper: ClassRef
+    shape: str | None
+    reason: str
+    language_model: LanguageModel | None = None
+    decoder: ClassRef | None = None
+    forward_owner: ClassRef | None = None
+    forward_line: int = 0
+    forward_returns: str = ""
+
+    @property
+    def ready(self) -> bool:
+        return self.shape in (INTERFACE_ONLY, DELEGATE)
+
+
+def assess(ctx: ScanContext, ref: ClassRef) -> Assessment:
+    index = ctx.index
+    sources, problem = language_model_sources(ctx, ref)
+    if problem:
+        return Assessment(ref, None, problem)
+    if not sources:
+        dispatch = index.find_method(ref, "__new__")
+        if dispatch is not None:
+            where = f"{index.path_of(dispatch[0])}:{dispatch[1]['line']}"
+            why = f"picks the class it returns in __new__ ({where}) at run time; not followed"
+            return Assessment(ref, None, why)
+        return Assessment(ref, None, "builds no language model the bot can follow")
+    classes = {s.cls for s in sources}
+    if len(classes) > 1:
+        names = ", ".join(sorted(c.name if c else "text_config" for c in classes))
+        return Assessment(ref, None, f"builds one of several language models ({names})")
+    lm = sources[0]
+    passthrough, fwd_owner, fwd_line = _forward_paths(index, ref)
+    if fwd_owner is None:
+        return Assessment(ref, None, "has no forward of its own in the model packages", lm)
+    base = dict(language_model=lm, forward_owner=fwd_owner, forward_line=fwd_line)
+    if lm.cls is None:
+        returned = _returned_path(passthrough, lm.attribute, via_decoder=True)
+        returned = returned or _returned_path(passthrough, lm.attribute, via_decoder=False)
+        if returned is None:
+            return Assessment(ref, None, _not_passed_through(lm), **base)
+        why = "the language model comes from the checkpoint's text_config at run time"
+        return Assessment(ref, RUNTIME, why, forward_returns=returned, **base)
+    return _assess_class(ctx, ref, lm, passthrough, base)
+
+
+def _assess_class(
+    ctx: ScanContext,
+    ref: ClassRef,
+    lm: LanguageModel,
+    passthrough: list[str],
+    base: dict[str, Any],
+) -> Assessment:
+    index = ctx.index
+    assert lm.cls is not None
+    if lm.attribute and mixin_chain(index, lm.cls):
+        return Assessment(
+            ref,
+            None,
+            f"self.{lm.attribute} is the bare decoder {lm.cls.name}; get_language_model() would "
+            "pick it only by child order",
+            **base,
+        )
+    decoder = _ready_decoder(index, lm.cls)
+    if isinstance(decoder, str):
+        if declares_eagle3(index, lm.cls) and _overrides_protocol(index, lm.cls):
+            if not _decoder_collects(index, lm.cls):
+                why = (
+                    f"{lm.cls.name} declares SupportsEagle3 but its decoder collects no aux states"
+                )
+                return Assessment(ref, None, why, **base)
+            returned = _returned_path(passthrough, lm.attribute, via_decoder=False)
+            if returned is None or not forwards_decoder_output(index, lm.cls):
+                return Assessment(ref, None, _not_passed_through(lm), **base)
+            why = f"{lm.cls.name} sets its aux layers with its own methods: {decoder}"
+            return Assessment(ref, DELEGATE, why, forward_returns=returned, **base)
+        return Assessment(ref, None, decoder, **base)
+    returned = _returned_path(passthrough, lm.attribute, via_decoder=True)
+    if returned is None and forwards_decoder_output(index, lm.cls):
+        returned = _returned_path(passthrough, lm.attribute, via_decoder=False)
+    if returned is None:
+        return Assessment(ref, None, _not_passed_through(lm), decoder=decoder, **base)
+    if protocol_follows_language_model(ctx.root):
+        shape, why = INTERFACE_ONLY, "the interface's default methods reach the decoder"
+    elif declares_eagle3(index, lm.cls):
+        shape, why = DELEGATE, "this release's SupportsEagle3 does not follow get_language_model()"
+    else:
+        return Assessment(
+            ref,
+            None,
+            f"this release's interface does not follow get_language_model() and "
+            f"{lm.cls.name} does not declare SupportsEagle3 to delegate to",
+            decoder=decoder,
+            **base,
+        )
+    return Assessment(ref, shape, why, decoder=decoder, forward_returns=returned, **base)
+
+
+def _ready_decoder(index: ClassIndex, lm: ClassRef) -> ClassRef | str:
+    """The EagleModelMixin decoder the default methods would reach, or why there is none."""
+    decoders = constructed(index, lm, DECODER_ATTRIBUTE)
+    if not decoders:
+        return f"{lm.name} builds no self.model decoder"
+    for construction in decoders:
+        chain = mixin_chain(index, construction.cls)
+        if chain is None:
+            continue
+        aux = aux_collection(index, construction.cls)
+        if aux is None or not aux.collects:
+            where = f"{index.path_of(aux.forward_owner)}:{aux.forward_line}" if aux else "?"
+            return (
+                f"{lm.name}'s decoder {construction.cls.name} has EagleModelMixin but its "
+                f"forward ({where}) does not collect aux hidden states (eagle3-enable)"
+            )
+        return construction.cls
+    names = ", ".join(sorted({c.cls.name for c in decoders}))
+    return f"{lm.name}'s decoder ({names}) lacks EagleModelMixin"
+
+
+def _decoder_collects(index: ClassIndex, lm: ClassRef) -> bool:
+    for construction in constructed(index, lm, DECODER_ATTRIBUTE):
+        aux = aux_collection(index, construction.cls)
+        if aux is not None and aux.collects:
+            return True
+    return False
+
+
+def _overrides_protocol(index: ClassIndex, ref: ClassRef) -> bool:
+    found = index.find_method(ref, PROTOCOL_METHODS[0])
+    return found is not None and found[0].module != INTERFACES_MODULE
+
+
+def _forward_paths(index: ClassIndex, ref: ClassRef) -> tuple[list[str], ClassRef | None, int]:
+    found = index.find_method(ref, "forward")
+    if found is None or found[0].module == INTERFACES_MODULE:
+        return [], None, 0
+    owner, facts = found
+    paths = list(facts.get("passthrough", []))
+    parent: ClassRef | None = owner
+    while SUPER_CALL in paths and parent is not None:  # `return super().forward(...)`
+        paths.remove(SUPER_CALL)
+        parent = _next_forward(index, ref, parent)
+        if parent is not None:
+            paths += (index.class_facts(parent) or {})["methods"]["forward"]["passthrough"]
+    return paths, owner, facts["line"]
+
+
+def _next_forward(index: ClassIndex, ref: ClassRef, after: ClassRef) -> ClassRef | None:
+    """The class after ``after`` in ``ref``'s MRO that defines forward (super().forward)."""
+    ancestors = [a for a in index.ancestors(ref) if isinstance(a, ClassRef)]
+    for ancestor in ancestors[ancestors.index(after) + 1 :]:
+        facts = index.class_facts(ancestor)
+        if facts and "forward" in facts["methods"] and ancestor.module != INTERFACES_MODULE:
+            return ancestor
+    return None
+
+
+def _returned_path(passthrough: list[str], attribute: str, *, via_decoder: bool) -> str | None:
+    path = attribute if not via_decoder else f"{attribute}.{DECODER_ATTRIBUTE}".lstrip(".")
+    return f"self.{path}(...)" if path in passthrough else None
+
+
+def _not_passed_through(lm: LanguageModel) -> str:
+    attr = f"self.{lm.attribute}" if lm.attribute else "self"
+    return (
+        f"forward does not hand back {attr}(...) or {attr}.model(...) unchanged, so the "
+        "(hidden, aux) tuple would not survive"
+    )
+
+
+# -- where the language model comes from ------------------------------------------------
+
+
+def language_model_sources(ctx: ScanContext, ref: ClassRef) -> tuple[list[LanguageModel], str]:
+    """The language model(s) ``get_language_model()`` returns for ``ref``, or a reason."""
+    index = ctx.index
+    custom = index.find_method(ref, "get_language_model")
+    if custom is not None and custom[0].module != INTERFACES_MODULE:
+        owner, facts = custom
+        paths = facts.get("returned_self", [])
+        if paths == [""]:
+            line = facts["line"]
+            return [LanguageModel("", ref, owner, line, "get_language_model()")], ""
+        if len(paths) == 1 and "." not in paths[0]:
+            return _built(ctx, ref, paths[0]), ""
+        shown = ", ".join(f"self.{p}" if p else "self" for p in paths) or "something else"
+        return [], f"get_language_model() returns {shown}, which the bot does not follow"
+    for attribute in LANGUAGE_MODEL_ATTRIBUTES:
+        built = _built(ctx, ref, attribute)
+        if built:
+            return built, ""
+    return [], ""
+
+
+def _built(ctx: ScanContext, ref: ClassRef, attribute: str) -> list[LanguageModel]:
+    index = ctx.index
+    for owner in index.ancestors(ref):
+        if not isinstance(owner, ClassRef) or owner.module == INTERFACES_MODULE:
+            continue
+        facts = index.class_facts(owner)
+        if not facts:
+            continue
+        found: list[LanguageModel] = []
+        for method in facts["methods"].values():
+            for attr, callee, line in method["assigns"]:
+                if attr == attribute:
+                    found.extend(_from_callee(ctx, ref, owner, attribute, callee, line))
+        if found:
+            return found
+    return []
+
+
+def _from_callee(
+    ctx: ScanContext, ref: ClassRef, owner: ClassRef, attribute: str, callee: list[Any], line: int
+) -> list[LanguageModel]:
+    index = ctx.index
+    kind, value = callee[0], callee[1]
+    if kind == "ref":
+        classes = [r for r in index.resolve(owner.module, value) if isinstance(r, ClassRef)]
+        return [LanguageModel(attribute, c, owner, line, "class") for c in classes]
+    if kind == "registered":
+        if not value:
+            return [LanguageModel(attribute, None, owner, line, "text_config.architectures")]
+        found = []
+        for arch in value:
+            for cls in registered_classes(ctx, arch):
+                how = f'architectures=["{arch}"]'
+                found.append(LanguageModel(attribute, cls, owner, line, how, arch))
+        return found
+    # self.<helper>(...): what the helper returns, looked up from the concrete class
+    method = index.find_method(ref, value)
+    if method is None:
+        return []
+    helper_owner, helper = method
+    found = []
+    for returned in helper["returns"]:
+        for lm in _from_callee(ctx, ref, helper_owner, attribute, returned, line):
+            how = f"self.{value}() -> {lm.how}" if lm.how != "class" else f"self.{value}()"
+            found.append(LanguageModel(attribute, lm.cls, owner, line, how, lm.architecture))
+    return found
+
+
+def registered_classes(ctx: ScanContext, arch: str) -> list[ClassRef]:
+    classes: list[ClassRef] = []
+    for entry in ctx.registry.by_arch(arch):
+        if entry.category in GENERATION_CATEGORIES:
+            resolved = ctx.index.resolve(entry.module, entry.class_name)
+            classes.extend(r for r in resolved if isinstance(r, ClassRef))
+    return list(dict.fromkeys(classes))
+
+
+def capable_language_models(ctx: ScanContext) -> list[str]:
+    """Registered text-generation architectures a runtime wrapper would work with."""
+    archs: list[str] = []
+    for entry in ctx.registry.entries:
+        if entry.category != "text_generation":
+            continue
+        for cls in registered_classes(ctx, entry.arch):
+            if is_multimodal(ctx.index, cls) or not declares_eagle3(ctx.index, cls):
+                continue
+            if isinstance(_ready_decoder(ctx.index, cls), ClassRef):
+                archs.append(entry.arch)
+                break
+    return sorted(set(archs))
+
+
+# -- the release's protocol ---------------------------------------------------------------
+
+
+def protocol_follows_language_model(root: Path) -> bool:
+    """Whether this release's SupportsEagle3 default methods follow get_language_model()."""
+    path = Path(root) / INTERFACES_PATH
+    try:
+        return _protocol_follows(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+@cache
+def _protocol_follows(source: str) -> bool:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    protocol = next(
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SupportsEagle3"),
+        None,
+    )
+    if protocol is None:
+        return False
+    methods = {
+        n.name: n
+        for n in protocol.body
+        if isinstance(n, ast.FunctionDef) and n.name in PROTOCOL_METHODS
+    }
+    return len(methods) == len(PROTOCOL_METHODS) and all(
+        _calls_self_method(method, "get_language_model") for method in methods.values()
+    )
+
+
+def _calls_self_method(func: ast.FunctionDef, name: str) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == name
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+        for node in ast.walk(func)
+    )
+
+
+# -- the tree's own guard for wrappers whose language model is chosen at run time ------------
+
+
+@dataclass(frozen=True)
+class Guard:
+    """A method of a wrapper declaring SupportsEagle3 that raises a clear error when its
+    language model (``self.<attribute>``) does not support EAGLE-3; its text is the style."""
+
+    name: str
+    attribute: str
+    source: str  # the method, dedented
+    owner: ClassRef
+    path: str
+    line: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "owner": self.owner.name, "path": self.path, "line": self.line}
+
+    def text_for(self, attribute: str) -> str:
+        return self.source.replace(f"self.{self.attribute}", f"self.{attribute}")
+
+
+def runtime_guard(ctx: ScanContext) -> Guard | None:
+    """The first such guard in the tree (by module), or None when the tree has none."""
+    index = ctx.index
+    for module in sorted(index.modules):
+        path = index.modules[module].path
+        try:
+            source = (ctx.root / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        if "supports_eagle3(self." not in source:
+            continue
+        for name in index.modules[module].facts["classes"]:
+            owner = ClassRef(module, name)
+            if not (is_multimodal(index, owner) and declares_eagle3(index, owner)):
+                continue
+            found = _guard_in(source, owner, path)
+            if found is not None:
+                return found
+    return None
+
+
+def _guard_in(source: str, owner: ClassRef, path: str) -> Guard | None:
+    lines = source.splitlines(keepends=True)
+    for node in ast.parse(source).body:
+        if not isinstance(node, ast.ClassDef) or node.name != owner.name:
+            continue
+        for method in node.body:
+            if not isinstance(method, ast.FunctionDef) or len(method.args.args) != 1:
+                continue
+            attribute = _checked_attribute(method)
+            if attribute is None or not any(isinstance(n, ast.Raise) for n in ast.walk(method)):
+                continue
+            start = (method.decorator_list[0] if method.decorator_list else method).lineno
+            text = textwrap.dedent("".join(lines[start - 1 : method.end_lineno]))
+            return Guard(method.name, attribute, text, owner, path, method.lineno)
+    return None
+
+
+def _checked_attribute(method: ast.FunctionDef) -> str | None:
+    """``x`` when the method calls ``supports_eagle3(self.x)``."""
+    for node in ast.walk(method):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "supports_eagle3"
+            and len(node.args) == 1
+            and (path := _attribute_of_self(node.args[0])) is not None
+        ):
+            return path
+    return None
+
+
+def _attribute_of_self(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
