@@ -6,15 +6,18 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import git
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from bot.content_hash import review_hash
 from bot.dashboard.app import DashboardSettings, create_app
+from bot.plan import read_plan_dir
 from bot.store import APPROVED, PR_OPEN, PROPOSED, REJECTED, VERIFIED, Journal
 from bot.tree.fetch import release_tree
-from tests.conftest import UPSTREAM
-from tests.dashboard_seed import csrf_from, populate, serve_in_thread
+from tests.conftest import FORK, UPSTREAM
+from tests.dashboard_seed import EXTRA_HUNK, approve_form, csrf_from, populate, serve_in_thread
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_TOKEN, GitHubStandIn
 
 pytestmark = pytest.mark.vllm_tree
@@ -180,13 +183,13 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     app = create_app(journal, _settings(as_login="alice"))
     with serve_in_thread(app) as base:
         tabs = [httpx.Client(base_url=base) for _ in range(2)]
-        forms = [csrf_from(tab.get(f"/proposals/{ids['seed']}").text) for tab in tabs]
+        forms = [approve_form(tab.get(f"/proposals/{ids['seed']}").text) for tab in tabs]
         barrier = threading.Barrier(4)
         statuses: list[int] = []
 
-        def click(tab: httpx.Client, token: str) -> None:
+        def click(tab: httpx.Client, form: dict[str, str]) -> None:
             barrier.wait()
-            response = tab.post(f"/proposals/{ids['seed']}/approve", data={"csrf": token})
+            response = tab.post(f"/proposals/{ids['seed']}/approve", data=form)
             statuses.append(response.status_code)
 
         clicks = [
@@ -212,18 +215,66 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     assert len(pull_posts) == 1
     proposal = journal.proposal(ids["seed"])
     assert proposal.state == PR_OPEN and proposal.pr_number is not None
-    assert [e.to_state for e in journal.events(ids["seed"])].count(APPROVED) == 1
+    approvals = [e for e in journal.events(ids["seed"]) if e.to_state == APPROVED]
+    assert len(approvals) == 1 and approvals[0].actor == "alice"
+    shipped = read_plan_dir(Path(proposal.plan_path or ""))
+    assert review_hash(shipped.patch, shipped.pr_markdown) in approvals[0].note
+    assert forms[0]["review_hash"] in approvals[0].note
     assert 'id="approve"' not in page
 
 
+def test_approve_is_refused_when_the_patch_changed_after_the_page_was_loaded(
+    journal: Journal, ids: dict[str, int], upstream_standin: GitHubStandIn
+) -> None:
+    # The maintainer reviews the page; then a hunk they never saw lands in patch.diff on disk
+    # (same plan directory, same fingerprint). Their approve must not publish it.
+    client = TestClient(create_app(journal, _settings(as_login="alice")))
+    page = client.get(f"/proposals/{ids['seed']}").text
+    form = approve_form(page)
+    plan_dir = Path(journal.proposal(ids["seed"]).plan_path or "")
+    shown = read_plan_dir(plan_dir)
+    assert form["review_hash"] == review_hash(shown.patch, shown.pr_markdown)
+
+    (plan_dir / "patch.diff").write_text(shown.patch + EXTRA_HUNK, encoding="utf-8")
+    done = client.post(f"/proposals/{ids['seed']}/approve", data=form, follow_redirects=True)
+    assert "changed after you loaded the page" in done.text
+    assert upstream_standin.writes() == []
+    assert upstream_standin.pulls(UPSTREAM) == []
+    fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
+    assert not [ref for ref in fork.references if ref.path.startswith("refs/heads/bot/")]
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+    # The page now shows the hunk, with the hash of the new content in the form.
+    again = client.get(f"/proposals/{ids['seed']}").text
+    assert "never shown" in again
+    assert approve_form(again)["review_hash"] != form["review_hash"]
+
+
+def test_approve_without_the_reviewed_hash_publishes_nothing(
+    journal: Journal, ids: dict[str, int]
+) -> None:
+    published: list[Path] = []
+
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> None:
+        published.append(plan_dir)
+
+    client = TestClient(create_app(journal, _settings(as_login="alice"), publish=publish))
+    page = client.get(f"/proposals/{ids['seed']}").text
+    for forged in ("", "sha256:" + "0" * 64):
+        form = {**approve_form(page), "review_hash": forged}
+        done = client.post(f"/proposals/{ids['seed']}/approve", data=form, follow_redirects=True)
+        assert "Not approved" in done.text or "changed after you loaded" in done.text
+    assert published == []
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+
+
 def test_failed_publish_hands_the_proposal_back(journal: Journal, ids: dict[str, int]) -> None:
-    def publish(plan_dir: Path, reviewer: str) -> None:
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> None:
         raise RuntimeError(f"push refused for {STANDIN_TOKEN}")
 
     client = TestClient(create_app(journal, _settings(as_login="alice"), publish=publish))
     page = client.get(f"/proposals/{ids['seed']}").text
     done = client.post(
-        f"/proposals/{ids['seed']}/approve", data={"csrf": csrf_from(page)}, follow_redirects=True
+        f"/proposals/{ids['seed']}/approve", data=approve_form(page), follow_redirects=True
     )
     assert "Publishing failed" in done.text and STANDIN_TOKEN not in done.text
     assert journal.proposal(ids["seed"]).state == VERIFIED
