@@ -26,9 +26,10 @@ DASHBOARD_MARKER = "<!-- bot:dashboard -->"
 DASHBOARD_TITLE = "vLLM EAGLE-3 bot: dashboard"
 _FINGERPRINT = re.compile(r"<!--\s*bot:fingerprint[=:]\s*([^\s>]+)\s*-->")
 # The marker trails the text: GitHub renders no checkbox when a comment leads the item.
+# Bodies saved from GitHub's web editor end their lines with \r\n.
 _TASK = re.compile(
     r"^[ \t]*[-*+][ \t]+\[([ xX])\][ \t].*?"
-    r"<!--[ \t]*bot:approve=([^\s<>]+?)(?:[ \t]+review=([^\s<>]+?))?[ \t]*-->[ \t]*$",
+    r"<!--[ \t]*bot:approve=([^\s<>]+?)(?:[ \t]+review=([^\s<>]+?))?[ \t]*-->[ \t\r]*$",
     re.M,
 )
 

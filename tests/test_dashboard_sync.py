@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot.content_hash import review_hash
-from bot.github import GitHubClient
+from bot.github import BodyRevision, GitHubClient
 from bot.store import FOUND, PR_OPEN, VERIFIED, Journal
-from bot.sync import DASHBOARD_MARKER, sync
+from bot.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
 from bot.tree.fetch import release_tree
 from tests.conftest import UPSTREAM
 from tests.dashboard_seed import EXTRA_HUNK, HOSTILE_TITLE, populate
@@ -169,3 +169,45 @@ def test_sync_rebuilds_rows_from_published_markers(
     rebuilt = journal.proposal_by_fingerprint("eagle3-interface:FooForCausalLM:abc")
     assert rebuilt is not None and rebuilt.pr_title == "[Model] Foo: support EAGLE-3"
     assert sync(journal, GitHubClient()).rebuilt == []  # idempotent
+
+
+FP = "eagle3-interface:FooForCausalLM:abc"
+HASH = "sha256:" + "1" * 64
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (f"- [x] Foo — `verified` <!-- bot:approve={FP} review={HASH} -->", {(FP, HASH)}),
+        (f"- [X] Foo <!-- bot:approve={FP} review={HASH} -->\r", {(FP, HASH)}),  # web editor
+        (f"* [x] Foo <!-- bot:approve={FP} -->", {(FP, "")}),  # no hash: approve refuses it
+        (f"- [ ] Foo <!-- bot:approve={FP} review={HASH} -->", set()),
+        (f"- [x] <!-- bot:approve={FP} review={HASH} --> Foo", set()),  # not a task on GitHub
+        (f"text - [x] Foo <!-- bot:approve={FP} review={HASH} -->", set()),
+        (f"- [x] Foo \\<!-- bot:approve={FP} review={HASH} --> trailing", set()),
+    ],
+)
+def test_ticked_boxes(line: str, expected: set[tuple[str, str]]) -> None:
+    assert ticked_boxes(f"{DASHBOARD_MARKER}\n\n{line}\n- [ ] other\n") == expected
+
+
+def test_who_ticked_is_the_editor_of_the_revision_that_ticked() -> None:
+    box = (FP, HASH)
+    open_ = f"- [ ] Foo <!-- bot:approve={FP} review={HASH} -->"
+    ticked = open_.replace("[ ]", "[x]")
+
+    def rev(editor: str | None, body: str | None) -> BodyRevision:
+        return BodyRevision(editor, "2026-01-01T00:00:00Z", body)
+
+    history = [rev("alice", ticked + "\nmore"), rev("eve", ticked), rev("bot", open_)]
+    assert who_ticked(box, ticked + "\nmore", history) == "eve"
+    assert who_ticked(box, ticked, [rev("alice", ticked), rev("bot", open_)]) == "alice"
+    assert who_ticked(box, ticked, []) is None  # no history, no attribution
+    assert who_ticked(box, ticked, [rev("alice", ticked)]) is None  # ticked from the start
+    assert who_ticked(box, ticked, [rev("alice", "other"), rev("bot", open_)]) is None
+    # A withheld revision before the tick hides who ticked: refused, not guessed.
+    assert (
+        who_ticked(box, ticked, [rev("alice", ticked), rev("x", None), rev("bot", open_)]) is None
+    )
+    assert who_ticked(box, ticked, [rev("a", ticked), rev("b", ticked), rev("x", None)]) is None
+    assert who_ticked(box, ticked, [rev(None, ticked), rev("bot", open_)]) is None
