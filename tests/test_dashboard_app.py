@@ -292,7 +292,14 @@ def test_only_the_hosts_it_is_served_under_are_answered(
 ) -> None:
     # DNS rebinding: evil.example resolves to 127.0.0.1, so the browser sends Host: evil.example.
     client = _client(create_app(journal, _settings(as_login="alice")))
-    for host in ("evil.example", "evil.example:8765", "127.0.0.1.evil.example", ""):
+    for host in (
+        "evil.example",
+        "evil.example:8765",
+        "127.0.0.1.evil.example",
+        "127.0.0.1@evil.example",
+        "localhost.:8765",
+        "",
+    ):
         refused = client.get(f"/proposals/{ids['seed']}", headers={"Host": host})
         assert refused.status_code == 400, host
         assert 'id="approve"' not in refused.text
@@ -303,7 +310,7 @@ def test_only_the_hosts_it_is_served_under_are_answered(
         headers={"Host": "evil.example"},
     )
     assert posted.status_code == 400 and journal.proposal(ids["seed"]).state == VERIFIED
-    for host in ("127.0.0.1:8765", "localhost:8765", "localhost"):
+    for host in ("127.0.0.1:8765", "localhost:8765", "LOCALHOST", "[::1]:8765"):
         assert client.get("/", headers={"Host": host}).status_code == 200, host
     extra = _client(create_app(journal, _settings(allowed_hosts=("review.internal",))))
     assert extra.get("/", headers={"Host": "review.internal:443"}).status_code == 200

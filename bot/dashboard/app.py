@@ -13,14 +13,18 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.sessions import SessionMiddleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from bot.config import github_settings
 from bot.dashboard import api, pages
 from bot.dashboard.actions import Publisher
 from bot.dashboard.auth import maintainers_from_env
 from bot.dashboard.render import api_operations, diff_html, markdown_html, pygments_css, safe_url
-from bot.dashboard.security import LOOPBACK_HOSTS, SecurityHeaders, hosts_from_env
+from bot.dashboard.security import (
+    LOOPBACK_HOSTS,
+    AllowedHosts,
+    SecurityHeaders,
+    hosts_from_env,
+)
 from bot.store import Journal
 
 _HERE = Path(__file__).parent
@@ -77,11 +81,7 @@ def create_app(
         https_only=False,  # served on localhost over plain HTTP
         max_age=12 * 3600,
     )
-    app.add_middleware(
-        TrustedHostMiddleware,
-        allowed_hosts=[*LOOPBACK_HOSTS, *app.state.settings.allowed_hosts],
-        www_redirect=False,
-    )
+    app.add_middleware(AllowedHosts, hosts=(*LOOPBACK_HOSTS, *app.state.settings.allowed_hosts))
     app.add_middleware(SecurityHeaders)  # outermost: every answer carries the headers
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     css = pygments_css()

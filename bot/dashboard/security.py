@@ -12,12 +12,14 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import urlsplit
 
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bot.errors import BotError
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -50,6 +52,33 @@ def hosts_from_env() -> tuple[str, ...]:
         if "*" in name or "/" in name or ":" in name:
             raise BotError(f"BOT_DASHBOARD_HOSTS: {name!r} is not a host name (no port, no *)")
     return names
+
+
+def host_name(host_header: str) -> str | None:
+    """``Host`` without its port, lower-cased (``[::1]:8765`` -> ``::1``); None if malformed."""
+    if not host_header or any(c in host_header for c in "/?#@\\ "):
+        return None
+    try:
+        return urlsplit("//" + host_header).hostname
+    except ValueError:
+        return None
+
+
+class AllowedHosts:
+    """Answers 400 to a request whose ``Host`` is not one of ``hosts``."""
+
+    def __init__(self, app: ASGIApp, hosts: tuple[str, ...]) -> None:
+        self.app = app
+        self.hosts = frozenset(name.lower() for name in hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+            if host_name(host) not in self.hosts:
+                response = PlainTextResponse("Invalid host header", status_code=400)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:
