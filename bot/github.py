@@ -61,6 +61,30 @@ class RetryPolicy:
         )
 
 
+@dataclass(frozen=True)
+class BodyRevision:
+    """One revision of an issue body (GraphQL ``UserContentEdit``)."""
+
+    editor: str | None  # None when GitHub no longer knows the account
+    edited_at: str
+    body: str | None  # the whole body after this edit; None when GitHub withholds it
+
+
+_ISSUE_BODY_HISTORY = """
+query($owner: String!, $name: String!, $number: Int!) {
+  repository(owner: $owner, name: $name) {
+    issue(number: $number) {
+      body
+      userContentEdits(first: 100) {
+        totalCount
+        nodes { editedAt deletedAt diff editor { login } }
+      }
+    }
+  }
+}
+"""
+
+
 class PullRequestExists(BotError):
     """GitHub answered 422: an open pull request from this head already exists."""
 
@@ -156,6 +180,32 @@ class GitHubClient:
             kwargs["labels"] = labels
         with _github_errors(f"listing issues in {repo}"):
             return [i.raw_data for i in self._repo(repo).get_issues(**kwargs)]
+
+    def issue_body_history(self, repo: str, number: int) -> tuple[str, list[BodyRevision]]:
+        """The issue's body and its revisions, newest first (at most the last 100).
+
+        REST does not say who edited a body; GraphQL's ``userContentEdits`` does. GitHub
+        returns one node per revision, newest first, ``diff`` holding the whole body at that
+        revision (observed behaviour; callers must fail closed when a revision is missing).
+        """
+        owner, _, name = repo.partition("/")
+        variables = {"owner": owner, "name": name, "number": number}
+        with _github_errors(f"reading the edit history of #{number} in {repo}"):
+            _, data = self._gh.requester.graphql_query(_ISSUE_BODY_HISTORY, variables)
+        issue = ((data.get("data") or {}).get("repository") or {}).get("issue")
+        if not isinstance(issue, dict):
+            raise BotError(f"reading the edit history of #{number} in {repo}: no such issue")
+        nodes = ((issue.get("userContentEdits") or {}).get("nodes")) or []
+        revisions = [
+            BodyRevision(
+                editor=(node.get("editor") or {}).get("login"),
+                edited_at=str(node.get("editedAt") or ""),
+                body=None if node.get("deletedAt") else node.get("diff"),
+            )
+            for node in nodes
+            if isinstance(node, dict)
+        ]
+        return str(issue.get("body") or ""), revisions
 
     def search_issues(self, query: str) -> list[dict[str, Any]]:
         with _github_errors("searching issues"):

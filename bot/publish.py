@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import GitHubSettings, github_settings, home_dir
+from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.git import CommitInfo, prepare_branch, push_branch
@@ -110,8 +111,16 @@ def publish_plan(
     settings: GitHubSettings | None = None,
     work_dir: Path | None = None,
     budget: PublishBudget | None = None,
+    approved_hash: str | None = None,
 ) -> PublishResult:
+    """``approved_hash``: the review hash a maintainer approved; anything else is refused."""
     planned = read_plan_dir(plan_dir)
+    if approved_hash is not None and (
+        review_hash(planned.patch, planned.pr_markdown) != approved_hash
+    ):
+        raise BotError(
+            "the plan's patch.diff or pr.md is not what the maintainer approved; review it again"
+        )
     plan = planned.plan
     if plan.status == NOTHING_TO_FIX:
         return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")

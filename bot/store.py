@@ -13,14 +13,14 @@ import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bot.config import home_dir
 from bot.errors import BotError
-from bot.plan import READY, Plan, read_plan_dir, split_pr_markdown, write_plan_dir
+from bot.plan import READY, Plan, PlanDir, read_plan_dir, split_pr_markdown, write_plan_dir
 
 FOUND = "found"
 PROPOSED = "proposed"
@@ -222,6 +222,10 @@ def plan_fingerprint(plan: Plan, patch: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
+def _replaces_what_was_verified(previous: sqlite3.Row, patch: str, base_commit: str | None) -> bool:
+    return previous["patch"] != patch or (previous["base_commit"] or None) != (base_commit or None)
+
+
 def _initial_state(plan: Plan) -> str:
     if plan.status != READY:
         return FOUND
@@ -334,12 +338,16 @@ class Journal:
                 "SELECT id FROM proposals WHERE fingerprint = ?", (fingerprint,)
             ).fetchone()
             if row is not None:
+                proposal_id = int(row["id"])
+                previous = self._row(conn, proposal_id)
                 assignments = ", ".join(f"{name} = ?" for name in columns)
                 conn.execute(
                     f"UPDATE proposals SET {assignments} WHERE id = ?",
-                    (*columns.values(), row["id"]),
+                    (*columns.values(), proposal_id),
                 )
-                return int(row["id"])
+                if _replaces_what_was_verified(previous, loaded.patch, plan.base_commit):
+                    self._reset_after_repropose(conn, proposal_id, previous["state"], plan, actor)
+                return proposal_id
             state = _initial_state(plan)
             names = ", ".join(["fingerprint", "state", "created_at", *columns])
             marks = ", ".join("?" * (len(columns) + 3))
@@ -352,6 +360,21 @@ class Journal:
             if plan.verification:
                 self._insert_verification(conn, proposal_id, plan.verification)
             return proposal_id
+
+    def _reset_after_repropose(
+        self, conn: sqlite3.Connection, proposal_id: int, current: str, plan: Plan, actor: str
+    ) -> None:
+        """New bytes need new evidence and a new review: back to proposed (found without a
+        patch). GitHub's final word on a published PR (merged, closed) is left alone."""
+        if current in (MERGED, CLOSED):
+            return
+        new_state = PROPOSED if plan.status == READY else FOUND
+        conn.execute(
+            "UPDATE proposals SET state = ?, updated_at = ? WHERE id = ?",
+            (new_state, _now(), proposal_id),
+        )
+        note = "the patch changed: earlier verification and approval no longer apply"
+        self._event(conn, proposal_id, actor, "reproposed", current, new_state, note)
 
     def record_verification(
         self, proposal_id: int, verification: Mapping[str, Any], actor: str = "bot"
@@ -610,18 +633,23 @@ class Journal:
     def materialise(self, proposal_id: int) -> Path:
         """A plan directory for publishing: the original if it still matches, else a copy."""
         proposal = self.proposal(proposal_id)
-        if proposal.plan_path:
-            original = Path(proposal.plan_path)
-            try:
-                loaded = read_plan_dir(original)
-                if plan_fingerprint(loaded.plan, loaded.patch) == proposal.fingerprint:
-                    return original
-            except BotError:
-                pass
+        original = _original_plan_dir(proposal)
+        if original is not None:
+            return original.path
         plan = Plan.from_dict(proposal.plan)
         target = Path(tempfile.mkdtemp(prefix=f"bot-plan-{proposal_id}-"))
         write_plan_dir(target, plan, proposal.patch, proposal.pr_markdown)
         return target
+
+    def as_published(self, proposal_id: int) -> Proposal:
+        """The proposal with patch.diff and pr.md as :meth:`materialise` would hand them to
+        publishing (read from the plan directory when it is still this proposal's): what the
+        dashboard shows for review, so that the review is of exactly what ships."""
+        proposal = self.proposal(proposal_id)
+        original = _original_plan_dir(proposal)
+        if original is None:
+            return proposal
+        return replace(proposal, patch=original.patch, pr_markdown=original.pr_markdown)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -673,6 +701,19 @@ class Journal:
                 _now(),
             ),
         )
+
+
+def _original_plan_dir(proposal: Proposal) -> PlanDir | None:
+    """The plan directory the proposal was recorded from, if it still holds this proposal."""
+    if not proposal.plan_path:
+        return None
+    try:
+        loaded = read_plan_dir(Path(proposal.plan_path))
+    except BotError:
+        return None
+    if plan_fingerprint(loaded.plan, loaded.patch) != proposal.fingerprint:
+        return None
+    return loaded
 
 
 def _proposal(row: sqlite3.Row) -> Proposal:

@@ -3,7 +3,9 @@
 1. Rebuild journal rows from the bot's PRs and issue comments (hidden fingerprint markers),
    and follow PR state (open / merged / closed).
 2. Keep one dashboard issue in the bot's repository (like Renovate's Dependency Dashboard):
-   pending proposals as checkboxes keyed by hidden markers; a ticked box approves.
+   pending proposals as checkboxes keyed by hidden markers; a ticked box approves exactly the
+   content (review hash) it was rendered for, and only when the edit that ticked it was made
+   by a maintainer (``BOT_MAINTAINERS``), as GraphQL's ``userContentEdits`` tells.
 """
 
 from __future__ import annotations
@@ -12,17 +14,24 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.content_hash import review_hash
 from bot.dashboard import actions
+from bot.dashboard.auth import maintainers_from_env
 from bot.errors import BotError
-from bot.github import GitHubClient
+from bot.github import BodyRevision, GitHubClient
 from bot.markdown import inline
 from bot.store import PENDING, Journal
 
 DASHBOARD_MARKER = "<!-- bot:dashboard -->"
 DASHBOARD_TITLE = "vLLM EAGLE-3 bot: dashboard"
-DASHBOARD_ACTOR = "github-dashboard-issue"
 _FINGERPRINT = re.compile(r"<!--\s*bot:fingerprint[=:]\s*([^\s>]+)\s*-->")
-_TICKED = re.compile(r"^\s*[-*]\s*\[[xX]\]\s*<!--\s*bot:approve[=:]\s*([^\s>]+)\s*-->", re.M)
+# The marker trails the text: GitHub renders no checkbox when a comment leads the item.
+# Bodies saved from GitHub's web editor end their lines with \r\n.
+_TASK = re.compile(
+    r"^[ \t]*[-*+][ \t]+\[([ xX])\][ \t].*?"
+    r"<!--[ \t]*bot:approve=([^\s<>]+?)(?:[ \t]+review=([^\s<>]+?))?[ \t]*-->[ \t\r]*$",
+    re.M,
+)
 
 
 @dataclass
@@ -30,6 +39,7 @@ class SyncReport:
     rebuilt: list[int] = field(default_factory=list)
     pr_updates: int = 0
     approved: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     dashboard_issue: str | None = None
 
     def lines(self) -> list[str]:
@@ -37,6 +47,7 @@ class SyncReport:
             f"rebuilt {len(self.rebuilt)} journal rows from GitHub",
             f"followed {self.pr_updates} pull requests",
             f"approved from the dashboard issue: {', '.join(self.approved) or 'none'}",
+            *(f"tick not acted on: {line}" for line in self.refused),
             f"dashboard issue: {self.dashboard_issue or 'not kept (set BOT_REPO)'}",
         ]
 
@@ -45,6 +56,7 @@ def sync(
     journal: Journal | None = None,
     github: GitHubClient | None = None,
     publish: actions.Publisher | None = None,
+    maintainers: frozenset[str] | None = None,
 ) -> SyncReport:
     journal = journal or Journal()
     github = github or GitHubClient()
@@ -53,7 +65,9 @@ def sync(
     report = SyncReport()
     _rebuild(journal, github, report)
     if github.settings.bot_repo:
-        _dashboard_issue(journal, github, github.settings.bot_repo, report, publish)
+        if maintainers is None:
+            maintainers = maintainers_from_env()
+        _dashboard_issue(journal, github, github.settings.bot_repo, report, publish, maintainers)
     return report
 
 
@@ -107,12 +121,38 @@ def render_dashboard(journal: Journal) -> str:
     for proposal in pending:
         title = inline(proposal.title, limit=200)
         issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
+        shown = journal.as_published(proposal.id)
+        digest = review_hash(shown.patch, shown.pr_markdown)
         lines.append(
-            f"- [ ] <!-- bot:approve={proposal.fingerprint} --> {title} — `{proposal.state}`{issue}"
+            f"- [ ] {title} — `{proposal.state}`{issue} "
+            f"<!-- bot:approve={proposal.fingerprint} review={digest} -->"
         )
     if not pending:
         lines.append("Nothing is waiting.")
     return "\n".join(lines) + "\n"
+
+
+def ticked_boxes(body: str) -> set[tuple[str, str]]:
+    """(fingerprint, review hash) of every ticked box in a dashboard issue body."""
+    return {(m[2], m[3] or "") for m in _TASK.finditer(body) if m[1] in "xX"}
+
+
+def who_ticked(box: tuple[str, str], body: str, history: list[BodyRevision]) -> str | None:
+    """The editor of the revision that ticked ``box`` (revisions newest first).
+
+    None when the history cannot say: no history, a newest revision that is not the current
+    body, a withheld revision, or a box ticked as far back as the history goes.
+    """
+    if not history or history[0].body != body:
+        return None
+    ticker = None
+    for revision in history:
+        if revision.body is None:
+            return None
+        if box not in ticked_boxes(revision.body):
+            return ticker
+        ticker = revision.editor
+    return None
 
 
 def _dashboard_issue(
@@ -121,6 +161,7 @@ def _dashboard_issue(
     repo: str,
     report: SyncReport,
     publish: actions.Publisher | None,
+    maintainers: frozenset[str],
 ) -> None:
     existing = [
         issue
@@ -129,16 +170,27 @@ def _dashboard_issue(
     ]
     issue = existing[0] if existing else None
     if issue is not None:
-        for fingerprint in _TICKED.findall(issue.get("body") or ""):
+        # Body and history from one GraphQL answer, so they describe the same moment.
+        body, history = github.issue_body_history(repo, issue["number"])
+        for fingerprint, approved_hash in sorted(ticked_boxes(body)):
             proposal = journal.proposal_by_fingerprint(fingerprint)
             if proposal is None or proposal.state not in PENDING:
                 continue
-            # The REST API does not say who ticked the box, so nobody is named in the PR.
+            editor = who_ticked((fingerprint, approved_hash), body, history)
+            if editor is None or editor.lower() not in maintainers:
+                why = f"ticked by {editor or 'someone the edit history does not name'}, "
+                why += "who is not in BOT_MAINTAINERS"
+                report.refused.append(f"{fingerprint}: {why}")
+                journal.add_event(proposal.id, "sync", "tick ignored", why)
+                continue
             outcome = actions.approve(
-                journal, proposal.id, DASHBOARD_ACTOR, publish, named_reviewer=False
+                journal, proposal.id, editor, publish, approved_hash=approved_hash
             )
             if outcome.done:
                 report.approved.append(fingerprint)
+            else:
+                report.refused.append(f"{fingerprint}: {outcome.message}")
+        issue["body"] = body
     body = render_dashboard(journal)
     if issue is None:
         created = github.create_issue(repo, DASHBOARD_TITLE, body)

@@ -25,6 +25,14 @@ from tests.cli import EXAMPLE_ISSUE
 
 SEED_CLASS = "Qwen3NextForCausalLM"
 SEED_FILE = "vllm/model_executor/models/qwen3_next.py"
+# A hunk in a file the proposal never meant to touch, as if written to patch.diff later.
+EXTRA_HUNK = """diff --git a/vllm/extra.py b/vllm/extra.py
+new file mode 100644
+--- /dev/null
++++ b/vllm/extra.py
+@@ -0,0 +1 @@
++print("never shown")
+"""
 HOSTILE_TITLE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2"> & "quotes"'
 
 
@@ -158,3 +166,16 @@ def csrf_from(html: str) -> str:
     found = _CSRF.search(html)
     assert found, "no CSRF field on the page"
     return found.group(1)
+
+
+_APPROVE_FORM = re.compile(
+    r'<form method="post" action="/proposals/\d+/approve">(.*?)</form>', re.S
+)
+_HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+
+
+def approve_form(html: str) -> dict[str, str]:
+    """The approve form's hidden fields, as the browser would submit them."""
+    found = _APPROVE_FORM.search(html)
+    assert found, "no approve form on the page"
+    return dict(_HIDDEN.findall(found.group(1)))

@@ -3,18 +3,22 @@ escaped issue text, a GitHub-token login against the stand-in, and approve-publi
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
+import git
 import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from bot.content_hash import review_hash
 from bot.dashboard.app import DashboardSettings, create_app
+from bot.plan import read_plan_dir
 from bot.store import APPROVED, PR_OPEN, PROPOSED, REJECTED, VERIFIED, Journal
 from bot.tree.fetch import release_tree
-from tests.conftest import UPSTREAM
-from tests.dashboard_seed import csrf_from, populate, serve_in_thread
+from tests.conftest import FORK, UPSTREAM
+from tests.dashboard_seed import EXTRA_HUNK, approve_form, csrf_from, populate, serve_in_thread
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_TOKEN, GitHubStandIn
 
 pytestmark = pytest.mark.vllm_tree
@@ -30,6 +34,11 @@ def ids(journal: Journal, tmp_path: Path) -> dict[str, int]:
     return populate(journal, tmp_path, release_tree("0.23.0"))
 
 
+def _client(app: object) -> TestClient:
+    # The dashboard answers only to the host names it is served under (DNS rebinding).
+    return TestClient(app, base_url="http://127.0.0.1:8765")  # type: ignore[arg-type]
+
+
 def _settings(**overrides: object) -> DashboardSettings:
     base: dict[str, object] = {
         "maintainers": frozenset({"alice"}),
@@ -43,7 +52,7 @@ def _settings(**overrides: object) -> DashboardSettings:
 def test_overview_lists_counts_proposals_and_findings(
     journal: Journal, ids: dict[str, int]
 ) -> None:
-    client = TestClient(create_app(journal, _settings()))
+    client = _client(create_app(journal, _settings()))
     page = client.get("/")
     assert page.status_code == 200
     assert "[Model] Qwen3-Next: support EAGLE-3" in page.text
@@ -56,7 +65,7 @@ def test_overview_lists_counts_proposals_and_findings(
 def test_proposal_page_renders_diff_markdown_and_verification(
     journal: Journal, ids: dict[str, int]
 ) -> None:
-    client = TestClient(create_app(journal, _settings()))
+    client = _client(create_app(journal, _settings()))
     page = client.get(f"/proposals/{ids['seed']}").text
     assert '<div class="highlight">' in page and "SupportsEagle3" in page
     assert "<table>" in page  # the write-up's markdown table, rendered
@@ -69,7 +78,7 @@ def test_proposal_page_renders_diff_markdown_and_verification(
 
 
 def test_hostile_issue_text_stays_text(journal: Journal, ids: dict[str, int]) -> None:
-    client = TestClient(create_app(journal, _settings()))
+    client = _client(create_app(journal, _settings()))
     for url in ("/", f"/proposals/{ids['hostile']}"):
         page = client.get(url).text
         assert "<script>window.pwned" not in page
@@ -82,7 +91,7 @@ def test_hostile_issue_text_stays_text(journal: Journal, ids: dict[str, int]) ->
 
 
 def test_anonymous_viewers_are_read_only(journal: Journal, ids: dict[str, int]) -> None:
-    client = TestClient(create_app(journal, _settings()))
+    client = _client(create_app(journal, _settings()))
     page = client.get(f"/proposals/{ids['seed']}").text
     assert 'id="approve"' not in page and "Sign in" in page
     token = csrf_from(client.get("/login").text)  # a valid token does not make a maintainer
@@ -92,12 +101,12 @@ def test_anonymous_viewers_are_read_only(journal: Journal, ids: dict[str, int]) 
 
 
 def test_actions_need_the_session_csrf_token(journal: Journal, ids: dict[str, int]) -> None:
-    client = TestClient(create_app(journal, _settings(as_login="alice")))
+    client = _client(create_app(journal, _settings(as_login="alice")))
     page = client.get(f"/proposals/{ids['seed']}").text
     assert client.post(f"/proposals/{ids['seed']}/reject").status_code == 403
     forged = client.post(f"/proposals/{ids['seed']}/reject", data={"csrf": "forged"})
     assert forged.status_code == 403
-    other_tab = TestClient(create_app(journal, _settings(as_login="alice", secret_key="other")))
+    other_tab = _client(create_app(journal, _settings(as_login="alice", secret_key="other")))
     assert (
         other_tab.post(
             f"/proposals/{ids['seed']}/reject", data={"csrf": csrf_from(page)}
@@ -126,7 +135,7 @@ def test_token_login_against_github(
 ) -> None:
     github_standin.add_token("ghp_aliceTOKEN0123456789abcdefghijklmn", "alice")
     settings = _settings(api_url=github_standin.api_url)
-    client = TestClient(create_app(journal, settings))
+    client = _client(create_app(journal, settings))
 
     bad = client.post("/login", data={"csrf": csrf_from(client.get("/login").text), "token": "x"})
     assert bad.status_code == 403 and "did not accept" in bad.text
@@ -147,7 +156,7 @@ def test_token_login_against_github(
     assert 'id="approve"' in page and "ghp_alice" not in page
 
     # A valid login that is not on the allow-list stays read-only.
-    viewer = TestClient(create_app(journal, settings))
+    viewer = _client(create_app(journal, settings))
     viewer.post(
         "/login", data={"csrf": csrf_from(viewer.get("/login").text), "token": STANDIN_TOKEN}
     )
@@ -157,7 +166,7 @@ def test_token_login_against_github(
 
 
 def test_openapi_documents_the_json_api(journal: Journal, ids: dict[str, int]) -> None:
-    client = TestClient(create_app(journal, _settings()))
+    client = _client(create_app(journal, _settings()))
     paths = client.get("/openapi.json").json()["paths"]
     assert {
         "/api/summary",
@@ -180,13 +189,13 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     app = create_app(journal, _settings(as_login="alice"))
     with serve_in_thread(app) as base:
         tabs = [httpx.Client(base_url=base) for _ in range(2)]
-        forms = [csrf_from(tab.get(f"/proposals/{ids['seed']}").text) for tab in tabs]
+        forms = [approve_form(tab.get(f"/proposals/{ids['seed']}").text) for tab in tabs]
         barrier = threading.Barrier(4)
         statuses: list[int] = []
 
-        def click(tab: httpx.Client, token: str) -> None:
+        def click(tab: httpx.Client, form: dict[str, str]) -> None:
             barrier.wait()
-            response = tab.post(f"/proposals/{ids['seed']}/approve", data={"csrf": token})
+            response = tab.post(f"/proposals/{ids['seed']}/approve", data=form)
             statuses.append(response.status_code)
 
         clicks = [
@@ -212,19 +221,153 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     assert len(pull_posts) == 1
     proposal = journal.proposal(ids["seed"])
     assert proposal.state == PR_OPEN and proposal.pr_number is not None
-    assert [e.to_state for e in journal.events(ids["seed"])].count(APPROVED) == 1
+    approvals = [e for e in journal.events(ids["seed"]) if e.to_state == APPROVED]
+    assert len(approvals) == 1 and approvals[0].actor == "alice"
+    shipped = read_plan_dir(Path(proposal.plan_path or ""))
+    assert review_hash(shipped.patch, shipped.pr_markdown) in approvals[0].note
+    assert forms[0]["review_hash"] in approvals[0].note
     assert 'id="approve"' not in page
 
 
+def test_approve_is_refused_when_the_patch_changed_after_the_page_was_loaded(
+    journal: Journal, ids: dict[str, int], upstream_standin: GitHubStandIn
+) -> None:
+    # The maintainer reviews the page; then a hunk they never saw lands in patch.diff on disk
+    # (same plan directory, same fingerprint). Their approve must not publish it.
+    client = _client(create_app(journal, _settings(as_login="alice")))
+    page = client.get(f"/proposals/{ids['seed']}").text
+    form = approve_form(page)
+    plan_dir = Path(journal.proposal(ids["seed"]).plan_path or "")
+    shown = read_plan_dir(plan_dir)
+    assert form["review_hash"] == review_hash(shown.patch, shown.pr_markdown)
+
+    (plan_dir / "patch.diff").write_text(shown.patch + EXTRA_HUNK, encoding="utf-8")
+    done = client.post(f"/proposals/{ids['seed']}/approve", data=form, follow_redirects=True)
+    assert "changed after you loaded the page" in done.text
+    assert upstream_standin.writes() == []
+    assert upstream_standin.pulls(UPSTREAM) == []
+    fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
+    assert not [ref for ref in fork.references if ref.path.startswith("refs/heads/bot/")]
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+    # The page now shows the hunk, with the hash of the new content in the form.
+    again = client.get(f"/proposals/{ids['seed']}").text
+    assert "never shown" in again
+    assert approve_form(again)["review_hash"] != form["review_hash"]
+
+
+def test_approve_without_the_reviewed_hash_publishes_nothing(
+    journal: Journal, ids: dict[str, int]
+) -> None:
+    published: list[Path] = []
+
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> None:
+        published.append(plan_dir)
+
+    client = _client(create_app(journal, _settings(as_login="alice"), publish=publish))
+    page = client.get(f"/proposals/{ids['seed']}").text
+    for forged in ("", "sha256:" + "0" * 64):
+        form = {**approve_form(page), "review_hash": forged}
+        done = client.post(f"/proposals/{ids['seed']}/approve", data=form, follow_redirects=True)
+        assert "Not approved" in done.text or "changed after you loaded" in done.text
+    assert published == []
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+
+
 def test_failed_publish_hands_the_proposal_back(journal: Journal, ids: dict[str, int]) -> None:
-    def publish(plan_dir: Path, reviewer: str) -> None:
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> None:
         raise RuntimeError(f"push refused for {STANDIN_TOKEN}")
 
-    client = TestClient(create_app(journal, _settings(as_login="alice"), publish=publish))
+    client = _client(create_app(journal, _settings(as_login="alice"), publish=publish))
     page = client.get(f"/proposals/{ids['seed']}").text
     done = client.post(
-        f"/proposals/{ids['seed']}/approve", data={"csrf": csrf_from(page)}, follow_redirects=True
+        f"/proposals/{ids['seed']}/approve", data=approve_form(page), follow_redirects=True
     )
     assert "Publishing failed" in done.text and STANDIN_TOKEN not in done.text
     assert journal.proposal(ids["seed"]).state == VERIFIED
     assert all(STANDIN_TOKEN not in e.note for e in journal.events(ids["seed"]))
+
+
+def test_only_the_hosts_it_is_served_under_are_answered(
+    journal: Journal, ids: dict[str, int]
+) -> None:
+    # DNS rebinding: evil.example resolves to 127.0.0.1, so the browser sends Host: evil.example.
+    client = _client(create_app(journal, _settings(as_login="alice")))
+    for host in (
+        "evil.example",
+        "evil.example:8765",
+        "127.0.0.1.evil.example",
+        "127.0.0.1@evil.example",
+        "localhost.:8765",
+        "",
+    ):
+        refused = client.get(f"/proposals/{ids['seed']}", headers={"Host": host})
+        assert refused.status_code == 400, host
+        assert 'id="approve"' not in refused.text
+    page = client.get(f"/proposals/{ids['seed']}")
+    posted = client.post(
+        f"/proposals/{ids['seed']}/approve",
+        data=approve_form(page.text),
+        headers={"Host": "evil.example"},
+    )
+    assert posted.status_code == 400 and journal.proposal(ids["seed"]).state == VERIFIED
+    for host in ("127.0.0.1:8765", "localhost:8765", "LOCALHOST", "[::1]:8765"):
+        assert client.get("/", headers={"Host": host}).status_code == 200, host
+    extra = _client(create_app(journal, _settings(allowed_hosts=("review.internal",))))
+    assert extra.get("/", headers={"Host": "review.internal:443"}).status_code == 200
+
+
+def test_every_response_forbids_framing_sniffing_and_foreign_content(
+    journal: Journal, ids: dict[str, int]
+) -> None:
+    client = _client(create_app(journal, _settings()))
+    for url in ("/", f"/proposals/{ids['seed']}", "/api/summary", "/static/style.css", "/nope"):
+        response = client.get(url)
+        csp = response.headers.get("content-security-policy", "")
+        directives = dict((d.strip().split(" ", 1) + [""])[:2] for d in csp.split(";") if d.strip())
+        assert directives.get("frame-ancestors") == "'none'", url
+        assert directives.get("default-src") == "'none'", url
+        assert "http" not in csp and "*" not in csp and "unsafe" not in csp, url
+        assert response.headers.get("x-content-type-options") == "nosniff", url
+        assert response.headers.get("x-frame-options") == "DENY", url
+        assert response.headers.get("referrer-policy") == "no-referrer", url
+
+
+def test_api_docs_load_nothing_from_elsewhere(journal: Journal, ids: dict[str, int]) -> None:
+    client = _client(create_app(journal, _settings()))
+    docs = client.get("/api/docs")
+    assert docs.status_code == 200
+    assert "<script" not in docs.text.lower()
+    assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', docs.text)
+    for path in ("/api/summary", "/api/proposals/{proposal_id}", "/api/findings"):
+        assert path in docs.text
+    assert client.get("/openapi.json").status_code == 200
+
+
+def test_a_cross_site_visit_leaves_the_session_alone(
+    journal: Journal, ids: dict[str, int], github_standin: GitHubStandIn
+) -> None:
+    github_standin.add_token("ghp_aliceTOKEN0123456789abcdefghijklmn", "alice")
+    app = create_app(journal, _settings(api_url=github_standin.api_url))
+    client = _client(app)
+    client.post(
+        "/login",
+        data={
+            "csrf": csrf_from(client.get("/login").text),
+            "token": "ghp_aliceTOKEN0123456789abcdefghijklmn",
+        },
+    )
+    assert "Sign out" in client.get("/").text
+
+    # A link on another site: SameSite=Strict keeps the cookie home, and the answer must not
+    # set a fresh (signed-out) session over the maintainer's.
+    for url in ("/", f"/proposals/{ids['seed']}", "/login", "/logout"):
+        visit = _client(app).get(url, headers={"Sec-Fetch-Site": "cross-site"})
+        assert "set-cookie" not in visit.headers, url
+    # Logging out is a POST with the session's CSRF token, nothing less.
+    assert client.get("/logout").status_code == 405
+    assert client.post("/logout").status_code == 403
+    assert client.post("/logout", data={"csrf": "forged"}).status_code == 403
+    page = client.get("/").text
+    assert "Sign out" in page and "alice" in page
+    client.post("/logout", data={"csrf": csrf_from(page)})
+    assert "Sign in" in client.get("/").text

@@ -6,52 +6,149 @@ from pathlib import Path
 
 import pytest
 
-from bot.github import GitHubClient
-from bot.store import FOUND, PR_OPEN, Journal
-from bot.sync import DASHBOARD_MARKER, sync
+from bot.content_hash import review_hash
+from bot.github import BodyRevision, GitHubClient
+from bot.store import FOUND, PR_OPEN, VERIFIED, Journal
+from bot.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
 from bot.tree.fetch import release_tree
 from tests.conftest import UPSTREAM
-from tests.dashboard_seed import HOSTILE_TITLE, populate
+from tests.dashboard_seed import EXTRA_HUNK, HOSTILE_TITLE, populate
 from tests.github_standin import STANDIN_BOT_LOGIN, GitHubStandIn
 
 pytestmark = pytest.mark.vllm_tree
 
 
-def test_dashboard_issue_lists_pending_and_a_tick_approves_once(
-    tmp_path: Path, upstream_standin: GitHubStandIn, monkeypatch: pytest.MonkeyPatch
-) -> None:
+ALICE_TOKEN = "ghp_aliceTOKEN0123456789abcdefghijklmn"
+EVE_TOKEN = "ghp_eveTOKEN0123456789abcdefghijklmnop"
+
+
+@pytest.fixture
+def dashboard_repo(upstream_standin: GitHubStandIn, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("BOT_REPO", "example/bot")
+    monkeypatch.setenv("BOT_MAINTAINERS", "alice")
     upstream_standin.add_repo("example/bot")
+    upstream_standin.add_token(ALICE_TOKEN, "alice")  # a maintainer
+    upstream_standin.add_token(EVE_TOKEN, "eve")  # can edit the issue, is not a maintainer
+    return "example/bot"
+
+
+def _tick(body: str, fingerprint: str) -> str:
+    line = next(x for x in body.splitlines() if f"bot:approve={fingerprint} " in x)
+    assert line.startswith("- [ ] ")
+    return body.replace(line, "- [x] " + line[len("- [ ] ") :])
+
+
+def _as(token: str) -> GitHubClient:
+    return GitHubClient(token=token)
+
+
+def _dashboard_issue(github: GitHubClient) -> dict:
+    issues = github.list_issues("example/bot", creator=STANDIN_BOT_LOGIN)
+    assert len(issues) == 1
+    return issues[0]
+
+
+def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
+    tmp_path: Path, upstream_standin: GitHubStandIn, dashboard_repo: str
+) -> None:
     journal = Journal(tmp_path / "journal.sqlite3")
     ids = populate(journal, tmp_path, release_tree("0.23.0"))
     github = GitHubClient()
     publish = None  # the real bot.publish.publish_plan, against the stand-in
 
     report = sync(journal, github, publish)
-    issues = github.list_issues("example/bot", creator=STANDIN_BOT_LOGIN)
-    assert len(issues) == 1 and report.dashboard_issue
-    body = issues[0]["body"]
+    issue = _dashboard_issue(github)
+    assert report.dashboard_issue
+    body = issue["body"]
     seed = journal.proposal(ids["seed"])
+    shown = journal.as_published(ids["seed"])
     assert DASHBOARD_MARKER in body
-    assert f"- [ ] <!-- bot:approve={seed.fingerprint} -->" in body
+    assert (
+        f"<!-- bot:approve={seed.fingerprint} review={review_hash(shown.patch, shown.pr_markdown)}"
+        " -->" in body
+    )
     assert "<script>" not in body and HOSTILE_TITLE not in body  # escaped as Markdown
 
     # A maintainer ticks the seed's box on GitHub.
-    ticked = body.replace(
-        f"- [ ] <!-- bot:approve={seed.fingerprint}",
-        f"- [x] <!-- bot:approve={seed.fingerprint}",
-    )
-    github.edit_issue("example/bot", issues[0]["number"], body=ticked)
+    _as(ALICE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=_tick(body, seed.fingerprint))
     report = sync(journal, github, publish)
     assert report.approved == [seed.fingerprint]
     assert journal.proposal(ids["seed"]).state == PR_OPEN
     sync(journal, github, publish)  # the tick is gone from the refreshed body: no re-publish
     pulls = upstream_standin.pulls(UPSTREAM)
     assert len(pulls) == 1  # published once, however often sync runs
-    assert "Reviewed and approved by @" not in pulls[0]["body"]  # nobody to name
-    issues = github.list_issues("example/bot", creator=STANDIN_BOT_LOGIN)
-    assert len(issues) == 1 and seed.fingerprint not in issues[0]["body"]
+    assert "Reviewed and approved by @alice" in pulls[0]["body"]  # who ticked it
+    issue = _dashboard_issue(github)
+    assert seed.fingerprint not in issue["body"]
     assert journal.proposal(ids["hostile"]).state == FOUND
+
+
+def test_a_tick_by_someone_not_in_bot_maintainers_publishes_nothing(
+    tmp_path: Path, upstream_standin: GitHubStandIn, dashboard_repo: str
+) -> None:
+    journal = Journal(tmp_path / "journal.sqlite3")
+    ids = populate(journal, tmp_path, release_tree("0.23.0"))
+    github = GitHubClient()
+    sync(journal, github)
+    issue = _dashboard_issue(github)
+    seed = journal.proposal(ids["seed"])
+
+    # Eve ticks; then a maintainer edits the body without touching that box. The box was
+    # still ticked by Eve, so it does not count.
+    ticked = _tick(issue["body"], seed.fingerprint)
+    _as(EVE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=ticked)
+    _as(ALICE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=ticked + "\nthanks\n")
+    report = sync(journal, github)
+    assert report.approved == []
+    assert any("eve" in line for line in report.refused)
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+    assert upstream_standin.pulls(UPSTREAM) == []
+    assert not [w for w in upstream_standin.writes() if w["path"].startswith("/api/v3/repos/vllm")]
+
+    # The bot itself (it can edit its own issue) does not count either.
+    issue = _dashboard_issue(github)
+    github.edit_issue(dashboard_repo, issue["number"], body=_tick(issue["body"], seed.fingerprint))
+    assert sync(journal, github).approved == []
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+
+
+def test_a_tick_of_content_that_changed_since_is_refused(
+    tmp_path: Path, upstream_standin: GitHubStandIn, dashboard_repo: str
+) -> None:
+    journal = Journal(tmp_path / "journal.sqlite3")
+    ids = populate(journal, tmp_path, release_tree("0.23.0"))
+    github = GitHubClient()
+    sync(journal, github)
+    issue = _dashboard_issue(github)
+    seed = journal.proposal(ids["seed"])
+    plan_dir = Path(seed.plan_path or "")
+    (plan_dir / "patch.diff").write_text(seed.patch + EXTRA_HUNK, encoding="utf-8")
+
+    _as(ALICE_TOKEN).edit_issue(
+        dashboard_repo, issue["number"], body=_tick(issue["body"], seed.fingerprint)
+    )
+    assert sync(journal, github).approved == []
+    assert upstream_standin.pulls(UPSTREAM) == []
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+
+
+def test_the_standin_answers_user_content_edits_as_github_does(
+    upstream_standin: GitHubStandIn, dashboard_repo: str
+) -> None:
+    number = upstream_standin.add_issue(dashboard_repo, None, "t", "v1", user=STANDIN_BOT_LOGIN)
+    github = GitHubClient()
+    assert github.issue_body_history(dashboard_repo, number) == ("v1", [])  # never edited
+    _as(EVE_TOKEN).edit_issue(dashboard_repo, number, body="v2")
+    body, history = github.issue_body_history(dashboard_repo, number)
+    assert body == "v2"
+    assert [(r.editor, r.body) for r in history] == [("eve", "v2"), (STANDIN_BOT_LOGIN, "v1")]
+    # A field GitHub does not have is a GraphQL error, as on GitHub.
+    with pytest.raises(Exception, match="Cannot query field"):
+        github._gh.requester.graphql_query(
+            'query { repository(owner: "example", name: "bot") { issue(number: 1) '
+            "{ userContentEdit { nodes { diff } } } } }",
+            {},
+        )
 
 
 def test_sync_rebuilds_rows_from_published_markers(
@@ -72,3 +169,45 @@ def test_sync_rebuilds_rows_from_published_markers(
     rebuilt = journal.proposal_by_fingerprint("eagle3-interface:FooForCausalLM:abc")
     assert rebuilt is not None and rebuilt.pr_title == "[Model] Foo: support EAGLE-3"
     assert sync(journal, GitHubClient()).rebuilt == []  # idempotent
+
+
+FP = "eagle3-interface:FooForCausalLM:abc"
+HASH = "sha256:" + "1" * 64
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        (f"- [x] Foo — `verified` <!-- bot:approve={FP} review={HASH} -->", {(FP, HASH)}),
+        (f"- [X] Foo <!-- bot:approve={FP} review={HASH} -->\r", {(FP, HASH)}),  # web editor
+        (f"* [x] Foo <!-- bot:approve={FP} -->", {(FP, "")}),  # no hash: approve refuses it
+        (f"- [ ] Foo <!-- bot:approve={FP} review={HASH} -->", set()),
+        (f"- [x] <!-- bot:approve={FP} review={HASH} --> Foo", set()),  # not a task on GitHub
+        (f"text - [x] Foo <!-- bot:approve={FP} review={HASH} -->", set()),
+        (f"- [x] Foo \\<!-- bot:approve={FP} review={HASH} --> trailing", set()),
+    ],
+)
+def test_ticked_boxes(line: str, expected: set[tuple[str, str]]) -> None:
+    assert ticked_boxes(f"{DASHBOARD_MARKER}\n\n{line}\n- [ ] other\n") == expected
+
+
+def test_who_ticked_is_the_editor_of_the_revision_that_ticked() -> None:
+    box = (FP, HASH)
+    open_ = f"- [ ] Foo <!-- bot:approve={FP} review={HASH} -->"
+    ticked = open_.replace("[ ]", "[x]")
+
+    def rev(editor: str | None, body: str | None) -> BodyRevision:
+        return BodyRevision(editor, "2026-01-01T00:00:00Z", body)
+
+    history = [rev("alice", ticked + "\nmore"), rev("eve", ticked), rev("bot", open_)]
+    assert who_ticked(box, ticked + "\nmore", history) == "eve"
+    assert who_ticked(box, ticked, [rev("alice", ticked), rev("bot", open_)]) == "alice"
+    assert who_ticked(box, ticked, []) is None  # no history, no attribution
+    assert who_ticked(box, ticked, [rev("alice", ticked)]) is None  # ticked from the start
+    assert who_ticked(box, ticked, [rev("alice", "other"), rev("bot", open_)]) is None
+    # A withheld revision before the tick hides who ticked: refused, not guessed.
+    assert (
+        who_ticked(box, ticked, [rev("alice", ticked), rev("x", None), rev("bot", open_)]) is None
+    )
+    assert who_ticked(box, ticked, [rev("a", ticked), rev("b", ticked), rev("x", None)]) is None
+    assert who_ticked(box, ticked, [rev(None, ticked), rev("bot", open_)]) is None

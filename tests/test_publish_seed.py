@@ -9,6 +9,7 @@ from pathlib import Path
 import git
 import pytest
 
+from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import PublishBudget, publish_plan
@@ -84,6 +85,16 @@ def test_seed_opens_one_draft_pr_then_reruns_change_nothing(
     assert _fork_branch(github_standin).hexsha == commit.hexsha
 
     _assert_token_nowhere(capsys, caplog, tmp_path)
+
+
+def test_a_plan_other_than_the_approved_one_is_refused(seed, github_standin):
+    plan_dir, work_dir = seed
+    planned = read_plan_dir(plan_dir)
+    approved = review_hash(planned.patch, planned.pr_markdown)
+    (plan_dir / "pr.md").write_text(planned.pr_markdown + "\nOne more line.\n", encoding="utf-8")
+    with pytest.raises(BotError, match="not what the maintainer approved"):
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=approved)
+    assert github_standin.writes() == [] and _fork_branch(github_standin) is None
 
 
 def test_closed_unmerged_pr_is_never_reopened(seed, github_standin):

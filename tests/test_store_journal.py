@@ -77,6 +77,41 @@ def test_materialise_prefers_the_original_directory(
     assert journal.materialise(proposal_id) == plan_dir.resolve()
 
 
+def test_reproposing_a_changed_patch_resets_to_proposed(
+    journal: Journal, tmp_path: Path, tree: Path
+) -> None:
+    # A re-propose that replaces the patch must not keep the old patch's `verified`.
+    plan_dir = seed_plan_dir(tmp_path, tree)
+    proposal_id = journal.record_proposal(plan_dir)
+    assert journal.proposal(proposal_id).state == VERIFIED
+    journal.record_proposal(plan_dir)  # the same bytes again: still verified
+    assert journal.proposal(proposal_id).state == VERIFIED
+
+    (plan_dir / "patch.diff").write_text(
+        read_plan_dir(plan_dir).patch + _EXTRA_HUNK, encoding="utf-8"
+    )
+    assert journal.record_proposal(plan_dir) == proposal_id
+    stored = journal.proposal(proposal_id)
+    assert stored.state == PROPOSED
+    assert stored.patch.endswith(_EXTRA_HUNK)
+    last = journal.events(proposal_id)[-1]
+    assert (last.action, last.from_state, last.to_state) == ("reproposed", VERIFIED, PROPOSED)
+
+    journal.claim(proposal_id, (PROPOSED,), REJECTED, "alice", "no")
+    (plan_dir / "patch.diff").write_text(read_plan_dir(plan_dir).patch + "\n", encoding="utf-8")
+    journal.record_proposal(plan_dir)
+    assert journal.proposal(proposal_id).state == PROPOSED
+
+
+_EXTRA_HUNK = """diff --git a/vllm/extra.py b/vllm/extra.py
+new file mode 100644
+--- /dev/null
++++ b/vllm/extra.py
+@@ -0,0 +1 @@
++print("never shown")
+"""
+
+
 def test_state_machine_refuses_illegal_moves(journal: Journal, tmp_path: Path, tree: Path) -> None:
     proposal_id = journal.record_proposal(seed_plan_dir(tmp_path, tree))
     with pytest.raises(BotError, match="verified; it cannot become merged"):

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bot.content_hash import review_hash
 from bot.errors import BotError
+from bot.plan import read_plan_dir
 from bot.redact import redact
 from bot.store import (
     APPROVABLE,
@@ -22,13 +24,15 @@ from bot.store import (
 if TYPE_CHECKING:
     from bot.publish import PublishResult
 
-Publisher = Callable[[Path, str | None], "PublishResult"]
+# publish(plan_dir, reviewer, approved_hash): it must refuse a plan whose review hash is not
+# approved_hash.
+Publisher = Callable[[Path, str | None, str], "PublishResult"]
 
 
-def default_publisher(plan_dir: Path, reviewer: str | None) -> PublishResult:
+def default_publisher(plan_dir: Path, reviewer: str | None, approved_hash: str) -> PublishResult:
     from bot.publish import publish_plan
 
-    return publish_plan(plan_dir, reviewer=reviewer)
+    return publish_plan(plan_dir, reviewer=reviewer, approved_hash=approved_hash)
 
 
 @dataclass
@@ -43,24 +47,37 @@ def approve(
     login: str,
     publish: Publisher | None = None,
     *,
-    named_reviewer: bool = True,
+    approved_hash: str,
 ) -> Outcome:
     """Claim the approval atomically; only the request that wins the claim publishes.
 
-    ``login`` is recorded as the actor; it is named (and so mentioned) in the PR only when it
-    is a real GitHub login (``named_reviewer``), not a label such as the dashboard issue's.
+    ``approved_hash`` is the review hash (patch.diff + pr.md) of what the maintainer saw; it is
+    recorded with the approval, and nothing is published unless the plan about to be
+    published still has exactly that hash. ``login``, a GitHub login, is recorded as the actor
+    and named in the PR as the reviewer.
     """
-    left = journal.claim(proposal_id, APPROVABLE, APPROVED, login, "approved for publishing")
+    if not approved_hash:
+        return Outcome(False, "Not approved: the form did not say what you reviewed; reload.")
+    note = f"approved for publishing: review {approved_hash[:80]}"
+    left = journal.claim(proposal_id, APPROVABLE, APPROVED, login, note)
     if left is None:
         state = journal.proposal(proposal_id).state
         return Outcome(False, f"Not approved: the proposal is already {state}.")
     publish = publish or default_publisher
     try:
         plan_dir = journal.materialise(proposal_id)
-        result = publish(plan_dir, login if named_reviewer else None)
+        shipping = read_plan_dir(plan_dir)
+        if review_hash(shipping.patch, shipping.pr_markdown) != approved_hash:
+            _hand_back(journal, proposal_id, left, "refused: the content changed after review")
+            return Outcome(
+                False,
+                "Not published: the patch or write-up changed after you loaded the page. "
+                "Review it again.",
+            )
+        result = publish(plan_dir, login, approved_hash)
     except Exception as exc:  # noqa: BLE001 - any failure hands the proposal back
         detail = redact(str(exc)).splitlines()[0][:300] if str(exc) else type(exc).__name__
-        journal.transition(proposal_id, left, "bot", f"publishing failed: {detail}")
+        _hand_back(journal, proposal_id, left, f"publishing failed: {detail}")
         if isinstance(exc, BotError):
             return Outcome(False, f"Publishing failed: {detail}")
         return Outcome(False, f"Publishing failed ({type(exc).__name__}): {detail}")
@@ -72,10 +89,15 @@ def approve(
     elif result.comment_url:
         journal.record_comment(proposal_id, result.comment_url, login)
     else:  # nothing reached GitHub (rate-limited, nothing to do): hand the proposal back
-        journal.transition(proposal_id, left, "bot", f"not published: {message}")
+        _hand_back(journal, proposal_id, left, f"not published: {message}")
         return Outcome(False, f"Not published: {message}")
     journal.add_event(proposal_id, login, "published", message)
     return Outcome(True, f"Approved and published: {message}")
+
+
+def _hand_back(journal: Journal, proposal_id: int, state: str, note: str) -> None:
+    # Only from approved: a re-propose meanwhile has already moved it on, and that stands.
+    journal.claim(proposal_id, (APPROVED,), state, "bot", note)
 
 
 def reject(journal: Journal, proposal_id: int, login: str, note: str = "") -> Outcome:

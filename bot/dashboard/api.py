@@ -86,7 +86,7 @@ def proposals(
 def proposal(request: Request, proposal_id: int) -> ProposalDetailOut:
     journal = _journal(request)
     try:
-        found = journal.proposal(proposal_id)
+        found = journal.as_published(proposal_id)  # patch and write-up as publishing reads them
     except BotError as exc:
         raise HTTPException(status_code=404, detail=str(exc)) from None
     return ProposalDetailOut(

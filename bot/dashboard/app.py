@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,7 +18,13 @@ from bot.config import github_settings
 from bot.dashboard import api, pages
 from bot.dashboard.actions import Publisher
 from bot.dashboard.auth import maintainers_from_env
-from bot.dashboard.render import diff_html, markdown_html, pygments_css, safe_url
+from bot.dashboard.render import api_operations, diff_html, markdown_html, pygments_css, safe_url
+from bot.dashboard.security import (
+    LOOPBACK_HOSTS,
+    AllowedHosts,
+    SecurityHeaders,
+    hosts_from_env,
+)
 from bot.store import Journal
 
 _HERE = Path(__file__).parent
@@ -33,6 +39,8 @@ class DashboardSettings:
     secret_key: str = field(
         default_factory=lambda: os.environ.get("BOT_DASHBOARD_SECRET") or secrets.token_hex(32)
     )
+    # Host names answered besides 127.0.0.1 and localhost (BOT_DASHBOARD_HOSTS).
+    allowed_hosts: tuple[str, ...] = field(default_factory=hosts_from_env)
 
 
 def templates() -> Environment:
@@ -57,7 +65,7 @@ def create_app(
         title="vLLM EAGLE-3 bot dashboard",
         description="Read-only JSON view of the bot's journal: findings, proposals, events.",
         version="1",
-        docs_url="/api/docs",
+        docs_url=None,  # FastAPI's docs page loads Swagger UI from a CDN; ours is served here
         redoc_url=None,
         openapi_url="/openapi.json",
     )
@@ -73,6 +81,8 @@ def create_app(
         https_only=False,  # served on localhost over plain HTTP
         max_age=12 * 3600,
     )
+    app.add_middleware(AllowedHosts, hosts=(*LOOPBACK_HOSTS, *app.state.settings.allowed_hosts))
+    app.add_middleware(SecurityHeaders)  # outermost: every answer carries the headers
     app.mount("/static", StaticFiles(directory=_HERE / "static"), name="static")
     css = pygments_css()
 
@@ -85,6 +95,10 @@ def create_app(
         if request.url.path.startswith("/api/"):
             return JSONResponse({"detail": exc.detail}, status_code=exc.status_code)
         return pages.error_page(request, exc.status_code, str(exc.detail))
+
+    @app.get("/api/docs", include_in_schema=False, response_class=HTMLResponse)
+    def api_docs(request: Request) -> HTMLResponse:
+        return pages.render(request, "api_docs.html", operations=api_operations(app.openapi()))
 
     app.include_router(api.router)
     app.include_router(pages.router)
@@ -102,5 +116,8 @@ def serve(host: str = "127.0.0.1", port: int = 8765, as_login: str | None = None
         raise BotError("--as is for single-user local use: bind to 127.0.0.1 or drop --as")
     if port < 0 or port > 65535:
         raise BotError(f"--port {port} is not a TCP port")
-    app = create_app(Journal(), DashboardSettings(as_login=as_login))
+    settings = DashboardSettings(as_login=as_login)
+    if host not in ("0.0.0.0", "::", ""):
+        settings.allowed_hosts = (*settings.allowed_hosts, host.lower())
+    app = create_app(Journal(), settings)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Form, HTTPException, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from bot.content_hash import review_hash
 from bot.dashboard import actions
 from bot.dashboard.actions import Outcome
 from bot.dashboard.auth import (
@@ -88,11 +89,14 @@ def overview(
 @router.get("/proposals/{proposal_id}", response_class=HTMLResponse)
 def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
     journal = _journal(request)
-    proposal = _proposal_or_404(journal, proposal_id)
+    _proposal_or_404(journal, proposal_id)
+    # What publishing would read, so that what is approved is exactly what was shown.
+    proposal = journal.as_published(proposal_id)
     return render(
         request,
         "proposal.html",
         proposal=proposal,
+        review_hash=review_hash(proposal.patch, proposal.pr_markdown),
         triage=proposal.plan.get("triage") or {},
         verification=proposal.plan.get("verification") or {},
         verifications=journal.verifications(proposal_id),
@@ -116,8 +120,15 @@ async def _act(
 
 
 @router.post("/proposals/{proposal_id}/approve")
-async def approve(request: Request, proposal_id: int, csrf: str = Form("")) -> RedirectResponse:
-    return await _act(request, proposal_id, csrf, actions.approve, request.app.state.publish)
+async def approve(
+    request: Request, proposal_id: int, csrf: str = Form(""), review_hash: str = Form("")
+) -> RedirectResponse:
+    publish = request.app.state.publish
+
+    def approve_reviewed(journal: Journal, proposal_id: int, login: str) -> Outcome:
+        return actions.approve(journal, proposal_id, login, publish, approved_hash=review_hash)
+
+    return await _act(request, proposal_id, csrf, approve_reviewed)
 
 
 @router.post("/proposals/{proposal_id}/reject")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 from markdown_it import MarkdownIt
 from markupsafe import Markup
@@ -49,3 +50,42 @@ def safe_url(url: object) -> str | None:
     if isinstance(url, str) and url.startswith(_SAFE_SCHEMES):
         return url
     return None
+
+
+def api_operations(openapi: dict[str, Any]) -> list[dict[str, Any]]:
+    """The JSON API's operations from its OpenAPI document, for a docs page without script."""
+    operations = []
+    for path, methods in sorted((openapi.get("paths") or {}).items()):
+        for method, operation in methods.items():
+            parameters = [
+                {
+                    "name": p.get("name", ""),
+                    "where": p.get("in", ""),
+                    "required": bool(p.get("required")),
+                    "type": _schema_type(p.get("schema") or {}),
+                    "description": p.get("description") or "",
+                }
+                for p in operation.get("parameters") or []
+            ]
+            ok = (operation.get("responses") or {}).get("200") or {}
+            schema = ((ok.get("content") or {}).get("application/json") or {}).get("schema")
+            operations.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "summary": operation.get("summary") or "",
+                    "parameters": parameters,
+                    "returns": _schema_type(schema or {}),
+                }
+            )
+    return operations
+
+
+def _schema_type(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return str(schema["$ref"]).rsplit("/", 1)[-1]
+    if schema.get("type") == "array":
+        return f"list of {_schema_type(schema.get('items') or {})}"
+    if "anyOf" in schema:
+        return " or ".join(_schema_type(s) for s in schema["anyOf"])
+    return str(schema.get("type") or "any")

@@ -8,7 +8,9 @@ screenshots to docs/screenshots/ (else to a temporary directory).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,8 @@ from tests.dashboard_seed import (
 )
 from tests.github_standin import GitHubStandIn
 
+ALICE_TOKEN = "ghp_aliceTOKEN0123456789abcdefghijklmn"
+
 pytestmark = [pytest.mark.browser, pytest.mark.vllm_tree]
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -38,6 +42,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # DNS rebinding, simulated: an attacker's name that resolves to the dashboard's address.
+    "--host-resolver-rules=MAP evil.example 127.0.0.1",
 ]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -148,5 +154,117 @@ def test_a_hostile_issue_title_stays_text(browser, base_url: str) -> None:
         assert page.locator(".issue-title").inner_text() == HOSTILE_TITLE
         assert page.evaluate("window.pwned === undefined")
         assert page.locator("main script, main img").count() == 0
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def attacker() -> Iterator[Callable[[str], str]]:
+    """Another site (http://localhost:PORT, cross-site to 127.0.0.1): serve(html) -> its URL."""
+    pages: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = pages.get(self.path, b"not here")
+            self.send_response(200 if self.path in pages else 404)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+
+    def serve(html: str) -> str:
+        path = f"/page{len(pages)}.html"
+        pages[path] = html.encode()
+        return f"http://localhost:{server.server_address[1]}{path}"
+
+    try:
+        yield serve
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_a_rebinding_host_name_gets_400(page, base_url: str, journal: Journal) -> None:
+    port = base_url.rsplit(":", 1)[1]
+    response = page.goto(f"http://evil.example:{port}/proposals/1")
+    assert response.status == 400
+    assert page.locator("#approve").count() == 0
+    assert page.goto(base_url + "/proposals/1").status == 200
+
+
+def test_the_dashboard_cannot_be_framed(browser, base_url: str, attacker) -> None:
+    # Click-jacking: the approve button under an invisible frame on another site.
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(attacker(f'<iframe id="f" src="{base_url}/proposals/1"></iframe>'))
+        page.wait_for_load_state("load")
+        framed = [f for f in page.frames if f != page.main_frame]
+        assert len(framed) == 1
+        assert framed[0].locator("#approve").count() == 0  # the browser refused to show it
+        assert page.goto(base_url + "/proposals/1").status == 200  # unframed, it is there
+        assert page.locator("#approve").count() == 1
+    finally:
+        context.close()
+
+
+def test_a_cross_site_link_or_form_does_not_sign_the_maintainer_out(
+    browser, journal: Journal, upstream_standin: GitHubStandIn, attacker
+) -> None:
+    upstream_standin.add_token(ALICE_TOKEN, "alice")
+    settings = DashboardSettings(
+        maintainers=frozenset({"alice"}),
+        api_url=upstream_standin.api_url,
+        secret_key="browser-test",
+    )
+    with serve_in_thread(create_app(journal, settings)) as base:
+        context = browser.new_context(java_script_enabled=False)
+        try:
+            page = context.new_page()
+            page.goto(base + "/login")
+            page.fill("#token", ALICE_TOKEN)
+            page.click("form[action='/login'] button")
+            assert "Sign out" in page.locator(".who").inner_text()
+
+            evil = attacker(
+                f'<a id="home" href="{base}/">dashboard</a>'
+                f'<a id="get" href="{base}/logout">log out</a>'
+                f'<form method="post" action="{base}/logout"><button id="post">x</button></form>'
+            )
+            for control in ("#home", "#get", "#post"):
+                page.goto(evil)
+                page.click(control)
+                page.wait_for_load_state("load")
+                page.goto(base + "/")
+                who = page.locator(".who").inner_text()
+                assert "alice" in who and "Sign out" in who, control
+            page.click(".who button")  # the real sign-out: a POST from our own page
+            assert "Sign in" in page.locator(".who").inner_text()
+        finally:
+            context.close()
+
+
+def test_pages_load_nothing_from_elsewhere_and_break_no_policy(
+    browser, base_url: str, journal: Journal
+) -> None:
+    context = browser.new_context()  # JavaScript on: a script would run, a request would leave
+    try:
+        page = context.new_page()
+        requests: list[str] = []
+        console: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
+        page.on("console", lambda message: console.append(message.text))
+        for path in ("/", "/proposals/1", "/api/docs", "/login"):
+            assert page.goto(base_url + path).status == 200, path
+        assert requests and all(url.startswith(base_url + "/") for url in requests), requests
+        assert not [m for m in console if "Content Security Policy" in m], console
     finally:
         context.close()
