@@ -7,6 +7,7 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,6 +160,7 @@ def demo(out: Path, *, version: str = "0.23.0") -> tuple[Plan, str]:
     from bot.tree.fetch import release_tree
 
     tree = release_tree(version)
-    issue = read_issue_file(Path(__file__).parent / "data" / "example_issue.json")
+    with as_file(files("bot") / "data" / "example_issue.json") as example:
+        issue = read_issue_file(example)
     plan = propose(tree, out, issue=issue)
     return plan, (out / "patch.diff").read_text(encoding="utf-8")
