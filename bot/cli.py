@@ -178,6 +178,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         poll=PollSettings(interval=args.poll_interval, timeout=args.timeout),
         target_repo=args.target_repo,
         target_ref=args.target_ref,
+        reuse_local=args.reuse_local,
     )
     verification = verify_plan(Path(args.plan_dir), options)
     print(
@@ -204,6 +205,11 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=10800.0, help="seconds to wait for the run")
     p.add_argument("--target-repo", help="dispatch: vLLM repository holding the patched commit")
     p.add_argument("--target-ref", help="dispatch: the patched commit (default: plan's branch)")
+    p.add_argument(
+        "--reuse-local",
+        action="store_true",
+        help="keep the local checks plan.json records for this patch; run nothing from the tree",
+    )
     p.set_defaults(handler=cmd_verify)
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from bot.cli import main
+from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import READY, Plan, write_plan_dir
 from bot.verify import VerifyOptions, verify_plan
@@ -110,7 +112,9 @@ def test_upstream_code_run_by_verify_sees_no_token(tmp_path: Path, runner_env: P
     assert checks["cpu-tests"]["passed"] is True, checks["cpu-tests"]
     assert verification["gpu"]["conclusion"] == "success", verification["gpu"]
     for record in records:
-        assert TOKEN not in json.dumps(record)
+        # Names only in a failure message: the values are what must not be shown.
+        holding_token = [name for name, value in record.items() if TOKEN in (value or "")]
+        assert holding_token == []
         leaked = [n for n in record if n.startswith(("GITHUB_", "ACTIONS_", "GH_", "BOT_PUB"))]
         assert leaked == []
     assert runner_env.read_text() == ""
@@ -121,7 +125,7 @@ def test_git_started_by_the_bot_sees_no_token(tmp_path: Path, runner_env: Path) 
     # git runs the alias through the shell with git's own environment.
     shown = repo.git.execute(["git", "-c", "alias.show-env=!env", "show-env"])
     repo.close()
-    assert TOKEN not in shown
+    assert (TOKEN in shown) is False
     values = dict(line.split("=", 1) for line in shown.splitlines() if "=" in line)
     assert values.get("GITHUB_TOKEN", "") == ""
     assert values.get("GITHUB_ENV", "") == ""
@@ -133,3 +137,35 @@ def test_a_plain_subprocess_would_see_it(runner_env: Path) -> None:
     code = "import os; print(os.environ.get('GITHUB_TOKEN', ''))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == TOKEN
+
+
+def test_reuse_local_keeps_the_recorded_checks_and_runs_nothing(
+    tmp_path: Path, runner_env: Path
+) -> None:
+    """What the publish job does: the unprivileged job verified, this one imports nothing."""
+    seen = tmp_path / "seen"
+    plan_dir = _spy_plan(tmp_path, seen)
+    first = verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False))
+    assert first["local_passed"] is True and list(seen.glob("*.json"))
+    for record in seen.glob("*.json"):
+        record.unlink()
+
+    again = verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
+
+    assert list(seen.glob("*.json")) == []
+    assert again["checks"] == first["checks"]
+    assert again["local_passed"] is True
+
+
+def test_reuse_local_refuses_checks_recorded_for_another_patch(
+    tmp_path: Path, runner_env: Path
+) -> None:
+    plan_dir = _spy_plan(tmp_path, tmp_path / "seen")
+    with pytest.raises(BotError, match="records no local checks"):
+        verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
+    verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False))
+    patch = plan_dir / "patch.diff"
+    patch.write_text(patch.read_text() + "+extra = 1\n")
+    assert main(["verify", str(plan_dir), "--gpu", "skip", "--reuse-local"]) == 2
+    with pytest.raises(BotError, match="not for this patch.diff"):
+        verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
