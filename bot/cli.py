@@ -232,6 +232,25 @@ def _add_gpu_test(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_gpu_test)
 
 
+def cmd_gpu_guard(args: argparse.Namespace) -> int:
+    from bot.config import github_settings
+    from bot.github import GitHubClient
+    from bot.gpu_guard import guarded_commit
+
+    settings = github_settings()
+    print(guarded_commit(args.repository, args.sha, GitHubClient(settings), settings))
+    return 0
+
+
+def _add_gpu_guard(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "gpu-guard", help="print the commit the GPU runner may test; refuse all but the bot's"
+    )
+    p.add_argument("--repository", required=True, help="owner/name the dispatch asked for")
+    p.add_argument("--sha", required=True, help="the dispatch's commit or bot/ branch")
+    p.set_defaults(handler=cmd_gpu_guard)
+
+
 def cmd_init_workflows(args: argparse.Namespace) -> int:
     from bot.workflows import init_workflows
 
@@ -294,6 +313,7 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_sync,
     _add_verify,
     _add_gpu_test,
+    _add_gpu_guard,
     _add_init_workflows,
     _add_publish,
     _add_triage,
