@@ -82,15 +82,26 @@ def _add_drafts(sub: argparse._SubParsersAction) -> None:
 
 def cmd_propose(args: argparse.Namespace) -> int:
     from bot import pipeline
+    from bot.config import github_settings
     from bot.issues import load_issue
 
     if args.issue is None and args.class_name is None:
         raise BotError("give --issue N or --class NAME")
-    issue = load_issue(args.issue, args.issue_file) if args.issue is not None else None
+    upstream = github_settings().upstream
+    found = load_issue(args.issue, args.issue_file, upstream) if args.issue is not None else None
+    issue = found.issue if found else None
     out = Path(args.out) if args.out else pipeline.default_plan_dir(args.issue, args.class_name)
     plan = pipeline.propose(
-        Path(args.repo), out, issue=issue, class_name=args.class_name, record=True
+        Path(args.repo),
+        out,
+        issue=issue,
+        class_name=args.class_name,
+        upstream=upstream,
+        record=True,
     )
+    if found is not None:
+        tracked = f" (tracked in {found.tracking})" if found.tracking else ""
+        print(f"issue: {upstream}#{found.issue.get('number')}{tracked}")
     print(f"plan: {out} ({plan.status}: {plan.reason})")
     if plan.questions:
         for question in plan.questions:

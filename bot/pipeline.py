@@ -100,17 +100,19 @@ def propose(
     *,
     issue: dict[str, Any] | None = None,
     class_name: str | None = None,
-    upstream: str = "vllm-project/vllm",
+    upstream: str | None = None,
     record: bool = False,
 ) -> Plan:
     """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan.
 
     ``record`` also keeps the plan in the journal, where the dashboard shows it for review.
     """
+    from bot.config import github_settings
     from bot.drafts import load_catalogue
     from bot.propose import proposal_for
     from bot.triage import triage_issue
 
+    upstream = upstream or github_settings().upstream  # BOT_UPSTREAM: what publish will target
     repo = Path(repo).resolve()
     result = scan(repo)
     catalogue = load_catalogue()
