@@ -118,6 +118,9 @@ def test_upstream_code_run_by_verify_sees_no_token(tmp_path: Path, runner_env: P
         leaked = [n for n in record if n.startswith(("GITHUB_", "ACTIONS_", "GH_", "BOT_PUB"))]
         assert leaked == []
     assert runner_env.read_text() == ""
+    # git, under the blanked environment, still cleaned up its scratch worktree.
+    with Repo(tmp_path / "vllm-spy") as repo:
+        assert len(repo.git.worktree("list", "--porcelain").split("\n\n")) == 1
 
 
 def test_git_started_by_the_bot_sees_no_token(tmp_path: Path, runner_env: Path) -> None:
