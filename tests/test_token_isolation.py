@@ -8,6 +8,7 @@ runner's variables set, as in a job that holds a write token.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -172,3 +173,30 @@ def test_reuse_local_refuses_checks_recorded_for_another_patch(
     assert main(["verify", str(plan_dir), "--gpu", "skip", "--reuse-local"]) == 2
     with pytest.raises(BotError, match="not for this patch.diff"):
         verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
+
+
+BOT_SOURCES = sorted((Path(__file__).resolve().parents[1] / "bot").rglob("*.py"))
+_CALLS = {"run", "Popen", "call", "check_call", "check_output"}
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def test_every_subprocess_and_git_call_site_in_bot_gets_the_minimal_environment() -> None:
+    """Keeps new call sites honest: subprocess calls pass env=, git goes through bot.gitrepo."""
+    problems = []
+    for path in BOT_SOURCES:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = _dotted(node.func)
+            where = f"{path.name}:{node.lineno}"
+            is_subprocess = name.split(".")[0] == "subprocess" and name.split(".")[-1] in _CALLS
+            if is_subprocess and not any(k.arg == "env" for k in node.keywords):
+                problems.append(f"{where}: {name} without env=")
+            if name.startswith(("git.Repo", "git.Git")) or name in ("os.system", "os.popen"):
+                problems.append(f"{where}: {name} (use bot.gitrepo.Repo / minimal_env)")
+    assert problems == []
