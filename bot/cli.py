@@ -82,15 +82,26 @@ def _add_drafts(sub: argparse._SubParsersAction) -> None:
 
 def cmd_propose(args: argparse.Namespace) -> int:
     from bot import pipeline
+    from bot.config import github_settings
     from bot.issues import load_issue
 
     if args.issue is None and args.class_name is None:
         raise BotError("give --issue N or --class NAME")
-    issue = load_issue(args.issue, args.issue_file) if args.issue is not None else None
+    upstream = github_settings().upstream
+    found = load_issue(args.issue, args.issue_file, upstream) if args.issue is not None else None
+    issue = found.issue if found else None
     out = Path(args.out) if args.out else pipeline.default_plan_dir(args.issue, args.class_name)
     plan = pipeline.propose(
-        Path(args.repo), out, issue=issue, class_name=args.class_name, record=True
+        Path(args.repo),
+        out,
+        issue=issue,
+        class_name=args.class_name,
+        upstream=upstream,
+        record=True,
     )
+    if found is not None:
+        tracked = f" (tracked in {found.tracking})" if found.tracking else ""
+        print(f"issue: {upstream}#{found.issue.get('number')}{tracked}")
     print(f"plan: {out} ({plan.status}: {plan.reason})")
     if plan.questions:
         for question in plan.questions:
@@ -178,6 +189,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         poll=PollSettings(interval=args.poll_interval, timeout=args.timeout),
         target_repo=args.target_repo,
         target_ref=args.target_ref,
+        reuse_local=args.reuse_local,
     )
     verification = verify_plan(Path(args.plan_dir), options)
     print(
@@ -204,6 +216,11 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=float, default=10800.0, help="seconds to wait for the run")
     p.add_argument("--target-repo", help="dispatch: vLLM repository holding the patched commit")
     p.add_argument("--target-ref", help="dispatch: the patched commit (default: plan's branch)")
+    p.add_argument(
+        "--reuse-local",
+        action="store_true",
+        help="keep the local checks plan.json records for this patch; run nothing from the tree",
+    )
     p.set_defaults(handler=cmd_verify)
 
 
@@ -224,6 +241,25 @@ def _add_gpu_test(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cwd", default=".", help="the vLLM checkout to run them in")
     p.add_argument("--junit", required=True, help="where to write the JUnit XML report")
     p.set_defaults(handler=cmd_gpu_test)
+
+
+def cmd_gpu_guard(args: argparse.Namespace) -> int:
+    from bot.config import github_settings
+    from bot.github import GitHubClient
+    from bot.gpu_guard import guarded_commit
+
+    settings = github_settings()
+    print(guarded_commit(args.repository, args.sha, GitHubClient(settings), settings))
+    return 0
+
+
+def _add_gpu_guard(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "gpu-guard", help="print the commit the GPU runner may test; refuse all but the bot's"
+    )
+    p.add_argument("--repository", required=True, help="owner/name the dispatch asked for")
+    p.add_argument("--sha", required=True, help="the dispatch's commit or bot/ branch")
+    p.set_defaults(handler=cmd_gpu_guard)
 
 
 def cmd_init_workflows(args: argparse.Namespace) -> int:
@@ -288,6 +324,7 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_sync,
     _add_verify,
     _add_gpu_test,
+    _add_gpu_guard,
     _add_init_workflows,
     _add_publish,
     _add_triage,

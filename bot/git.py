@@ -26,6 +26,7 @@ import git
 
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.errors import BotError
+from bot.gitrepo import Repo
 from bot.plan import Plan
 from bot.redact import redact
 
@@ -101,7 +102,7 @@ def push_branch(
     settings = settings or github_settings()
     if commit.human_edited or commit.remote_sha == commit.sha:
         return False
-    repo = git.Repo(work_dir or default_work_dir(settings))
+    repo = Repo(work_dir or default_work_dir(settings))
     lease = f"refs/heads/{commit.branch}:{commit.remote_sha or ''}"
     with _git_errors(f"pushing {commit.branch} to the fork"), _auth_env(repo, settings):
         repo.git.push(
@@ -130,9 +131,9 @@ def _checked_base(plan: Plan) -> str:
 
 def _work_repo(work_dir: Path) -> git.Repo:
     if (work_dir / "HEAD").is_file():
-        return git.Repo(work_dir)
+        return Repo(work_dir)
     work_dir.parent.mkdir(parents=True, exist_ok=True)
-    return git.Repo.init(work_dir, bare=True)
+    return Repo.init(work_dir, bare=True)
 
 
 def _ensure_base(repo: git.Repo, repo_path: str, base: str) -> None:
@@ -141,7 +142,7 @@ def _ensure_base(repo: git.Repo, repo_path: str, base: str) -> None:
     if not repo_path or not Path(repo_path).is_dir():
         raise BotError(f"the plan's repo_path {repo_path!r} is not a directory")
     try:
-        source = git.Repo(repo_path)
+        source = Repo(repo_path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise BotError(f"the plan's repo_path {repo_path} is not a git checkout") from None
     # Borrow the checkout's objects instead of copying ~100 MB of vLLM history.

@@ -247,6 +247,18 @@ class GitHubClient:
             raise _as_bot_error(f"labelling #{number}", exc) from None
         return True
 
+    # --- branches (the GPU runner's guard) -----------------------------------------------
+
+    def branch_heads(self, repo: str, prefix: str) -> dict[str, str]:
+        """Branch name -> head sha, for ``repo``'s branches whose names start with ``prefix``."""
+        with _github_errors(f"listing the {prefix} branches of {repo}"):
+            refs = self._repo(repo).get_git_matching_refs(f"heads/{prefix}")
+            return {ref.ref.removeprefix("refs/heads/"): ref.object.sha for ref in refs}
+
+    def commit_parents(self, repo: str, sha: str) -> list[str]:
+        with _github_errors(f"reading commit {sha[:12]} of {repo}"):
+            return [parent.sha for parent in self._repo(repo).get_commit(sha).parents]
+
     # --- pull requests ------------------------------------------------------------------
 
     def default_branch(self, repo: str | None = None) -> str:

@@ -6,6 +6,7 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 
 from __future__ import annotations
 
+from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,17 +33,19 @@ def propose(
     *,
     issue: dict[str, Any] | None = None,
     class_name: str | None = None,
-    upstream: str = "vllm-project/vllm",
+    upstream: str | None = None,
     record: bool = False,
 ) -> Plan:
     """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan.
 
     ``record`` also keeps the plan in the journal, where the dashboard shows it for review.
     """
+    from bot.config import github_settings
     from bot.drafts import load_catalogue
     from bot.propose import proposal_for
     from bot.triage import triage_issue
 
+    upstream = upstream or github_settings().upstream  # BOT_UPSTREAM: what publish will target
     repo = Path(repo).resolve()
     result = scan(repo)
     catalogue = load_catalogue()
@@ -97,6 +100,7 @@ def demo(out: Path, *, version: str = "0.23.0") -> tuple[Plan, str]:
     from bot.tree.fetch import release_tree
 
     tree = release_tree(version)
-    issue = read_issue_file(Path(__file__).parent / "data" / "example_issue.json")
+    with as_file(files("bot") / "data" / "example_issue.json") as example:
+        issue = read_issue_file(example)
     plan = propose(tree, out, issue=issue)
     return plan, (out / "patch.diff").read_text(encoding="utf-8")

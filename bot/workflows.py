@@ -1,8 +1,13 @@
-"""`bot init-workflows DIR`: copy the bot's GitHub Actions workflows into a repository."""
+"""`bot init-workflows DIR`: copy the bot's GitHub Actions workflows into a repository.
+
+The workflow files ship inside the installed package as ``bot._workflows`` (pyproject.toml maps
+the top-level workflows/ there) and are read with importlib.resources.
+"""
 
 from __future__ import annotations
 
-import shutil
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from bot.errors import BotError
@@ -12,10 +17,14 @@ WORKFLOW_NAMES = ("propose-on-label.yml", "gpu-verify.yml", "scheduled-scan.yml"
 ACTIONLINT_CONFIG = "actionlint.yaml"
 
 
-def workflows_source() -> Path:
-    source = Path(__file__).resolve().parent.parent / "workflows"
-    if not all((source / name).is_file() for name in WORKFLOW_NAMES):
-        raise BotError(f"the bot's workflow files are missing from {source}")
+WORKFLOWS_PACKAGE = "bot._workflows"
+
+
+def workflows_source() -> Traversable:
+    source = files(WORKFLOWS_PACKAGE)
+    missing = [n for n in (*WORKFLOW_NAMES, ACTIONLINT_CONFIG) if not source.joinpath(n).is_file()]
+    if missing:
+        raise BotError(f"the bot's workflow files are missing from {source}: {', '.join(missing)}")
     return source
 
 
@@ -28,20 +37,17 @@ def init_workflows(dest: Path, *, force: bool = False) -> list[Path]:
     source = workflows_source()
     if dest.exists() and not dest.is_dir():
         raise BotError(f"{dest} exists and is not a directory")
-    plan = [(source / name, dest / name) for name in WORKFLOW_NAMES]
+    names = [(name, dest / name) for name in WORKFLOW_NAMES]
     if dest.name == "workflows" and dest.parent.name == ".github":
-        plan.append((source / ACTIONLINT_CONFIG, dest.parent / ACTIONLINT_CONFIG))
-    clashes = [
-        target
-        for origin, target in plan
-        if target.exists() and target.read_bytes() != origin.read_bytes()
-    ]
+        names.append((ACTIONLINT_CONFIG, dest.parent / ACTIONLINT_CONFIG))
+    plan = [(source.joinpath(name).read_bytes(), target) for name, target in names]
+    clashes = [target for data, target in plan if target.exists() and target.read_bytes() != data]
     if clashes and not force:
-        names = ", ".join(str(t) for t in clashes)
-        raise BotError(f"would overwrite {names}; pass --force to replace them")
+        listed = ", ".join(str(t) for t in clashes)
+        raise BotError(f"would overwrite {listed}; pass --force to replace them")
     written: list[Path] = []
-    for origin, target in plan:
+    for data, target in plan:
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(origin, target)
+        target.write_bytes(data)
         written.append(target)
     return written

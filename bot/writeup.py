@@ -1,5 +1,9 @@
 """The PR write-up: Jinja templates in templates/, composed to the upstream's own PR template.
 
+The templates ship inside the installed package as ``bot._templates`` (pyproject.toml maps the
+top-level templates/ there) and are read with importlib.resources, so a plain
+``pip install`` renders exactly what a checkout does.
+
 Templates are files; data is only ever passed as values (never compiled as template code), and
 every value goes through a filter that neutralises Markdown/HTML where it is shown.
 """
@@ -9,12 +13,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-TEMPLATES_DIR = Path(__file__).resolve().parents[1] / "templates"
+TEMPLATES_PACKAGE = "bot._templates"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -39,9 +44,18 @@ def shell_quoted_inner(value: object) -> str:
     return _plain(value).replace("'", "")
 
 
+def _template_source(name: str) -> str | None:
+    """A template's text from the installed package; None (jinja2: not found) if absent."""
+    parts = name.split("/")
+    if any(part in ("", ".", "..") for part in parts):
+        return None
+    resource = files(TEMPLATES_PACKAGE).joinpath(*parts)
+    return resource.read_text(encoding="utf-8") if resource.is_file() else None
+
+
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        loader=jinja2.FunctionLoader(_template_source),
         autoescape=False,  # the output is Markdown; values are escaped by the filters below
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

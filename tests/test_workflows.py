@@ -75,12 +75,69 @@ def test_gpu_workflow_is_dispatch_only_on_the_gpu_runner() -> None:
     assert all(spec["type"] == "string" for spec in inputs.values())
     assert "inputs.request_id" in workflow["run-name"]
     (job,) = workflow["jobs"].values()
-    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert job["runs-on"] == ["self-hosted", "linux", GPU_LABEL]
     assert job["environment"] == "gpu"
     assert "secrets." not in yaml.safe_dump(workflow)
     assert "github.token" not in yaml.safe_dump(workflow)
     uploads = [s for _, s in steps(workflow) if "upload-artifact" in s.get("uses", "")]
     assert uploads[0]["with"]["name"] == "junit" and uploads[0]["if"] == "always()"
+
+
+GPU_LABEL = "vllm-bot-gpu-verify"
+# What imports or runs vLLM code: its tests, an import, an install of the checkout, a local
+# `bot verify` (which runs the CPU tests) and the GPU test command.
+_RUNS_UPSTREAM = re.compile(
+    r"\bpytest\b|import vllm|pip install[^\n]*vllm|\bbot gpu-test\b|"
+    r"\bbot verify\b(?![^\n]*--reuse-local)"
+)
+
+
+def _holds_write_token(job: dict[str, Any]) -> bool:
+    text = yaml.safe_dump(job)
+    writes = "write" in job.get("permissions", {}).values()
+    return writes or "secrets." in text or "github.token" in text
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_no_job_holding_a_write_token_runs_upstream_code(name: str) -> None:
+    workflow = load(name)
+    for job_id, job in workflow["jobs"].items():
+        if not _holds_write_token(job):
+            continue
+        for step in job["steps"]:
+            found = _RUNS_UPSTREAM.search(step.get("run", ""))
+            assert found is None, f"{name}: job {job_id} holds a token and runs {found[0]!r}"
+
+
+def test_the_unprivileged_job_checks_the_plan_and_the_privileged_one_only_publishes() -> None:
+    jobs = load("propose-on-label.yml")["jobs"]
+    propose_runs = "\n".join(s.get("run", "") for s in jobs["propose"]["steps"])
+    assert "bot verify plan --gpu skip" in propose_runs
+    assert not _holds_write_token(jobs["propose"])
+    publish_runs = [s["run"] for s in jobs["publish"]["steps"] if "run" in s]
+    assert all(
+        r.startswith(("bot publish", "python -m pip install ./bot"))
+        or r.startswith("bot verify plan --reuse-local --gpu dispatch")
+        for r in publish_runs
+    ), publish_runs
+
+
+def test_gpu_runner_checks_out_only_what_the_guard_allowed() -> None:
+    (job,) = load("gpu-verify.yml")["jobs"].values()
+    names = [s.get("id") or s.get("uses", "") or s.get("run", "") for s in job["steps"]]
+    guard = next(i for i, s in enumerate(job["steps"]) if "bot gpu-guard" in s.get("run", ""))
+    vllm = next(i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("path") == "vllm")
+    assert guard < vllm, names
+    assert job["steps"][guard]["id"] == "guard"
+    assert job["steps"][vllm]["with"]["ref"] == "${{ steps.guard.outputs.sha }}"
+    assert "inputs.sha" not in yaml.safe_dump(job["steps"][vllm])
+    assert "pip install -e ./vllm" not in "\n".join(s.get("run", "") for s in job["steps"][:vllm])
+    config = yaml.safe_load((WORKFLOWS / ACTIONLINT_CONFIG).read_text())
+    assert config["self-hosted-runner"]["labels"] == [GPU_LABEL]
+    for other in WORKFLOW_NAMES:
+        if other != "gpu-verify.yml":
+            assert GPU_LABEL not in (WORKFLOWS / other).read_text()
+            assert "self-hosted" not in (WORKFLOWS / other).read_text()
 
 
 def test_scheduled_scan_runs_scan_triage_and_sync() -> None:

@@ -19,6 +19,7 @@ import libcst as cst
 
 from bot.codemods.base import CodemodRefused
 from bot.errors import BotError
+from bot.subprocess_env import minimal_env
 
 LineRange = tuple[int, int]  # 1-based, both ends included
 
@@ -140,6 +141,7 @@ def _ruff_format(source: str, tree_root: Path, relpath: str, extra: list[str]) -
     result = subprocess.run(
         command,
         cwd=tree_root,
+        env=minimal_env(),
         input=source,
         capture_output=True,
         text=True,

@@ -17,10 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-import git
-
 from bot.config import cache_dir
 from bot.errors import BotError
+from bot.gitrepo import Repo
+from bot.subprocess_env import minimal_env
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
 _READY_MARKER = "bot-tree-ready"
@@ -72,7 +72,7 @@ def _download_sdist(version: str, scratch: Path) -> Path:
         str(scratch / "dl"),
         f"vllm=={version}",
     ]
-    env = {**os.environ, "TMPDIR": str(pip_tmp)}
+    env = minimal_env({"TMPDIR": str(pip_tmp), **_proxy_settings()})
     # pip is expected to fail at "preparing metadata"; the unpacked tree is what we want.
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     for candidate in sorted(pip_tmp.glob("pip-download-*/vllm*")):
@@ -82,8 +82,14 @@ def _download_sdist(version: str, scratch: Path) -> Path:
     raise BotError(f"could not download the vLLM {version} source distribution: {tail[0]}")
 
 
+def _proxy_settings() -> dict[str, str]:
+    """pip needs the proxy to reach the package index (kept out of every other subprocess)."""
+    names = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 def _commit_tree(path: Path, version: str) -> None:
-    repo = git.Repo.init(path, initial_branch="main")
+    repo = Repo.init(path, initial_branch="main")
     repo.git.add("--all", "--force", ".")
     env = {
         "GIT_AUTHOR_NAME": "vLLM release",

@@ -11,11 +11,12 @@ from pathlib import Path
 import git
 
 from bot.errors import BotError
+from bot.gitrepo import Repo
 
 
 def open_repo(path: Path) -> git.Repo:
     try:
-        return git.Repo(path)
+        return Repo(path)
     except (git.InvalidGitRepositoryError, git.NoSuchPathError):
         raise BotError(
             f"{path} is not a git checkout; the bot needs one to branch from "
@@ -50,7 +51,7 @@ def scratch_worktree(
             repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
         else:
             repo.git.worktree("add", "--detach", "--quiet", "--no-checkout", str(path), commit)
-            with git.Repo(path) as scratch:
+            with Repo(path) as scratch:
                 scratch.git.checkout(commit, "--", ":(glob)*", *paths)
         yield path
     finally:
@@ -65,7 +66,7 @@ def scratch_worktree(
 def diff_worktree(path: Path, paths: Sequence[str] = ()) -> str:
     """The worktree's changes to ``paths`` (default: all) against its HEAD, as a patch for
     ``git apply``. A partial checkout must name its paths: the rest would diff as deleted."""
-    repo = git.Repo(path)
+    repo = Repo(path)
     try:
         text = repo.git.diff(
             "HEAD",

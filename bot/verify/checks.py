@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.subprocess_env import minimal_env
 from bot.verify.junit import run_pytest
 
 SKIPPED_NO_VLLM = "skipped: vLLM not importable"
@@ -80,7 +81,9 @@ def ruff_violations(tree: Path, files: list[str]) -> Counter[tuple[str, str]] | 
         "--",
         *python_files,
     ]
-    result = subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        command, cwd=tree, env=minimal_env(), capture_output=True, text=True, check=False
+    )
     try:
         items = json.loads(result.stdout or "null")
     except json.JSONDecodeError:
@@ -111,7 +114,7 @@ def ruff_check(
 
 
 def vllm_importable(tree: Path) -> bool:
-    env = {**os.environ, "PYTHONPATH": str(tree)}
+    env = minimal_env({"PYTHONPATH": str(tree)})
     result = subprocess.run(
         [sys.executable, "-c", "import vllm"],
         cwd=tree,

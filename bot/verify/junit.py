@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.subprocess_env import minimal_env
 
 # A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
 # optional parametrisation. No leading dash, so a node id can never become a pytest option.
@@ -57,11 +57,8 @@ def run_pytest(
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
     junit_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
-    if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p
-        )
+    # Upstream code runs here: it gets no token and none of the runner's command files.
+    env = minimal_env({"PYTHONPATH": str(pythonpath)} if pythonpath is not None else None)
     command = [
         sys.executable,
         "-m",

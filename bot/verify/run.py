@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import github_settings
+from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
@@ -35,6 +36,9 @@ class VerifyOptions:
     target_repo: str | None = None  # dispatch: vLLM repository holding the patched commit
     target_ref: str | None = None  # dispatch: that commit (default: the plan's branch)
     journal: bool = True
+    # Keep the local checks plan.json already holds instead of running them: for a job that
+    # holds a write token, where nothing from the tree may be imported or run.
+    reuse_local: bool = False
 
 
 def verify_plan(
@@ -53,7 +57,12 @@ def verify_plan(
     gpu_tests = validate_node_ids(list(plan.tests.get("gpu", [])))
     validate_node_ids(list(plan.tests.get("cpu", [])))
 
-    local_checks, local_gpu = _local_stage(loaded, options, gpu_tests)
+    if options.reuse_local:
+        if options.gpu == "local":
+            raise BotError("--reuse-local runs nothing here: use it with --gpu dispatch or skip")
+        local_checks, local_gpu = _recorded_checks(loaded), {}
+    else:
+        local_checks, local_gpu = _local_stage(loaded, options, gpu_tests)
     local_ok = all(c.passed is not False for c in local_checks)
     if not local_ok:
         gpu = {"mode": options.gpu, "conclusion": "not_run", "log_excerpt": ""}
@@ -65,6 +74,7 @@ def verify_plan(
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
     verification = _verdict(local_checks, gpu, local_ok)
+    verification["patch_hash"] = patch_hash(loaded.patch)  # what these results are about
     _record(plan_dir, loaded, verification, options.journal)
     return verification
 
@@ -90,6 +100,27 @@ def _local_stage(
         patch_file = Path(tmp) / "patch.diff"
         patch_file.write_text(loaded.patch, encoding="utf-8")
         return _checks_in_tree(plan, options, gpu_tests, tree, patch_file)
+
+
+def _recorded_checks(loaded: PlanDir) -> list[Check]:
+    """The local checks an earlier ``bot verify`` recorded for exactly this patch."""
+    recorded = loaded.plan.verification or {}
+    checks_json = recorded.get("checks")
+    if not isinstance(checks_json, list) or not checks_json:
+        raise BotError("--reuse-local: plan.json records no local checks; run `bot verify` first")
+    if recorded.get("patch_hash") != patch_hash(loaded.patch):
+        raise BotError("--reuse-local: the recorded checks are not for this patch.diff")
+    try:
+        return [
+            Check(
+                str(c["name"]),
+                c["passed"] if c["passed"] in (True, False) else None,
+                str(c["detail"]),
+            )
+            for c in checks_json
+        ]
+    except (TypeError, KeyError):
+        raise BotError("--reuse-local: plan.json's recorded checks are malformed") from None
 
 
 def _checks_in_tree(

@@ -7,6 +7,7 @@ from pathlib import Path
 import git
 
 from bot.errors import BotError
+from bot.gitrepo import Repo
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import open_repo
 
@@ -45,7 +46,7 @@ def _has_commit(path: Path, commit: str) -> bool:
 
 def touched_files(tree: Path, patch_file: Path) -> list[str]:
     """The paths the patch changes; refuses renames and anything outside vllm/ and tests/."""
-    repo = git.Repo(tree)
+    repo = Repo(tree)
     try:
         numstat = repo.git.apply("--numstat", str(patch_file))
     except git.GitCommandError as exc:
@@ -63,7 +64,7 @@ def touched_files(tree: Path, patch_file: Path) -> list[str]:
 
 def apply_patch(tree: Path, patch_file: Path) -> str | None:
     """Apply the patch; None on success, else git's reason in one line."""
-    repo = git.Repo(tree)
+    repo = Repo(tree)
     try:
         repo.git.apply("--whitespace=nowarn", str(patch_file))
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -433,6 +434,23 @@ def artifact_zip(state: State, request: Request, match: re.Match[str]) -> Respon
     raise HttpError(404, "Not Found")
 
 
+# --- git refs and commits (from the bare repository standing in for the remote) -------------
+
+
+def matching_refs(state: State, request: Request, match: re.Match[str]) -> Response:
+    repo = _require_repo(state, match)
+    prefix = "refs/" + urllib.parse.unquote(match["ref"])  # PyGithub sends heads%2Fbot%2F
+    return 200, [r for r in state.refs_json(repo) if r["ref"].startswith(prefix)], {}
+
+
+def get_commit(state: State, request: Request, match: re.Match[str]) -> Response:
+    repo = _require_repo(state, match)
+    found = state.commit_json(repo, match["sha"])
+    if found is None:
+        raise HttpError(422, f"No commit found for SHA: {match['sha']}")
+    return 200, found, {}
+
+
 def blob(state: State, request: Request, match: re.Match[str]) -> Response:
     artifact_id = int(match["id"])
     for run in state.runs.values():
@@ -462,6 +480,8 @@ ROUTES: list[Route] = [
         ("POST", _REPO + r"/pulls", create_pull),
         ("GET", _REPO + r"/pulls/(?P<number>\d+)", get_pull),
         ("PATCH", _REPO + r"/pulls/(?P<number>\d+)", edit_pull),
+        ("GET", _REPO + r"/git/matching-refs/(?P<ref>.*)", matching_refs),
+        ("GET", _REPO + r"/commits/(?P<sha>[^/]+)", get_commit),
         ("GET", "/search/issues", search_issues),
         ("GET", _REPO + r"/actions/workflows/(?P<file>[^/]+)", get_workflow),
         ("POST", _REPO + r"/actions/workflows/(?P<file>[^/]+)/dispatches", dispatch_workflow),

@@ -85,6 +85,53 @@ class State:
         except (git.BadName, ValueError):
             return None
 
+    def refs_json(self, full_name: str) -> list[dict[str, Any]]:
+        git_dir = self.repos[full_name].git_dir
+        if git_dir is None:
+            return []
+        listing = git.Repo(git_dir).git.for_each_ref(
+            "--format=%(refname) %(objectname)", "refs/heads"
+        )
+        refs = [line.split(" ") for line in listing.splitlines() if line]
+        return [
+            {
+                "ref": name,
+                "node_id": f"REF_{sha[:12]}",
+                "url": f"{self.base_url}/repos/{full_name}/git/{name}",
+                "object": {
+                    "type": "commit",
+                    "sha": sha,
+                    "url": f"{self.base_url}/repos/{full_name}/git/commits/{sha}",
+                },
+            }
+            for name, sha in sorted(refs)
+        ]
+
+    def commit_json(self, full_name: str, ref: str) -> dict[str, Any] | None:
+        git_dir = self.repos[full_name].git_dir
+        if git_dir is None:
+            return None
+        try:
+            commit = git.Repo(git_dir).commit(ref)
+        except (git.BadName, ValueError):
+            return None
+
+        def link(sha: str) -> dict[str, str]:
+            return {
+                "sha": sha,
+                "url": f"{self.base_url}/repos/{full_name}/commits/{sha}",
+                "html_url": f"{self.web_url}/{full_name}/commit/{sha}",
+            }
+
+        person = {"name": commit.author.name, "email": commit.author.email, "date": now_iso()}
+        return {
+            **link(commit.hexsha),
+            "node_id": f"C_{commit.hexsha[:12]}",
+            "commit": {"message": commit.message, "author": person, "committer": person},
+            "parents": [link(p.hexsha) for p in commit.parents],
+            "files": [],
+        }
+
     # --- object shapes -------------------------------------------------------------------
 
     def user_json(self, login: str) -> dict[str, Any]:

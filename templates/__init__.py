@@ -1,0 +1,1 @@
+"""The PR write-up templates; installed as the package ``bot._templates`` (see pyproject.toml)."""

@@ -1,0 +1,1 @@
+"""The GitHub Actions workflows; installed as the package ``bot._workflows`` (see pyproject.toml)."""
