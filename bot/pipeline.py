@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import BotError
-from bot.plan import NOTHING_TO_FIX, Plan, write_plan_dir
+from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
 from bot.recipes import RECIPES, Finding, ScanContext
 from bot.tree.index import ClassIndex, build_index, is_vllm_tree
 from bot.tree.model_registry import load_model_registry
@@ -99,17 +99,20 @@ def propose(
     *,
     issue: dict[str, Any] | None = None,
     class_name: str | None = None,
-    upstream: str = "vllm-project/vllm",
+    upstream: str | None = None,
     record: bool = False,
 ) -> Plan:
     """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan.
 
-    ``record`` also keeps the plan in the journal, where the dashboard shows it for review.
+    The plan records the upstream it is for (default: ``BOT_UPSTREAM``); publish refuses it
+    anywhere else. ``record`` also keeps the plan in the journal, for review on the dashboard.
     """
+    from bot.config import github_settings
     from bot.drafts import load_catalogue
     from bot.propose import proposal_for
     from bot.triage import triage_issue
 
+    check_plan_target(out)
     repo = Path(repo).resolve()
     result = scan(repo)
     catalogue = load_catalogue()
@@ -120,7 +123,7 @@ def propose(
         triage=triage,
         issue=issue,
         class_name=class_name,
-        upstream=upstream,
+        upstream=upstream or github_settings().upstream,
         catalogue=catalogue,
     )
     write_plan_dir(out, plan, patch, pr_markdown)

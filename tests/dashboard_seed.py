@@ -19,6 +19,7 @@ import git
 import uvicorn
 
 from bot import pipeline
+from bot.content_hash import patch_hash
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.store import Journal
 from tests.cli import EXAMPLE_ISSUE
@@ -60,6 +61,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         fingerprint="eagle3-interface:Qwen3NextForCausalLM:1e84f5b",
         verification={
             "passed": verified,
+            "patch_hash": patch_hash(seed_patch(tree)),
             "checks": [
                 {"name": "git apply --check", "passed": True, "detail": "clean"},
                 {"name": "ruff", "passed": True, "detail": "no findings"},

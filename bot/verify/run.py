@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import github_settings
+from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
@@ -65,6 +66,7 @@ def verify_plan(
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
     verification = _verdict(local_checks, gpu, local_ok)
+    verification["patch_hash"] = patch_hash(loaded.patch)  # what publish re-checks
     _record(plan_dir, loaded, verification, options.journal)
     return verification
 
