@@ -15,6 +15,7 @@ import base64
 import hashlib
 import os
 import re
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -156,6 +157,9 @@ def _checked_base(plan: Plan) -> str:
 
 
 def _work_repo(work_dir: Path) -> git.Repo:
+    if (work_dir / "objects" / "info" / "alternates").exists():
+        # Made by an older bot that borrowed objects from a plan's repo_path: start afresh.
+        shutil.rmtree(work_dir)
     if (work_dir / "HEAD").is_file():
         return git.Repo(work_dir)
     work_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -99,10 +99,17 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
     identifier(plan.class_name, "class_name")
     if not isinstance(plan.fingerprint, str) or not _FINGERPRINT.match(plan.fingerprint):
         raise BotError("the plan's fingerprint is not a bot fingerprint")
-    commit_text(plan.title, "title", limit=120)
+    pull_request_title(planned)
     commit_text(plan.reason, "reason")
-    if (planned.pr_title or "").strip() != plan.title.strip():
+
+
+def pull_request_title(planned: PlanDir) -> str:
+    """The one title of the PR and the commit: pr.md's first line, the plan's title if it has
+    one (they must agree), validated as commit text."""
+    plan_title, pr_title = (planned.plan.title or "").strip(), planned.pr_title.strip()
+    if plan_title and pr_title and plan_title != pr_title:
         raise BotError("pr.md's title is not the plan's title; re-run `bot propose`")
+    return commit_text(plan_title or pr_title, "title", limit=120)
 
 
 def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:
@@ -123,7 +130,7 @@ def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:
 def commit_message(planned: PlanDir, git_name: str, git_email: str) -> str:
     """The commit message, only from validated fields: title, reason, issue number, DCO."""
     plan = planned.plan
-    title = commit_text(plan.title, "title", limit=120)
+    title = pull_request_title(planned)
     reason = commit_text(plan.reason, "reason")
     name = commit_text(git_name, "commit author name (BOT_GIT_NAME)", limit=100)
     if not re.fullmatch(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+", git_email):
