@@ -235,6 +235,52 @@ def _regression_test(path: str, before: str, after: str, class_name: str) -> Non
     changed_lines_confined(before, after, spans)
     _only_new_imports(before, after, {"supports_eagle3": _from_interfaces, class_name: _from_vllm})
     _same_other_statements(before, after, allowed_names=names)
+    old_functions = _functions(before)
+    for name, function in _functions(after).items():
+        if name in names and _dump(function) != _dump(old_functions.get(name, [])):
+            _check_test_function(function, old_functions.get(name), class_name)
+
+
+def _functions(source: str) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+
+
+def _check_test_function(
+    function: ast.FunctionDef, existing: ast.FunctionDef | None, class_name: str
+) -> None:
+    """A new or extended regression test is exactly what the codemod writes: the same body
+    as before (or the codemod's), parametrized over a plain list of architecture names."""
+    if function.name == advertises_test_name(class_name):
+        text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
+    else:
+        listed = ", ".join(f'"{arch}"' for arch in _parametrized_archs(function))
+        text = (
+            f'@pytest.mark.parametrize("model_arch", [{listed}])\n'
+            f"def {function.name}(model_arch):\n"
+            "    model_cls = ModelRegistry._try_load_model_cls(model_arch)\n"
+            "    assert model_cls is not None\n"
+            "    assert supports_eagle3(model_cls)\n"
+        )
+    expected = ast.parse(text).body[0]
+    assert isinstance(expected, ast.FunctionDef)
+    if existing is not None:  # upstream's own test: keep its body, only the list may grow
+        expected.body, expected.args = existing.body, existing.args
+    if _dump(function) != _dump(expected):
+        raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
+
+
+def _parametrized_archs(function: ast.FunctionDef) -> list[str]:
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and len(decorator.args) == 2:
+            listed = decorator.args[1]
+            names = [e.value for e in getattr(listed, "elts", []) if isinstance(e, ast.Constant)]
+            if (
+                isinstance(listed, ast.List)
+                and len(names) == len(listed.elts)
+                and all(isinstance(n, str) and _IDENTIFIER.match(n) for n in names)
+            ):
+                return names
+    raise CodemodRefused(f"{function.name} is not parametrized over architecture names")
 
 
 _RULES: dict[str, Callable[[str, str, str, str], None]] = {

@@ -120,8 +120,28 @@ def test_a_decorator_slipped_into_the_class_header_is_refused(seed, upstream_sta
     _refused(plan_dir, work_dir, upstream_standin, "more than adding SupportsEagle3")
 
 
-def _model_file_diff(patch: str) -> str:
-    start = patch.index(f"diff --git a/{MODEL_FILE}")
+def test_a_planted_line_in_the_regression_test_is_refused(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    test_file = "tests/models/test_registry.py"
+    patch = (plan_dir / "patch.diff").read_text()
+    source = git.Repo(release_tree("0.23.0")).git.show(f"HEAD:{test_file}") + "\n"
+    own = _model_file_diff(patch, test_file)
+    fixed = _apply_own_then(own, source, None, test_file)
+    planted = fixed.replace(
+        "    assert supports_eagle3(model_cls)\n",
+        "    assert supports_eagle3(model_cls)\n    __import__('os').system('id')\n",
+    )
+    assert planted != fixed
+    new_patch = patch.replace(own, _diff(test_file, source, planted))
+    (plan_dir / "patch.diff").write_text(new_patch)
+    plan = read_plan_dir(plan_dir).plan
+    plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
+    update_plan(plan_dir, plan)
+    _refused(plan_dir, work_dir, upstream_standin, "not the regression test the recipe writes")
+
+
+def _model_file_diff(patch: str, path: str = MODEL_FILE) -> str:
+    start = patch.index(f"diff --git a/{path}")
     end = patch.find("diff --git", start + 1)
     return patch[start:] if end == -1 else patch[start:end]
 
@@ -136,11 +156,11 @@ def _diff(path: str, before: str, after: str) -> str:
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
-def _apply_own_then(own: str, source: str, planted: str | None) -> str:
+def _apply_own_then(own: str, source: str, planted: str | None, path: str = MODEL_FILE) -> str:
     """``source`` with the bot's own hunks applied (by git), plus ``planted``'s extra tail."""
     with tempfile.TemporaryDirectory() as scratch:
         work = git.Repo.init(scratch)
-        target = Path(scratch) / MODEL_FILE
+        target = Path(scratch) / path
         target.parent.mkdir(parents=True)
         target.write_text(source)
         (Path(scratch) / "own.diff").write_text(own)
