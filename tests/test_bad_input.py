@@ -109,12 +109,13 @@ def test_max_prs_per_run_not_a_number(tmp_path: Path, monkeypatch: pytest.Monkey
     _one_line_exit_2(run_bot("publish", str(plan)), "BOT_MAX_PRS_PER_RUN")
 
 
+@pytest.mark.vllm_tree
 def test_out_that_is_a_file(tmp_path: Path) -> None:
-    tree = make_tree(tmp_path / "tree", {}, {})
+    tree = release_tree("0.23.0")
     out = tmp_path / "taken"
     out.write_text("not a directory\n")
-    result = run_bot("propose", "--class", "FooForCausalLM", "--repo", str(tree), "--dry-run",
-                     "--out", str(out))  # fmt: skip
+    result = run_bot("propose", "--class", "Qwen3NextForCausalLM", "--repo", str(tree),
+                     "--dry-run", "--out", str(out))  # fmt: skip
     _one_line_exit_2(result, "not a directory")
     assert out.read_text() == "not a directory\n"
     _one_line_exit_2(run_bot("demo", "--out", str(out)), "not a directory")
