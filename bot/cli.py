@@ -62,11 +62,18 @@ def cmd_drafts(args: argparse.Namespace) -> int:
     if args.drafts_command == "refresh":
         found = drafts.refresh_from_hub(endpoint=args.endpoint)
         print(f"found {len(found)} draft models; catalogue: {drafts.user_catalogue_path()}")
+        print("refreshed entries are unreviewed until `bot drafts accept REPO_ID`")
+        return 0
+    if args.drafts_command == "accept":
+        for e in drafts.accept_draft(args.repo_id):
+            print(f"accepted {e.repo_id} -> {e.target_repo_id or '-'} ({e.target_arch or '-'})")
         return 0
     catalogue = drafts.load_catalogue()
     entries = catalogue.for_arch(args.arch) if args.arch else list(catalogue.entries)
     for e in entries:
-        print(f"{e.method}\t{e.repo_id}\t{e.target_repo_id or '-'}\t{e.target_arch or '-'}")
+        target, arch = e.target_repo_id or "-", e.target_arch or "-"
+        review = "reviewed" if e.reviewed else "unreviewed"
+        print(f"{e.method}\t{e.repo_id}\t{target}\t{arch}\t{review}")
     return 0
 
 
@@ -77,6 +84,8 @@ def _add_drafts(sub: argparse._SubParsersAction) -> None:
     listing.add_argument("--arch", help="only drafts for this target architecture")
     refresh = actions.add_parser("refresh", help="find draft models on the Hugging Face Hub")
     refresh.add_argument("--endpoint", help="Hub URL (default: $HF_ENDPOINT or huggingface.co)")
+    accept = actions.add_parser("accept", help="mark a refreshed draft reviewed (maintainer)")
+    accept.add_argument("repo_id", help="the draft's Hub id, as `drafts list` shows it")
     p.set_defaults(handler=cmd_drafts)
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import platformdirs
 
+from bot.errors import BotError
+
 
 def cache_dir() -> Path:
     """Where downloaded vLLM trees and scan caches live (outside any repository)."""
@@ -50,6 +52,16 @@ def github_settings() -> GitHubSettings:
         bot_repo=env("BOT_REPO") or env("GITHUB_REPOSITORY") or None,
         git_name=env("BOT_GIT_NAME", "vllm-eagle3-bot"),
         git_email=env("BOT_GIT_EMAIL", "vllm-eagle3-bot@users.noreply.github.com"),
-        max_prs_per_run=int(env("BOT_MAX_PRS_PER_RUN", "3")),
-        max_prs_per_hour=int(env("BOT_MAX_PRS_PER_HOUR", "5")),
+        max_prs_per_run=_count("BOT_MAX_PRS_PER_RUN", 3),
+        max_prs_per_hour=_count("BOT_MAX_PRS_PER_HOUR", 5),
     )
+
+
+def _count(name: str, default: int) -> int:
+    """A non-negative whole number from the environment, or a one-line error naming it."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    if not text.isdigit() or len(text) > 9:
+        raise BotError(f"{name} must be a whole number of PRs, not {text[:20]!r}")
+    return int(text)

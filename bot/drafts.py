@@ -14,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -49,6 +49,9 @@ class DraftEntry:
     target_arch: str | None
     source: str  # where this fact comes from
     available: bool = True  # False when the tree says the checkpoint is not published
+    # Shipped facts (the tree's registry, curated) are reviewed; a Hub entry is data from a
+    # model card until a maintainer accepts it (`bot drafts accept REPO_ID`).
+    reviewed: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +66,7 @@ class DraftEntry:
                 target_arch=_optional_str(data.get("target_arch")),
                 source=str(data.get("source", "")),
                 available=bool(data.get("available", True)),
+                reviewed=data.get("reviewed", True) is True,
             )
         except (KeyError, TypeError) as exc:
             raise BotError(f"malformed draft catalogue entry: missing {exc}") from None
@@ -81,6 +85,10 @@ class DraftChoice:
 @dataclass(frozen=True)
 class DraftCatalogue:
     entries: tuple[DraftEntry, ...]
+
+    def reviewed(self) -> DraftCatalogue:
+        """Only the entries a registry entry may be built from (never an unreviewed Hub card)."""
+        return DraftCatalogue(tuple(e for e in self.entries if e.reviewed))
 
     def for_arch(self, arch: str) -> list[DraftEntry]:
         return _unique(e for e in self.entries if e.target_arch == arch)
@@ -241,7 +249,12 @@ def merge_entries(old: list[DraftEntry], new: list[DraftEntry]) -> list[DraftEnt
         return entry.repo_id.lower(), (entry.target_repo_id or "").lower()
 
     merged = {key(e): e for e in old}
-    merged.update((key(e), e) for e in new)
+    for entry in new:
+        before = merged.get(key(entry))
+        # An accepted entry stays accepted while the Hub says the same; any change re-opens it.
+        if before is not None and before.reviewed and replace(before, reviewed=False) == entry:
+            continue
+        merged[key(entry)] = entry
     return sorted(merged.values(), key=lambda e: (e.repo_id.lower(), e.target_repo_id or ""))
 
 
@@ -312,6 +325,21 @@ def refresh_from_hub(
         path, merge_entries(old, found), f"Draft models found on {endpoint} by bot drafts refresh"
     )
     return found
+
+
+def accept_draft(repo_id: str) -> list[DraftEntry]:
+    """Mark the user catalogue's entries for draft ``repo_id`` reviewed; returns them."""
+    path = user_catalogue_path()
+    entries = read_catalogue_file(path) if path.is_file() else []
+    wanted = repo_id.lower()
+    accepted = [replace(e, reviewed=True) for e in entries if e.repo_id.lower() == wanted]
+    if not accepted:
+        raise BotError(f"{repo_id!r} is not in the refreshed catalogue {path}")
+    kept = [e for e in entries if e.repo_id.lower() != wanted]
+    write_catalogue_file(
+        path, merge_entries(kept, accepted), "Draft models found by bot drafts refresh"
+    )
+    return accepted
 
 
 def _transport_error_type() -> type[Exception]:
@@ -394,6 +422,7 @@ def _entry_from_hub(
         target_repo_id=target if target and _HF_ID.match(target) else None,
         target_arch=target_arch,
         source=f"hub {endpoint}: {repo_id} config.json and model card",
+        reviewed=False,
     )
 
 

@@ -1,11 +1,12 @@
 """The git edge: build the fix commit and push it to the fork, via GitPython.
 
-The bot works in its own bare repository (default ``home_dir()/work/<upstream slug>``); it
-borrows objects from the plan's ``repo_path`` through git's alternates (read-only: that
-checkout's working tree, index and branches are never touched) and builds the commit with a
-private index file, so no working tree is ever checked out. The fork's branch is only
-rewritten while every commit on it is the bot's own: once anyone else commits there, the bot
-leaves it alone (Renovate's rule).
+The bot works in its own bare repository (default ``home_dir()/work/<upstream slug>``). The
+plan's base commit is fetched from the configured upstream (else the fork), never from a path
+the plan names: the plan artifact is untrusted, and its ``repo_path`` is ignored here. The
+commit is built with a private index file, so no working tree is ever checked out, and its
+tree is handed to a check (publish's confinement) before anything is committed. The fork's
+branch is only rewritten while every commit on it is the bot's own: once anyone else commits
+there, the bot leaves it alone (Renovate's rule).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import base64
 import hashlib
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +30,11 @@ from bot.config import GitHubSettings, github_settings, home_dir
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import Plan
+from bot.publish_checks import FileChange
 from bot.redact import redact
 
 FORK_REMOTE = "fork"
+UPSTREAM_REMOTE = "upstream"
 _BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 
@@ -56,30 +60,54 @@ def fork_url(settings: GitHubSettings) -> str:
         return override
     if not settings.fork_owner:
         raise BotError("no fork configured: set BOT_FORK_OWNER (or BOT_FORK_URL)")
-    api = urlsplit(settings.api_url)
-    host = "github.com" if api.hostname == "api.github.com" else api.netloc
     name = settings.upstream.split("/", 1)[1]
-    return f"https://{host}/{settings.fork_owner}/{name}.git"
+    return f"https://{_web_host(settings)}/{settings.fork_owner}/{name}.git"
+
+
+def upstream_url(settings: GitHubSettings) -> str:
+    """``BOT_UPSTREAM_URL`` if set, else ``https://<web host>/<upstream>.git``."""
+    override = os.environ.get("BOT_UPSTREAM_URL")
+    if override:
+        return override
+    return f"https://{_web_host(settings)}/{settings.upstream}.git"
+
+
+def _web_host(settings: GitHubSettings) -> str:
+    api = urlsplit(settings.api_url)
+    return "github.com" if api.hostname == "api.github.com" else api.netloc
+
+
+TreeCheck = Callable[[list[FileChange]], None]
 
 
 def prepare_branch(
-    plan: Plan, patch: str, work_dir: Path | None = None, settings: GitHubSettings | None = None
+    plan: Plan,
+    patch: str,
+    work_dir: Path | None = None,
+    settings: GitHubSettings | None = None,
+    *,
+    message: str,
+    check_tree: TreeCheck,
 ) -> CommitInfo:
     """The commit the fork's ``plan.branch`` should carry: reused if already there, else new.
 
-    Safe to re-run: when the fork already has a bot commit with the same tree on the same
-    base, that commit is returned and nothing new is created.
+    ``check_tree`` sees every file the new tree changes against the base and raises to refuse;
+    ``message`` is the commit message (built by the caller from validated fields). Safe to
+    re-run: when the fork already has a bot commit with the same tree on the same base, that
+    commit is returned and nothing new is created.
     """
     settings = settings or github_settings()
     branch, base = _checked_branch(plan), _checked_base(plan)
     if not patch.strip():
         raise BotError("the plan has an empty patch; there is nothing to commit")
     repo = _work_repo(work_dir or default_work_dir(settings))
-    _ensure_base(repo, plan.repo_path, base)
     with _git_errors("reading the fork"):
-        _set_fork_remote(repo, settings)
+        _set_remote(repo, FORK_REMOTE, fork_url(settings))
+        _set_remote(repo, UPSTREAM_REMOTE, upstream_url(settings))
+        _ensure_base(repo, base, settings)
         remote_sha = _fetch_fork_branch(repo, branch, settings)
     tree = _tree_with_patch(repo, base, patch)
+    check_tree(tree_changes(repo, base, tree))
     if remote_sha is not None:
         ours = _only_bot_commits(repo, base, remote_sha, settings)
         if not ours:
@@ -87,7 +115,7 @@ def prepare_branch(
         tip = repo.commit(remote_sha)
         if tip.tree.hexsha == tree and [p.hexsha for p in tip.parents] == [base]:
             return CommitInfo(branch, remote_sha, base, True, False, remote_sha)
-    sha = _commit(repo, tree, base, _message(plan, settings), settings)
+    sha = _commit(repo, tree, base, message, settings)
     return CommitInfo(branch, sha, base, False, False, remote_sha)
 
 
@@ -130,30 +158,58 @@ def _checked_base(plan: Plan) -> str:
 
 
 def _work_repo(work_dir: Path) -> git.Repo:
+    if (work_dir / "objects" / "info" / "alternates").exists():
+        # Made by an older bot that borrowed objects from a plan's repo_path: start afresh.
+        shutil.rmtree(work_dir)
     if (work_dir / "HEAD").is_file():
         return Repo(work_dir)
     work_dir.parent.mkdir(parents=True, exist_ok=True)
     return Repo.init(work_dir, bare=True)
 
 
-def _ensure_base(repo: git.Repo, repo_path: str, base: str) -> None:
+def _ensure_base(repo: git.Repo, base: str, settings: GitHubSettings) -> None:
+    """The base commit, fetched (shallow) from the upstream, else from the fork."""
     if _has_commit(repo, base):
         return
-    if not repo_path or not Path(repo_path).is_dir():
-        raise BotError(f"the plan's repo_path {repo_path!r} is not a directory")
-    try:
-        source = Repo(repo_path)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise BotError(f"the plan's repo_path {repo_path} is not a git checkout") from None
-    # Borrow the checkout's objects instead of copying ~100 MB of vLLM history.
-    objects = Path(source.common_dir, "objects").resolve()
-    alternates = Path(repo.git_dir, "objects", "info", "alternates")
-    alternates.parent.mkdir(parents=True, exist_ok=True)
-    known = alternates.read_text().splitlines() if alternates.exists() else []
-    if str(objects) not in known:
-        alternates.write_text("".join(f"{line}\n" for line in [*known, str(objects)]))
-    if not _has_commit(repo, base):
-        raise BotError(f"base commit {base[:12]} is not in {repo_path}")
+    with _auth_env(repo, settings):
+        for remote in (UPSTREAM_REMOTE, FORK_REMOTE):
+            try:
+                repo.git.fetch("--no-tags", "--depth=1", remote, base)
+            except git.GitCommandError:
+                continue
+            if _has_commit(repo, base):
+                return
+    raise BotError(
+        f"base commit {base[:12]} is in neither the upstream nor the fork; "
+        "re-run `bot propose` on a current upstream checkout"
+    )
+
+
+def tree_changes(repo: git.Repo, base: str, tree: str) -> list[FileChange]:
+    """Every path ``tree`` changes against ``base``'s tree, with both blobs' bytes."""
+    raw = repo.git.diff_tree("-r", "-z", "--no-renames", "--raw", base, tree)
+    fields = raw.split("\0")
+    changes = []
+    for at in range(0, len(fields) - 1, 2):
+        meta, path = fields[at], fields[at + 1]
+        old_mode, new_mode, old_sha, new_sha, status = meta.lstrip(":").split()
+        changes.append(
+            FileChange(
+                path=path,
+                status=status[:1],
+                old_mode=old_mode,
+                new_mode=new_mode,
+                before=_blob(repo, old_sha),
+                after=_blob(repo, new_sha),
+            )
+        )
+    return changes
+
+
+def _blob(repo: git.Repo, sha: str) -> bytes:
+    if set(sha) == {"0"}:
+        return b""
+    return repo.odb.stream(bytes.fromhex(sha)).read()
 
 
 def _has_commit(repo: git.Repo, sha: str) -> bool:
@@ -164,13 +220,12 @@ def _has_commit(repo: git.Repo, sha: str) -> bool:
     return True
 
 
-def _set_fork_remote(repo: git.Repo, settings: GitHubSettings) -> None:
-    url = fork_url(settings)
-    if FORK_REMOTE in [r.name for r in repo.remotes]:
-        if repo.remotes[FORK_REMOTE].url != url:
-            repo.git.remote("set-url", FORK_REMOTE, url)
+def _set_remote(repo: git.Repo, name: str, url: str) -> None:
+    if name in [r.name for r in repo.remotes]:
+        if repo.remotes[name].url != url:
+            repo.git.remote("set-url", name, url)
     else:
-        repo.git.remote("add", FORK_REMOTE, url)
+        repo.git.remote("add", name, url)
 
 
 def _fetch_fork_branch(repo: git.Repo, branch: str, settings: GitHubSettings) -> str | None:
@@ -225,19 +280,6 @@ def _only_bot_commits(repo: git.Repo, base: str, tip: str, settings: GitHubSetti
         c.author.email == settings.git_email and c.committer.email == settings.git_email
         for c in commits
     )
-
-
-def _message(plan: Plan, settings: GitHubSettings) -> str:
-    title = (plan.title or "").strip()
-    if not title:
-        raise BotError("the plan has no commit title; re-run `bot propose`")
-    lines = [title, ""]
-    if plan.reason.strip():
-        lines += [plan.reason.strip(), ""]
-    if plan.issue_number:
-        lines += [f"Fixes #{plan.issue_number}", ""]
-    lines.append(f"Signed-off-by: {settings.git_name} <{settings.git_email}>")
-    return "\n".join(lines) + "\n"
 
 
 def _commit(repo: git.Repo, tree: str, base: str, message: str, settings: GitHubSettings) -> str:

@@ -270,6 +270,29 @@ class GitHubClient:
         with _github_errors(f"listing pull requests from {head}"):
             return [p.raw_data for p in self._repo(repo).get_pulls(state="all", head=head)]
 
+    def pulls_created_since(
+        self,
+        since: datetime,
+        *,
+        head_owner: str | None,
+        author: str | None,
+        repo: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Pull requests (any state) created at or after ``since`` whose head is on
+        ``head_owner``'s fork or whose author is ``author``, newest first."""
+        found = []
+        with _github_errors("listing recent pull requests"):
+            pulls = self._repo(repo).get_pulls(state="all", sort="created", direction="desc")
+            for pull in pulls:
+                data = pull.raw_data
+                if _timestamp(data.get("created_at")) < since:
+                    break  # newest first: everything after is older
+                head_label = str((data.get("head") or {}).get("label") or "")
+                by_author = author is not None and (data.get("user") or {}).get("login") == author
+                if (head_owner and head_label.startswith(f"{head_owner}:")) or by_author:
+                    found.append(data)
+        return found
+
     def get_pull(self, number: int, repo: str | None = None) -> dict[str, Any]:
         with _github_errors(f"reading pull request #{number}"):
             return self._repo(repo).get_pull(number).raw_data
@@ -364,6 +387,14 @@ class GitHubClient:
             raise BotError(f"downloading an artifact failed: {detail}") from None
         finally:
             session.close()
+
+
+def _timestamp(value: object) -> datetime:
+    """GitHub's ``2026-01-02T03:04:05Z``; anything unreadable counts as the epoch."""
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return datetime.fromtimestamp(0, UTC)
 
 
 @contextmanager

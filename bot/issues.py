@@ -14,13 +14,13 @@ the same number.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot import jsonio
 from bot.errors import BotError
 
 MAX_ISSUE_FILE_BYTES = 8 * 1024 * 1024
@@ -114,16 +114,18 @@ def read_issue_file(path: Path) -> dict[str, Any]:
     try:
         if path.stat().st_size > MAX_ISSUE_FILE_BYTES:
             raise BotError(f"{path}: larger than {MAX_ISSUE_FILE_BYTES // 2**20} MiB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise BotError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise BotError(f"{path}: not a JSON issue ({exc.__class__.__name__})") from None
+    data = jsonio.loads(text, str(path))
     if not isinstance(data, dict):
         raise BotError(f"{path}: an issue is a JSON object")
     for key in ("title", "body"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise BotError(f"{path}: `{key}` must be a string")
-    if not isinstance(data.get("number", 0), int):
+    number = data.get("number")
+    if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
         raise BotError(f"{path}: `number` must be an integer")
     return data

@@ -10,7 +10,7 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.plan import NOTHING_TO_FIX, Plan, write_plan_dir
+from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
 from bot.scan import scan as scan  # the first stage; `bot scan` calls it from here
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ def propose(
 ) -> Plan:
     """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan.
 
-    ``record`` also keeps the plan in the journal, where the dashboard shows it for review.
+    The plan records the upstream it is for (default: ``BOT_UPSTREAM``); publish refuses it
+    anywhere else. ``record`` also keeps the plan in the journal, for review on the dashboard.
     """
     from bot.config import github_settings
     from bot.drafts import load_catalogue
@@ -46,6 +47,7 @@ def propose(
     from bot.triage import triage_issue
 
     upstream = upstream or github_settings().upstream  # BOT_UPSTREAM: what publish will target
+    check_plan_target(out)
     repo = Path(repo).resolve()
     result = scan(repo)
     catalogue = load_catalogue()

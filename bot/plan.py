@@ -13,10 +13,13 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import types
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot import jsonio
 from bot.errors import BotError
 from bot.fileio import write_atomic
 
@@ -65,7 +68,37 @@ class Plan:
             raise BotError(f"plan.json has unknown fields: {', '.join(sorted(unknown))}")
         if data.get("status") not in PLAN_STATUSES:
             raise BotError(f"plan.json has an unknown status: {data.get('status')!r}")
+        hints = typing.get_type_hints(cls)
+        for name, value in data.items():
+            if not _has_type(value, hints[name]):
+                raise BotError(f"plan.json: `{name}` must be {_type_name(hints[name])}")
         return cls(**data)
+
+
+def _has_type(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's annotation (str, int, list[...], dict[...], X | None)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (types.UnionType, typing.Union):
+        return any(_has_type(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        return isinstance(value, list) and all(_has_type(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            _has_type(k, args[0]) and _has_type(v, args[1]) for k, v in value.items()
+        )
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("NoneType", "null")
 
 
 @dataclass
@@ -92,7 +125,11 @@ def split_pr_markdown(text: str) -> tuple[str, str]:
 
 def write_plan_dir(path: Path, plan: Plan, patch: str, pr_markdown: str) -> None:
     """Write all three files or none: each goes to a temporary name first, then is renamed."""
-    path.mkdir(parents=True, exist_ok=True)
+    check_plan_target(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BotError(f"{path}: cannot create the plan directory ({exc.strerror})") from None
     contents = {"patch.diff": patch, "pr.md": pr_markdown, "plan.json": plan.to_json()}
     staged: list[tuple[str, Path]] = []
     try:
@@ -110,6 +147,12 @@ def write_plan_dir(path: Path, plan: Plan, patch: str, pr_markdown: str) -> None
                 os.unlink(tmp)
 
 
+def check_plan_target(path: Path) -> None:
+    """Refuse, before any work, a plan directory path that is taken by something else."""
+    if path.exists() and not path.is_dir():
+        raise BotError(f"{path} exists and is not a directory; choose another --out")
+
+
 def update_plan(path: Path, plan: Plan) -> None:
     write_atomic(path / "plan.json", plan.to_json())
 
@@ -119,16 +162,28 @@ def read_plan_dir(path: Path) -> PlanDir:
     if not plan_file.is_file():
         raise BotError(f"{path} is not a plan directory (no plan.json); run `bot propose` first")
     try:
-        data = json.loads(plan_file.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        text = plan_file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise BotError(f"{plan_file}: unreadable plan ({exc.__class__.__name__})") from None
+    data = jsonio.loads(text, str(plan_file))
     if not isinstance(data, dict):
         raise BotError(f"{plan_file}: a plan is a JSON object")
     plan = Plan.from_dict(data)
-    patch = _read_optional(path / "patch.diff")
-    pr_markdown = _read_optional(path / "pr.md")
+    patch = _read_text(path / "patch.diff")
+    pr_markdown = _read_text(path / "pr.md")
     return PlanDir(path=path, plan=plan, patch=patch, pr_markdown=pr_markdown)
 
 
-def _read_optional(path: Path) -> str:
-    return path.read_text(encoding="utf-8") if path.is_file() else ""
+def _read_text(path: Path) -> str:
+    """A plan file's text ("" when absent); binary or non-UTF-8 content is refused."""
+    if not path.is_file():
+        return ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise BotError(f"{path}: not UTF-8 text (a binary file?)") from None
+    except OSError as exc:
+        raise BotError(f"{path}: unreadable ({exc.__class__.__name__})") from None
+    if "\0" in text:
+        raise BotError(f"{path}: holds NUL bytes (a binary file?)")
+    return text

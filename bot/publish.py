@@ -11,27 +11,24 @@ from __future__ import annotations
 
 import hashlib
 import html
-import json
 import re
-import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bot.config import GitHubSettings, github_settings, home_dir
-from bot.content_hash import review_hash
+from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
-from bot.fileio import write_atomic
 from bot.git import CommitInfo, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.markdown import inline
-from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, Plan, read_plan_dir
+from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
+from bot.publish_checks import check_confined, check_hashes, check_plan_fields, commit_message
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
 _FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
 _BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
-_HOUR = 3600.0
 
 
 # What each publishing outcome says about the PR on GitHub, in the journal's words; the other
@@ -68,39 +65,34 @@ def status_marker(issue_number: int) -> str:
     return f"<!-- bot:status issue={issue_number} -->"
 
 
-def ledger_path() -> Path:
-    """Where PR openings are recorded for the hourly cap (re-point here to use the journal)."""
-    return home_dir() / "publish-ledger.json"
-
-
 class PublishBudget:
     """Renovate-style caps: at most ``max_prs_per_run`` PRs opened by one budget object (share
-    one across a batch) and ``max_prs_per_hour`` across runs, counted in :func:`ledger_path`."""
+    one across a batch) and ``max_prs_per_hour`` across runs. The hourly count is read from
+    GitHub (PRs on the upstream from the fork owner or by the bot's login, created in the last
+    hour): a file would start empty in every Actions run."""
 
-    def __init__(self, settings: GitHubSettings) -> None:
+    def __init__(self, settings: GitHubSettings, client: GitHubClient | None = None) -> None:
         self.settings = settings
+        self.client = client
         self.opened_this_run = 0
 
     def refusal(self) -> str | None:
         if self.opened_this_run >= self.settings.max_prs_per_run:
             return f"already opened {self.opened_this_run} PR(s) this run (BOT_MAX_PRS_PER_RUN)"
-        recent = [t for t in _read_ledger() if time.time() - t < _HOUR]
+        client = self.client or GitHubClient(self.settings)
+        since = datetime.now(UTC) - timedelta(hours=1)
+        recent = client.pulls_created_since(
+            since,
+            head_owner=self.settings.fork_owner,
+            author=client.login if client.authenticated else None,
+            repo=self.settings.upstream,
+        )
         if len(recent) >= self.settings.max_prs_per_hour:
             return f"{len(recent)} PR(s) opened in the last hour (BOT_MAX_PRS_PER_HOUR)"
         return None
 
     def record(self) -> None:
         self.opened_this_run += 1
-        times = [t for t in _read_ledger() if time.time() - t < 24 * _HOUR] + [time.time()]
-        write_atomic(ledger_path(), json.dumps({"opened_at": times}) + "\n")
-
-
-def _read_ledger() -> list[float]:
-    try:
-        data = json.loads(ledger_path().read_text(encoding="utf-8"))
-        return [float(t) for t in data.get("opened_at", [])]
-    except (OSError, ValueError, AttributeError, TypeError):
-        return []
 
 
 def publish_plan(
@@ -113,18 +105,18 @@ def publish_plan(
     budget: PublishBudget | None = None,
     approved_hash: str | None = None,
 ) -> PublishResult:
-    """``approved_hash``: the review hash a maintainer approved; anything else is refused."""
+    """Publish ``plan_dir``; with ``approved_hash`` only if it is the ``review_hash`` of the
+    patch.diff and pr.md on disk (what the maintainer saw)."""
     planned = read_plan_dir(plan_dir)
-    if approved_hash is not None and (
-        review_hash(planned.patch, planned.pr_markdown) != approved_hash
-    ):
-        raise BotError(
-            "the plan's patch.diff or pr.md is not what the maintainer approved; review it again"
-        )
     plan = planned.plan
     if plan.status == NOTHING_TO_FIX:
         return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")
     settings = settings or github_settings()
+    # Nothing in the artifact is trusted: fields, hashes and (below) the tree are re-checked
+    # before the first request that could write anything.
+    check_plan_fields(planned, settings)
+    if plan.status == READY:
+        check_hashes(planned, approved_hash)
     client = client or GitHubClient(settings)
     if not client.authenticated:
         raise BotError("publishing needs a token: set GITHUB_TOKEN")
@@ -150,12 +142,18 @@ def publish_plan(
         )
         return _result("closed-by-maintainer", closed, message)
     if not open_pulls:
-        refusal = (budget or PublishBudget(settings)).refusal()
+        budget = budget or PublishBudget(settings, client)
+        refusal = budget.refusal()
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
-    # The commit's title is the recipe's (plan.title); a plan without one takes the PR's.
-    plan = replace(plan, title=(plan.title or "").strip() or title)
-    commit = prepare_branch(plan, planned.patch, work_dir, settings)
+    commit = prepare_branch(
+        plan,
+        planned.patch,
+        work_dir,
+        settings,
+        message=commit_message(planned, settings.git_name, settings.git_email),
+        check_tree=lambda changes: check_confined(planned, changes),
+    )
     pushed = push_branch(commit, work_dir, settings)
     if open_pulls:
         return _update(client, plan, open_pulls[0], title, body, commit, pushed)
@@ -175,7 +173,8 @@ def publish_plan(
         if not open_now:
             raise
         return _update(client, plan, open_now[0], title, body, commit, pushed)
-    (budget or PublishBudget(settings)).record()
+    if budget is not None:
+        budget.record()
     labelled = client.add_labels(pull["number"], [settings.label], repo=plan.upstream)
     comment_url = _comment_on_issue(client, plan, pull)
     note = "" if labelled else f" (could not add label {settings.label!r})"

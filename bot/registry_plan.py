@@ -77,7 +77,11 @@ class RegistryEntryPlan:
 def plan_registry_entry(
     tree: Path, arch: str, catalogue: DraftCatalogue, preferred_draft: str | None = None
 ) -> tuple[RegistryEntryPlan | None, str]:
-    """The entry for ``arch``, or None and the reason there is none."""
+    """The entry for ``arch``, or None and the reason there is none.
+
+    Only reviewed catalogue facts count: a Hub model card never picks the draft or its target.
+    """
+    catalogue = catalogue.reviewed()
     choice = catalogue.choose(arch)
     draft = choice.draft
     if preferred_draft:

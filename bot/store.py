@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,6 +23,8 @@ from typing import Any
 from bot.config import home_dir
 from bot.errors import BotError
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, split_pr_markdown, write_plan_dir
+
+log = logging.getLogger(__name__)
 
 FOUND = "found"
 PROPOSED = "proposed"
@@ -240,11 +244,40 @@ class Journal:
         self.path = path or home_dir() / "journal.sqlite3"
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._connect() as conn:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
+            try:
+                self._open()
+            except sqlite3.DatabaseError as exc:
+                # A damaged journal must not stop the bot: keep it aside for a post-mortem
+                # and start afresh (`bot sync` rebuilds what was published from GitHub).
+                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                    raise
+                aside = self._move_aside()
+                log.warning(
+                    "the journal %s was corrupt (%s); moved to %s and rebuilt",
+                    self.path,
+                    exc,
+                    aside.name,
+                )
+                self._open()
+        except (sqlite3.Error, OSError) as exc:
             raise BotError(f"cannot open the journal {self.path}: {exc}") from None
+
+    def _open(self) -> None:
+        with self._connect() as conn:
+            if conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                raise sqlite3.DatabaseError("quick_check failed")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(_SCHEMA)
+
+    def _move_aside(self) -> Path:
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        os.replace(self.path, aside)
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+        return aside
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:

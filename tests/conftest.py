@@ -55,14 +55,18 @@ FORK = f"{STANDIN_FORK_OWNER}/vllm"
 
 @pytest.fixture(scope="session")
 def _seed_plan_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The bot's own plan for the seed issue (vllm#33329) on a clone of vLLM 0.23.0."""
+    """The bot's own plan for the seed issue (vllm#33329) on a clone of vLLM 0.23.0, verified
+    by the real `bot verify` (local checks; no GPU), so publish accepts its patch hash."""
     from bot.tree.fetch import release_tree
+    from bot.verify import VerifyOptions, verify_plan
 
     root = tmp_path_factory.mktemp("seed-plan")
-    checkout = root / "checkout"  # publishing borrows objects from repo_path: keep it private
+    checkout = root / "checkout"
     git.Repo.clone_from(str(release_tree("0.23.0")), str(checkout), shared=True).close()
     issue = json.loads(EXAMPLE_ISSUE.read_text())
-    pipeline.propose(checkout, root / "plan", issue=issue)
+    pipeline.propose(checkout, root / "plan", issue=issue, upstream=UPSTREAM)
+    verification = verify_plan(root / "plan", VerifyOptions(gpu="skip", journal=False))
+    assert verification["local_passed"], verification["message"]
     return root / "plan"
 
 
@@ -89,4 +93,7 @@ def upstream_standin(
         "RuntimeError: Model does not support EAGLE3 interface",
     )
     monkeypatch.setenv("BOT_FORK_URL", str(tmp_path / "standin" / "remotes" / FORK) + ".git")
+    monkeypatch.setenv(
+        "BOT_UPSTREAM_URL", str(tmp_path / "standin" / "remotes" / UPSTREAM) + ".git"
+    )
     return github_standin

@@ -19,6 +19,7 @@ import git
 import uvicorn
 
 from bot import pipeline
+from bot.content_hash import patch_hash
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.store import Journal
 from tests.cli import EXAMPLE_ISSUE
@@ -37,12 +38,18 @@ HOSTILE_TITLE = '<script>window.pwned=1</script><img src=x onerror="window.pwned
 
 
 @functools.cache
-def seed_patch(tree: Path) -> str:
-    """The bot's own patch for the seed issue on ``tree``: what `bot propose` writes."""
+def _seed_proposal(tree: Path) -> tuple[str, str]:
+    """The bot's own patch and edits (as JSON) for the seed issue on ``tree``."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "plan"
         pipeline.propose(tree, out, issue=json.loads(EXAMPLE_ISSUE.read_text()))
-        return (out / "patch.diff").read_text(encoding="utf-8")
+        edits = json.loads((out / "plan.json").read_text())["edits"]
+        return (out / "patch.diff").read_text(encoding="utf-8"), json.dumps(edits)
+
+
+def seed_patch(tree: Path) -> str:
+    """The bot's own patch for the seed issue on ``tree``: what `bot propose` writes."""
+    return _seed_proposal(tree)[0]
 
 
 def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
@@ -64,10 +71,12 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
                 "forward calls _maybe_add_hidden_state",
             ],
         },
+        edits=json.loads(_seed_proposal(tree)[1]),
         branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
         fingerprint="eagle3-interface:Qwen3NextForCausalLM:1e84f5b",
         verification={
             "passed": verified,
+            "patch_hash": patch_hash(seed_patch(tree)),
             "checks": [
                 {"name": "git apply --check", "passed": True, "detail": "clean"},
                 {"name": "ruff", "passed": True, "detail": "no findings"},

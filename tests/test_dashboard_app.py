@@ -188,7 +188,8 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     # open the PR, comment on the issue. Only the winner of the claim may do any of it.
     app = create_app(journal, _settings(as_login="alice"))
     with serve_in_thread(app) as base:
-        tabs = [httpx.Client(base_url=base) for _ in range(2)]
+        # publishing fetches the base
+        tabs = [httpx.Client(base_url=base, timeout=120) for _ in range(2)]
         forms = [approve_form(tab.get(f"/proposals/{ids['seed']}").text) for tab in tabs]
         barrier = threading.Barrier(4)
         statuses: list[int] = []

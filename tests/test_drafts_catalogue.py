@@ -29,6 +29,7 @@ from bot.drafts import (
 )
 from bot.errors import BotError
 from bot.tree.fetch import release_tree
+from tests.cli import EXAMPLE_ISSUE, propose_issue
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -122,6 +123,7 @@ FILES = {
 
 class _FakeHub(BaseHTTPRequestHandler):
     requests: list[str] = []
+    models: list[dict] = MODELS
 
     def log_message(self, *args: object) -> None:  # keep test output clean
         pass
@@ -137,7 +139,8 @@ class _FakeHub(BaseHTTPRequestHandler):
         type(self).requests.append(url.path)
         if url.path == "/api/models":
             search = parse_qs(url.query).get("search", [""])[0].lower()
-            body = json.dumps([m for m in MODELS if search in m["id"].lower()]).encode()
+            models = type(self).models
+            body = json.dumps([m for m in models if search in m["id"].lower()]).encode()
             return self._reply(200, body, send_body)
         if "/resolve/" in url.path:
             repo, _, rest = url.path.lstrip("/").partition("/resolve/")
@@ -222,7 +225,13 @@ def test_cli_refresh_and_list(fake_hub: str, capsys: pytest.CaptureFixture[str])
     assert "found 4 draft models" in capsys.readouterr().out
     assert cli.main(["drafts", "list", "--arch", "FooForCausalLM"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
-    assert ["dflash", "z-lab/Foo-7B-DFlash", "foo-org/Foo-7B", "FooForCausalLM"] in rows
+    listed = ["dflash", "z-lab/Foo-7B-DFlash", "foo-org/Foo-7B", "FooForCausalLM"]
+    assert [*listed, "unreviewed"] in rows
+    assert cli.main(["drafts", "accept", "z-lab/Foo-7B-DFlash"]) == 0
+    capsys.readouterr()
+    assert cli.main(["drafts", "list", "--arch", "FooForCausalLM"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [*listed, "reviewed"] in rows
     assert {row[3] for row in rows} == {"FooForCausalLM"}
 
 
@@ -240,3 +249,37 @@ def test_offline_refresh_is_one_line_error(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bot: cannot reach the Hugging Face Hub")
     assert not user_catalogue_path().exists()
+
+
+@pytest.mark.vllm_tree
+def test_a_hub_card_changes_nothing_in_the_proposed_patch(
+    fake_hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An issue names a Hub draft whose card points at a remote-code checkpoint.
+    evil_draft, evil_target = "evil/Qwen3-Next-DFlash", "evil/Qwen3-Next-remote-code"
+    monkeypatch.setitem(
+        FILES, evil_draft, {"architectures": ["DFlashDraftModel"], "dflash_config": {}}
+    )
+    monkeypatch.setitem(
+        FILES, evil_target, {"architectures": ["Qwen3NextForCausalLM"], "auto_map": {"x": "y"}}
+    )
+    card = {"base_model": evil_target, "trust_remote_code": True}
+    monkeypatch.setattr(_FakeHub, "models", [*MODELS, {"id": evil_draft, "cardData": card}])
+    issue = json.loads(EXAMPLE_ISSUE.read_text())
+    issue["body"] = issue["body"].replace("/model-download/qwen3-next-eagle3-draft", evil_draft)
+    issue_file = tmp_path / "issue.json"
+    issue_file.write_text(json.dumps(issue))
+    with monkeypatch.context() as outside:  # the vLLM tree lives in the usual cache
+        outside.delenv("BOT_CACHE_DIR")
+        tree = release_tree("0.23.0")
+
+    before = propose_issue(tree, tmp_path / "before", issue_file)
+    assert before.returncode == 0, before.stderr
+    assert cli.main(["drafts", "refresh", "--endpoint", fake_hub]) == 0
+    assert load_catalogue().find(evil_draft).target_repo_id == evil_target  # data, kept
+    after = propose_issue(tree, tmp_path / "after", issue_file)
+    assert after.returncode == 0, after.stderr
+
+    patch = (tmp_path / "after" / "patch.diff").read_text()
+    assert patch == (tmp_path / "before" / "patch.diff").read_text()
+    assert evil_target not in patch and "trust_remote_code" not in patch

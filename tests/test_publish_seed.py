@@ -118,7 +118,7 @@ def test_body_change_updates_in_place_and_verification_marks_ready(seed, github_
     assert "@maintainer2" in github_standin.pulls(UPSTREAM)[0]["body"]
 
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {"passed": True}
+    plan.verification = {**plan.verification, "passed": True}
     update_plan(plan_dir, plan)
     ready = _publish(plan_dir, work_dir, reviewer="maintainer2")
     assert ready.action == "updated"

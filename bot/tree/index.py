@@ -216,7 +216,7 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
 def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
     root = root.resolve()
     cache_path = facts_cache.cache_file("facts", EXTRACT_VERSION)
-    stored: dict[str, FileFacts] = facts_cache.load(cache_path)
+    stored: dict[str, FileFacts] = facts_cache.load(cache_path, _is_file_facts)
     # --no-cache ignores what is stored but still refreshes it (other trees' entries stay).
     cache: dict[str, FileFacts] = stored if use_cache else {}
     entries: list[tuple[str, str, bool, str]] = []
@@ -241,6 +241,14 @@ def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
     if missing:
         facts_cache.save(cache_path, stored)
     return index
+
+
+def _is_file_facts(value: object) -> bool:
+    if not isinstance(value, dict):
+        return False
+    if "error" in value:
+        return isinstance(value["error"], str)
+    return all(isinstance(value.get(key), dict) for key in ("imports", "aliases", "classes"))
 
 
 def _parse_one(item: tuple[str, str, bool]) -> FileFacts:

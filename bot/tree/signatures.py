@@ -47,7 +47,7 @@ def error_signatures(tree_root: Path) -> list[ErrorSignature]:
     if not package.is_dir():
         raise BotError(f"{tree_root} has no vllm/ package; is it a vLLM tree?")
     cache_path = facts_cache.cache_file("signatures", _CACHE_VERSION)
-    cache = facts_cache.load(cache_path)
+    cache = facts_cache.load(cache_path, _is_signature_list)
     changed = False
     found: list[ErrorSignature] = []
     for path in sorted(package.rglob("*.py")):
@@ -71,6 +71,16 @@ def error_signatures(tree_root: Path) -> list[ErrorSignature]:
     if changed:
         facts_cache.save(cache_path, cache)
     return found
+
+
+def _is_signature_list(value: object) -> bool:
+    fields = set(ErrorSignature.__dataclass_fields__)
+    return isinstance(value, list) and all(
+        isinstance(item, dict)
+        and set(item) == fields
+        and isinstance(item.get("fragments"), list | tuple)
+        for item in value
+    )
 
 
 def _from_dict(data: dict[str, Any]) -> ErrorSignature:

@@ -74,7 +74,7 @@ def verify_plan(
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
     verification = _verdict(local_checks, gpu, local_ok)
-    verification["patch_hash"] = patch_hash(loaded.patch)  # what these results are about
+    verification["patch_hash"] = patch_hash(loaded.patch)  # what publish re-checks
     _record(plan_dir, loaded, verification, options.journal)
     return verification
 

@@ -221,6 +221,10 @@ def list_pulls(state: State, request: Request, match: re.Match[str]) -> Response
         if head and f"{pull['head_repo'].split('/')[0]}:{pull['head_ref']}" != head:
             continue
         found.append(state.pull_json(repo, number))
+    if request.query.get("sort") == "created":
+        found.sort(key=lambda p: (p["created_at"], p["number"]))
+    if request.query.get("direction") == "desc":
+        found.reverse()
     return 200, found, {}
 
 

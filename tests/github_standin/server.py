@@ -202,6 +202,39 @@ class GitHubStandIn:
             }
         return number
 
+    def add_pull(
+        self,
+        repo: str,
+        head: str,
+        *,
+        user: str,
+        created_at: str | None = None,
+        state: str = "open",
+    ) -> int:
+        """A pull request opened earlier (e.g. by another run), from ``head`` = owner:branch."""
+        owner, _, ref = head.partition(":")
+        with self.state.lock:
+            number = new_number(self.state, repo)
+            self.state.issues[(repo, number)] = {
+                "id": next(self.state.ids),
+                "title": f"earlier PR from {head}",
+                "body": "",
+                "state": state,
+                "user": user,
+                "labels": [],
+                "created_at": created_at or now_iso(),
+                "updated_at": created_at or now_iso(),
+                "pull": {
+                    "head_repo": f"{owner}/{self.state.repos[repo].name}",
+                    "head_ref": ref,
+                    "head_sha": "0" * 40,
+                    "base_ref": self.state.repos[repo].default_branch,
+                    "draft": False,
+                    "merged_at": None,
+                },
+            }
+        return number
+
     def forbid_label(self, name: str) -> None:
         """Adding this label answers 403, as for a token without triage rights."""
         with self.state.lock:
