@@ -97,29 +97,35 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(
         assert Path(line).resolve().is_relative_to(wheel_venv.resolve()), line
 
 
+# The test venv's own (editable) install, run the same way.
+EDITABLE = [sys.executable, "-m", "bot"]
+
+
 @pytest.mark.vllm_tree
 def test_propose_from_the_wheel_writes_the_editable_installs_plan(
-    wheel_venv: Path, seed_plan: Path, tmp_path: Path
+    wheel_venv: Path, tmp_path: Path
 ) -> None:
     from bot.tree.fetch import release_tree
 
     checkout = tmp_path / "checkout"
     git.Repo.clone_from(str(release_tree("0.23.0")), str(checkout), shared=True).close()
-    out = tmp_path / "plan"
-    result = subprocess.run(
-        [str(wheel_venv / "bin" / "bot"), "propose", "--issue", "33329"]
-        + ["--issue-file", str(EXAMPLE_ISSUE), "--repo", str(checkout)]
-        + ["--out", str(out), "--dry-run"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=_bot_env(tmp_path),
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    assert "ready" in result.stdout
+    plans = {}
+    for install, bot in (("wheel", [str(wheel_venv / "bin" / "bot")]), ("editable", EDITABLE)):
+        out = plans[install] = tmp_path / f"plan-{install}"
+        result = subprocess.run(
+            [*bot, "propose", "--issue", "33329", "--issue-file", str(EXAMPLE_ISSUE)]
+            + ["--repo", str(checkout), "--out", str(out), "--dry-run"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=_bot_env(tmp_path),
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert "ready" in result.stdout
+    out = plans["wheel"]
     for name in ("patch.diff", "pr.md"):
-        assert (out / name).read_text() == (seed_plan / name).read_text(), name
+        assert (out / name).read_text() == (plans["editable"] / name).read_text(), name
     assert "SupportsEagle3" in (out / "patch.diff").read_text()
 
 
