@@ -152,6 +152,30 @@ def test_pooling_models_are_never_reported(tmp_path: Path) -> None:
     assert found == []
 
 
+def test_a_class_flagged_as_pooling_is_never_reported(tmp_path: Path) -> None:
+    # No pooling base, only the class flag; its unflagged twin is a gap.
+    flagged = causal_lm("FlagForCausalLM", "FlagModel").replace(
+        "    def __init__", "    is_pooling_model = True\n\n    def __init__", 1
+    )
+    source = (
+        HEADER
+        + READY_DECODER.format(name="FlagModel")
+        + flagged
+        + causal_lm("TwinForCausalLM", "FlagModel")
+    )
+    found = findings_for(
+        tmp_path,
+        {"model_executor/models/flag.py": source},
+        {
+            TEXT: {
+                "FlagForCausalLM": ("flag", "FlagForCausalLM"),
+                "TwinForCausalLM": ("flag", "TwinForCausalLM"),
+            }
+        },
+    )
+    assert [f["class"] for f in found] == ["TwinForCausalLM"]
+
+
 def test_resolves_aliases_reexports_and_absolute_imports(tmp_path: Path) -> None:
     decoder_module = (
         "from torch import nn\n"
