@@ -41,6 +41,12 @@ EXISTING_TEST = (
     "def test_helper_exists():\n"
     "    assert supports_eagle3 is not None\n"
 )
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@invalid",
+}
 SUPPORTS_EAGLE3_HELPER = """
 
 def supports_eagle3(model):
@@ -71,9 +77,7 @@ def foo_tree(root: Path, source: str, line_length: int = 100) -> Path:
         (root / rel).write_text(text)
     repo = git.Repo.init(root, initial_branch="main")
     repo.git.add("--all")
-    identity = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@invalid"}
-    identity |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@invalid"}
-    repo.git.commit("-q", "--no-gpg-sign", "-m", "base", env=identity)
+    repo.git.commit("-q", "--no-gpg-sign", "-m", "base", env=IDENTITY)
     repo.close()
     return root
 
@@ -202,3 +206,38 @@ def test_the_command_reports_a_refusal_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("bot: "), result.stderr
     assert "libcst does not reproduce line" in lines[0]
     assert not (tmp_path / "plan").exists()
+
+
+def test_a_test_file_libcst_cannot_reproduce_is_refused(tmp_path: Path) -> None:
+    # The same refusal guards the test file the recipe extends, not only the model file.
+    root = foo_tree(tmp_path / "tree", foo_model())
+    (root / PACKAGE_TEST).write_text(
+        EXISTING_TEST + "\n\ntry:\n    import triton\nexcept ImportError :\n    triton = None\n"
+    )
+    repo = git.Repo(root)
+    repo.git.commit(
+        "-qam", "test file with a space before the colon", "--no-gpg-sign", env=IDENTITY
+    )
+    repo.close()
+    message = refusal(root, tmp_path / "plan")
+    assert f"{PACKAGE_TEST}: libcst does not reproduce line" in message
+    assert_tree_untouched(root)
+
+
+@pytest.mark.vllm_tree
+def test_a_test_registry_libcst_cannot_reproduce_is_refused(tmp_path: Path) -> None:
+    # The seed case on a clone of vLLM 0.23.0 whose tests/models/registry.py (where the
+    # DFlash entry goes) ends in a construct libcst rewrites.
+    from bot.tree.fetch import release_tree
+
+    clone = tmp_path / "vllm"
+    git.Repo.clone_from(str(release_tree("0.23.0")), str(clone), shared=True).close()
+    registry = clone / "tests/models/registry.py"
+    registry.write_text(registry.read_text() + "\ntry:\n    pass\nexcept ImportError :\n    pass\n")
+    repo = git.Repo(clone)
+    repo.git.commit("-qam", "registry with a space before the colon", "--no-gpg-sign", env=IDENTITY)
+    repo.close()
+    with pytest.raises(BotError) as refused:
+        pipeline.propose(clone, tmp_path / "plan", class_name="Qwen3NextForCausalLM")
+    assert "tests/models/registry.py: libcst does not reproduce line" in str(refused.value)
+    assert_tree_untouched(clone)
