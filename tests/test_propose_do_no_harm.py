@@ -171,6 +171,31 @@ def test_an_edit_that_leaves_the_finding_is_refused(tmp_path: Path) -> None:
     assert_tree_untouched(root)
 
 
+def test_another_gap_left_in_the_tree_does_not_block_the_fix(tmp_path: Path) -> None:
+    # The re-scan is about the finding being fixed: BazForCausalLM, another gap the plan does
+    # not touch, is still reported afterwards and that is fine.
+    baz = foo_model().replace("Foo", "Baz")
+    root = foo_tree(tmp_path / "tree", foo_model())
+    (root / "vllm/model_executor/models/baz.py").write_text(baz)
+    registry = root / "vllm/model_executor/models/registry.py"
+    registry.write_text(
+        registry.read_text().replace(
+            "}\n", '    "BazForCausalLM": ("baz", "BazForCausalLM"),\n}\n', 1
+        )
+    )
+    repo = git.Repo(root)
+    repo.git.add("--all")
+    repo.git.commit("-qm", "a second gap", "--no-gpg-sign", env=IDENTITY)
+    repo.close()
+    assert sorted(f.class_name for f in pipeline.scan(root, use_cache=False).findings) == [
+        "BazForCausalLM",
+        "FooForCausalLM",
+    ]
+    out = tmp_path / "plan"
+    assert pipeline.propose(root, out, class_name="FooForCausalLM").status == "ready"
+    assert "baz.py" not in (out / "patch.diff").read_text()
+
+
 def test_a_long_class_header_is_wrapped_the_way_the_trees_ruff_wants(tmp_path: Path) -> None:
     bases = "nn.Module, SupportsPP"
     root = foo_tree(tmp_path / "tree", foo_model(bases=bases), line_length=50)
