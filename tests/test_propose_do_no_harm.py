@@ -196,6 +196,61 @@ def test_another_gap_left_in_the_tree_does_not_block_the_fix(tmp_path: Path) -> 
     assert "baz.py" not in (out / "patch.diff").read_text()
 
 
+def test_the_interface_is_imported_the_way_the_file_already_imports_it(tmp_path: Path) -> None:
+    # An absolute import of the interfaces module is joined even when the file also has
+    # relative imports (which alone would make a new `.interfaces` import the file's style).
+    head = (
+        "from torch import nn\n\n"
+        "from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsPP\n\n"
+        "from .utils import maybe_prefix\n"
+    )
+    root = foo_tree(tmp_path / "tree", foo_model(head=head))
+    (root / "vllm/model_executor/models/utils.py").write_text(
+        "def maybe_prefix(p, n):\n    return n\n"
+    )
+    repo = git.Repo(root)
+    repo.git.add("--all")
+    repo.git.commit("-qm", "utils", "--no-gpg-sign", env=IDENTITY)
+    repo.close()
+    out = tmp_path / "plan"
+    assert pipeline.propose(root, out, class_name="FooForCausalLM").status == "ready"
+    after = patched_file(root, out, MODEL)
+    assert (
+        "from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsEagle3, "
+        "SupportsPP\n" in after
+    )
+    assert "from .interfaces import" not in after
+
+
+def test_an_architecture_name_finds_the_class_it_registers(tmp_path: Path) -> None:
+    root = foo_tree(tmp_path / "tree", foo_model())
+    registry = root / "vllm/model_executor/models/registry.py"
+    registry.write_text(registry.read_text().replace('"FooForCausalLM": (', '"FooAlias": (', 1))
+    repo = git.Repo(root)
+    repo.git.commit("-qam", "an architecture name unlike the class", "--no-gpg-sign", env=IDENTITY)
+    repo.close()
+    plan = pipeline.propose(root, tmp_path / "plan", class_name="FooAlias")
+    assert plan.status == "ready" and plan.class_name == "FooForCausalLM"
+
+
+def test_nothing_to_fix_says_why(tmp_path: Path) -> None:
+    fixed = foo_model(head=IMPORTS.replace("SupportsPP", "SupportsEagle3, SupportsPP"))
+    fixed = fixed.replace("(nn.Module, SupportsPP):", "(nn.Module, SupportsPP, SupportsEagle3):")
+    root = foo_tree(tmp_path / "tree", fixed)
+    reasons = {
+        name: pipeline.propose(root, tmp_path / name, class_name=name)
+        for name in ("FooForCausalLM", "NoSuchForCausalLM")
+    }
+    assert {p.status for p in reasons.values()} == {"nothing-to-fix"}
+    assert reasons["FooForCausalLM"].reason.startswith(
+        f"already fixed: FooForCausalLM declares SupportsEagle3 ({MODEL}:"
+    )
+    assert reasons["NoSuchForCausalLM"].reason == (
+        "NoSuchForCausalLM is not a model architecture this tree registers"
+    )
+    assert (tmp_path / "FooForCausalLM" / "patch.diff").read_text() == ""
+
+
 def test_a_long_class_header_is_wrapped_the_way_the_trees_ruff_wants(tmp_path: Path) -> None:
     bases = "nn.Module, SupportsPP"
     root = foo_tree(tmp_path / "tree", foo_model(bases=bases), line_length=50)
