@@ -69,8 +69,8 @@ GROUPS: dict[str, Group] = {
         marker="not vllm_tree",  # the seed-tree tests take a minute a run
     ),
     "publish": Group(
-        paths=("bot/publish.py",),
-        tests=("tests/test_publish_seed.py",),
+        paths=("bot/publish.py", "bot/git.py"),
+        tests=("tests/test_publish_do_no_harm.py", "tests/test_publish_seed.py"),
     ),
 }
 
