@@ -243,9 +243,10 @@ def skip_unwanted(session: Path, args: argparse.Namespace) -> dict[str, int]:
     return {"mutants": len(kept)}
 
 
-def _mutation_order(item: object) -> tuple[str, tuple[int, int], str, int]:
-    mutation = item.mutations[0]  # type: ignore[attr-defined]
-    return (str(mutation.module_path), mutation.start_pos, mutation.operator_name, 0)
+def _mutation_order(item: object) -> tuple[str, tuple[int, int], tuple[int, int], str, int]:
+    """A total order, so that a seeded sample picks the same mutants of the same code."""
+    m = item.mutations[0]  # type: ignore[attr-defined]
+    return (str(m.module_path), tuple(m.start_pos), tuple(m.end_pos), m.operator_name, m.occurrence)
 
 
 def collect(session: Path, work: Path, result: GroupResult) -> None:
