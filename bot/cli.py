@@ -56,6 +56,32 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_fetch)
 
 
+def cmd_env(args: argparse.Namespace) -> int:
+    from bot.verify.env import vllm_env
+
+    def progress(line: str) -> None:
+        print(f"bot env: {line}", file=sys.stderr, flush=True)
+
+    info = vllm_env(args.version, progress=progress)
+    state = "built" if info.built_now else "cached"
+    print(f"{info.path}")
+    print(
+        f"vLLM {info.version} environment ({state}): python {info.python}, "
+        f"{info.size_bytes / 2**30:.1f} GiB, built in {info.seconds:.0f}s"
+    )
+    for item in info.skipped:
+        print(f"  skipped {item.requirement}: {item.reason}")
+    return 0
+
+
+def _add_env(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "env", help="build (once) the Python environment to run a vLLM release's tree on CPU"
+    )
+    p.add_argument("version", help="vLLM release, e.g. 0.34.0")
+    p.set_defaults(handler=cmd_env)
+
+
 def cmd_drafts(args: argparse.Namespace) -> int:
     from bot import drafts
 
@@ -281,6 +307,7 @@ def _add_triage(sub: argparse._SubParsersAction) -> None:
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_scan,
     _add_fetch,
+    _add_env,
     _add_propose,
     _add_demo,
     _add_drafts,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.subprocess_env import minimal_env
 
 # A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
 # optional parametrisation. No leading dash, so a node id can never become a pytest option.
@@ -51,19 +51,19 @@ def run_pytest(
     *,
     pythonpath: Path | None = None,
     timeout: float = 3600,
+    python: Path | None = None,
 ) -> TestRun:
-    """Run ``node_ids`` with this interpreter's pytest in ``cwd``; the JUnit report decides."""
+    """Run ``node_ids`` with pytest in ``cwd`` (this interpreter, or ``python``: a vLLM
+    verification environment); the JUnit report decides."""
     validate_node_ids(node_ids)
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
     junit_path.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = minimal_env()
     if pythonpath is not None:
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(pythonpath), env.get("PYTHONPATH", "")) if p
-        )
+        env["PYTHONPATH"] = str(pythonpath)
     command = [
-        sys.executable,
+        str(python or sys.executable),
         "-m",
         "pytest",
         "-p",

@@ -16,7 +16,7 @@ from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.redact import redact
 from bot.tree.worktree import scratch_worktree
-from bot.verify import checks, scratch
+from bot.verify import checks, runtime, scratch
 from bot.verify.checks import Check, FindingKey
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
@@ -35,6 +35,7 @@ class VerifyOptions:
     target_repo: str | None = None  # dispatch: vLLM repository holding the patched commit
     target_ref: str | None = None  # dispatch: that commit (default: the plan's branch)
     journal: bool = True
+    runtime: bool = True  # the CPU tests and smoke check in the release's environment
 
 
 def verify_plan(
@@ -102,6 +103,8 @@ def _checks_in_tree(
     before_run = None
     if options.gpu == "local" and options.before:
         before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree)
+    stage = runtime.RuntimeStage.prepare(plan, options.runtime)
+    stage.run_before(tree, patch_file, work)
     failure = scratch.apply_patch(tree, patch_file)
     if failure:
         return [Check("apply", False, failure)], {}
@@ -114,7 +117,7 @@ def _checks_in_tree(
         result.append(checks.rescan_check(plan.finding, before, after))
     result.append(checks.compile_check(tree, files))
     result.append(checks.ruff_check(ruff_before, checks.ruff_violations(tree, files)))
-    result.append(checks.cpu_test_check(tree, plan.tests.get("cpu", []), work / "cpu.xml"))
+    result.extend(stage.run_after(tree, work))
     local_gpu: dict[str, Any] = {}
     if options.gpu == "local":
         after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
