@@ -52,6 +52,8 @@ def run_pytest(
     pythonpath: Path | None = None,
     timeout: float = 3600,
     python: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    plugins: tuple[str, ...] = (),
 ) -> TestRun:
     """Run ``node_ids`` with pytest in ``cwd`` (this interpreter, or ``python``: a vLLM
     verification environment); the JUnit report decides."""
@@ -59,8 +61,8 @@ def run_pytest(
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
     junit_path.parent.mkdir(parents=True, exist_ok=True)
-    env = minimal_env()
-    if pythonpath is not None:
+    env = minimal_env(extra_env)
+    if pythonpath is not None and extra_env is None:
         env["PYTHONPATH"] = str(pythonpath)
     command = [
         str(python or sys.executable),
@@ -69,6 +71,7 @@ def run_pytest(
         "-p",
         "no:cacheprovider",
         "-q",
+        *(f"-p{plugin}" for plugin in plugins),
         f"--junitxml={junit_path}",
         "--",
         *node_ids,

@@ -16,7 +16,7 @@ from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.redact import redact
 from bot.tree.worktree import scratch_worktree
-from bot.verify import checks, runtime, scratch
+from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
@@ -169,7 +169,14 @@ def _dispatch_stage(
     if not target_ref:
         raise BotError("--gpu dispatch needs the patched commit pushed: pass --target-ref")
     workflow_ref = os.environ.get("BOT_WORKFLOW_REF") or _default_branch(client, settings.bot_repo)
-    after_target = GpuTarget(settings.bot_repo, workflow_ref, target_repo, target_ref)
+    smoke_target = smoke.target_of(plan)
+    after_target = GpuTarget(
+        settings.bot_repo,
+        workflow_ref,
+        target_repo,
+        target_ref,
+        smoke_target=str(smoke_target) if isinstance(smoke_target, smoke.SmokeTarget) else "",
+    )
     # Dispatch both runs first: they can run side by side on a pool of GPU runners.
     pending_after = start_gpu_run(client, after_target, gpu_tests)
     pending_before = None

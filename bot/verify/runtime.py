@@ -61,7 +61,7 @@ class RuntimeStage:
                 scratch.apply_patch(tree, patch_file, only="tests/*", reverse=True)
         if isinstance(self.smoke_target, smoke.SmokeTarget):
             self.smoke_reference = smoke.run_harness(
-                self.env, tree, self.smoke_target, work / "smoke-reference", reference=None
+                self.env.python, tree, self.smoke_target, work / "smoke-reference", reference=None
             )
 
     def run_after(self, tree: Path, work: Path) -> list[Check]:
@@ -87,7 +87,7 @@ class RuntimeStage:
         if reference is None or reference.status != "passed":
             return smoke.reference_failed(reference)
         patched = smoke.run_harness(
-            self.env, tree, self.smoke_target, work / "smoke-patched", reference=reference
+            self.env.python, tree, self.smoke_target, work / "smoke-patched", reference=reference
         )
         return smoke.smoke_check(patched)
 
@@ -100,4 +100,6 @@ class RuntimeStage:
             pythonpath=tree,
             timeout=CPU_TEST_TIMEOUT,
             python=self.env.python,
+            extra_env=smoke.runtime_env(tree),
+            plugins=("bot_vllm_cpu",),
         )

@@ -8,18 +8,20 @@ timeout and an allow-listed environment; this module starts it and turns its JSO
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.errors import BotError
 from bot.plan import Plan
 from bot.subprocess_env import minimal_env
 from bot.verify.checks import Check
-from bot.verify.env import EnvInfo
 from bot.verify.junit import excerpt
 
-HARNESS = Path(__file__).with_name("smoke_harness.py")
+HARNESS_DIR = Path(__file__).with_name("harness")
+HARNESS = HARNESS_DIR / "bot_smoke.py"
 SMOKE_TIMEOUT = 600.0
 # The recipes whose fix makes a class an EAGLE-3 target the harness can exercise.
 _RECIPES = frozenset({"eagle3-interface", "eagle3-enable"})
@@ -30,6 +32,9 @@ class SmokeTarget:
     module: str  # e.g. vllm.model_executor.models.glm4
     class_name: str
 
+    def __str__(self) -> str:
+        return f"{self.module}:{self.class_name}"
+
 
 @dataclass
 class SmokeRun:
@@ -37,6 +42,16 @@ class SmokeRun:
     detail: str
     log_excerpt: str = ""
     output: Path | None = None  # reference mode: the saved output tensor
+
+
+def runtime_env(tree: Path) -> dict[str, str]:
+    """What a subprocess running the tree on CPU adds to the minimal environment."""
+    return {
+        "PYTHONPATH": os.pathsep.join((str(tree), str(HARNESS_DIR))),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+    }
 
 
 def target_of(plan: Plan) -> SmokeTarget | str:
@@ -58,7 +73,7 @@ def target_of(plan: Plan) -> SmokeTarget | str:
 
 
 def run_harness(
-    env: EnvInfo,
+    python: Path,
     tree: Path,
     target: SmokeTarget,
     work: Path,
@@ -70,7 +85,7 @@ def run_harness(
     work.mkdir(parents=True, exist_ok=True)
     result_file = work / "result.json"
     command = [
-        str(env.python),
+        str(python),
         str(HARNESS),
         "--module",
         target.module,
@@ -84,7 +99,7 @@ def run_harness(
     else:
         assert reference.output is not None
         command += ["--mode", "patched", "--reference", str(reference.output)]
-    extra = {"PYTHONPATH": str(tree), "VLLM_TARGET_DEVICE": "cpu", "VLLM_NO_USAGE_STATS": "1"}
+    extra = runtime_env(tree)
     try:
         completed = subprocess.run(
             command,
@@ -106,6 +121,29 @@ def run_harness(
         detail = f"the smoke harness exited with {completed.returncode} and no result"
     output = work / "output.pt" if reference is None and status == "passed" else None
     return SmokeRun(status, detail, log, output)
+
+
+def smoke_tree(python: Path, tree: Path, base: str, target: SmokeTarget, work: Path) -> Check:
+    """The whole smoke check on a patched checkout: the reference forward runs on ``base``
+    (in a scratch worktree), the patched one on ``tree`` itself."""
+    from bot.tree.worktree import scratch_worktree
+
+    with scratch_worktree(tree, base) as unpatched:
+        reference = run_harness(python, unpatched, target, work / "reference", reference=None)
+    if reference.status != "passed":
+        return reference_failed(reference)
+    return smoke_check(run_harness(python, tree, target, work / "patched", reference=reference))
+
+
+def parse_target(text: str) -> SmokeTarget:
+    """``module:Class``, e.g. ``vllm.model_executor.models.glm4:Glm4ForCausalLM``."""
+    module, _, class_name = text.partition(":")
+    parts = module.split(".")
+    if not (parts[0] == "vllm" and all(p.isidentifier() for p in parts)):
+        raise BotError(f"not a vllm module:Class target: {text[:120]!r}")
+    if not class_name.isidentifier():
+        raise BotError(f"not a vllm module:Class target: {text[:120]!r}")
+    return SmokeTarget(module, class_name)
 
 
 def reference_failed(reference: SmokeRun | None) -> Check:

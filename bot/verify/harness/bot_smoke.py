@@ -216,21 +216,9 @@ def native_attention(model: Any) -> int:
     return replaced
 
 
-def force_cpu_platform() -> None:
-    """vLLM picks its platform from how it was built; a source tree on CPU must be told.
-
-    Newer releases read ``VLLM_TARGET_DEVICE=cpu`` (set by the caller); older ones only look
-    at the installed version string, so the CPU platform is installed before first use.
-    """
-    import vllm.platforms as platforms
-    from vllm.platforms.cpu import CpuPlatform
-
-    if not isinstance(platforms._current_platform, CpuPlatform):
-        platforms._current_platform = CpuPlatform()
-
-
 def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type]:
     import torch
+    from bot_vllm_cpu import force_cpu_platform
 
     force_cpu_platform()
     try:
