@@ -16,7 +16,7 @@ from bot.tree.worktree import scratch_worktree
 from bot.verify import smoke
 from bot.verify.checks import cpu_test_check
 from bot.verify.env import MANIFEST, existing_env, read_requirements, vllm_env
-from bot.verify.junit import TestRun
+from bot.verify.junit import TestRun as Run
 
 
 def checks_by_name(verification: dict) -> dict[str, dict]:
@@ -63,8 +63,8 @@ def test_bad_version_is_one_line(capsys: pytest.CaptureFixture) -> None:
     assert err.startswith("bot: not a vLLM release version") and "Traceback" not in err
 
 
-def run(before: str, after: str) -> tuple[TestRun, TestRun]:
-    return TestRun(before, log_excerpt=f"{before} log"), TestRun(after, log_excerpt="after log")
+def run(before: str, after: str) -> tuple[Run, Run]:
+    return Run(before, log_excerpt=f"{before} log"), Run(after, log_excerpt="after log")
 
 
 def test_cpu_test_verdicts() -> None:
@@ -150,3 +150,13 @@ def test_smoke_target_comes_from_the_plans_finding(tmp_path: Path) -> None:
     plan.recipe = "eagle3-wrapper"
     assert "has no smoke check" in str(smoke.target_of(plan))
     assert json.dumps(smoke.runtime_env(tmp_path))  # plain strings only
+
+
+def test_smoke_command_refuses_a_hostile_target(capsys: pytest.CaptureFixture) -> None:
+    for target in ("os:system", "vllm.models;rm -rf /:X", "vllm.model_executor.models.glm4:"):
+        argv = ["smoke", "--tree", ".", "--base", "HEAD", "--target", target]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bot: not a vllm module:Class target") and "Traceback" not in err
+    target = smoke.parse_target("vllm.model_executor.models.glm4:Glm4ForCausalLM")
+    assert str(target) == "vllm.model_executor.models.glm4:Glm4ForCausalLM"

@@ -287,6 +287,8 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if not supports_eagle3(cls):
         raise Failed(f"{cls.__name__} does not declare SupportsEagle3 after the patch")
     try:
+        # Setting comes first: it is what fails when the decoder cannot collect aux states.
+        model.set_aux_hidden_state_layers((2, NUM_LAYERS // 2, NUM_LAYERS - 3))
         layers = tuple(model.get_eagle3_default_aux_hidden_state_layers())
         model.set_aux_hidden_state_layers(layers)
     except Exception as exc:  # noqa: BLE001
