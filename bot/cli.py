@@ -60,7 +60,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     from bot.verify.env import vllm_env
 
     def progress(line: str) -> None:
-        print(f"bot env: {line}", file=sys.stderr, flush=True)
+        print(f"bot env {args.version}: {line}", file=sys.stderr, flush=True)
 
     info = vllm_env(args.version, progress=progress)
     state = "built" if info.built_now else "cached"

@@ -128,9 +128,29 @@ def model_type_of(module: Any, cls: type) -> str:
             return model_type
     if len({m for _, m in candidates}) == 1:
         return candidates[0][1]
+    if not candidates:
+        return _config_by_name(cls)
     raise NotChecked(
         f"cannot tell which config class builds {cls.__name__}: "
         f"its module imports {', '.join(n for n, _ in candidates) or 'none'}"
+    )
+
+
+def _config_by_name(cls: type) -> str:
+    """``XForCausalLM`` -> ``XConfig`` in vLLM's own configs or in transformers."""
+    import transformers
+
+    name = cls.__name__.removesuffix("ForCausalLM") + "Config"
+    places = [transformers]
+    with contextlib.suppress(Exception):
+        places.insert(0, importlib.import_module("vllm.transformers_utils.configs"))
+    for place in places:
+        config_class = getattr(place, name, None)
+        if isinstance(getattr(config_class, "model_type", None), str):
+            return config_class.model_type
+    raise NotChecked(
+        f"no config class to derive a tiny config from: the module of {cls.__name__} imports "
+        f"none, and neither vLLM's configs nor transformers define {name}"
     )
 
 
