@@ -348,8 +348,17 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The exception in one line, and where it was raised (a bare assert says nothing else)."""
     text = f"{exc.__class__.__name__}: {exc}".strip().splitlines()
-    return (text[0] if text else exc.__class__.__name__)[:300]
+    line = text[0] if text else exc.__class__.__name__
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        where = frames[-1]
+        path = where.filename
+        if "/vllm/" in path:
+            path = "vllm/" + path.split("/vllm/", 1)[1]
+        line += f" (at {path}:{where.lineno}: {where.line or ''})".replace(": )", ")")
+    return line[:400]
 
 
 def main() -> int:
