@@ -357,7 +357,8 @@ def _one_line(exc: BaseException) -> str:
         path = where.filename
         if "/vllm/" in path:
             path = "vllm/" + path.split("/vllm/", 1)[1]
-        line += f" (at {path}:{where.lineno}: {where.line or ''})".replace(": )", ")")
+        code = (where.line or "").rstrip(" ,(")
+        line += f" (at {path}:{where.lineno}: {code})" if code else f" (at {path}:{where.lineno})"
     return line[:400]
 
 
