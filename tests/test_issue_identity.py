@@ -16,6 +16,7 @@ from bot.errors import BotError
 from bot.issues import resolve_upstream_issue, upstream_references
 from bot.plan import read_plan_dir
 from bot.publish import publish_plan
+from bot.verify import VerifyOptions, verify_plan
 from tests.cli import EXAMPLE_ISSUE
 from tests.conftest import UPSTREAM
 from tests.github_standin import GitHubStandIn
@@ -120,6 +121,7 @@ def test_a_tracking_issue_proposes_and_publishes_for_the_upstream_issue(
     assert planned.patch == (seed_plan / "patch.diff").read_text()
     assert "Fixes #33329" in planned.pr_markdown and "#7" not in planned.pr_markdown
 
+    verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
     result = publish_plan(out, reviewer=None, work_dir=tmp_path / "work")
 
     assert result.action == "opened"
