@@ -214,14 +214,15 @@ def _declare_interface(path: str, before: str, after: str, class_name: str) -> N
     added = ast.Name(INTERFACE, ast.Load())
     if not same_class or _dump(new.bases) != _dump([*old.bases, added]):
         raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
-    _same_other_statements(before, after, allowed_names={class_name})
+    _same_other_statements(before, after, allowed={class_name: ast.ClassDef})
 
 
 def _registry_entry(path: str, before: str, after: str, class_name: str) -> None:
     if path != REGISTRY_FILE:
         raise CodemodRefused(f"registry entries go into {REGISTRY_FILE} only")
     changed_lines_confined(before, after, [top_level_span(before, REGISTRY_DICT)])
-    _same_other_statements(before, after, allowed_names={REGISTRY_DICT})
+    _same_other_statements(before, after, allowed={REGISTRY_DICT: (ast.Assign, ast.AnnAssign)})
+    _only_one_new_literal_entry(before, after)
 
 
 def _regression_test(path: str, before: str, after: str, class_name: str) -> None:
@@ -235,7 +236,7 @@ def _regression_test(path: str, before: str, after: str, class_name: str) -> Non
             spans.append(top_level_span(before, node.name))
     changed_lines_confined(before, after, spans)
     _only_new_imports(before, after, {"supports_eagle3": _from_interfaces, class_name: _from_vllm})
-    _same_other_statements(before, after, allowed_names=names)
+    _same_other_statements(before, after, allowed=dict.fromkeys(names, ast.FunctionDef))
     old_functions = _functions(before)
     for name, function in _functions(after).items():
         if name in names and _dump(function) != _dump(old_functions.get(name, [])):
@@ -356,19 +357,93 @@ def _only_new_imports(before: str, after: str, allowed: dict[str, Callable[[str]
             raise CodemodRefused(f"the patch imports {name} from {module or 'a module'}")
 
 
-def _same_other_statements(before: str, after: str, allowed_names: set[str]) -> None:
-    """Every top-level statement other than imports and ``allowed_names`` is unchanged."""
+def _same_other_statements(
+    before: str, after: str, allowed: dict[str, type[ast.stmt] | tuple[type[ast.stmt], ...]]
+) -> None:
+    """Every top-level statement other than imports and the ``allowed`` definitions (each
+    of its own kind, at most once) is unchanged: an assignment or a second, shadowed
+    definition under an allowed name would run code at import."""
 
-    def others(source: str) -> list[str]:
-        kept = []
+    def others(source: str) -> tuple[list[str], list[str]]:
+        kept, defined = [], []
         for node in ast.parse(source).body:
-            if isinstance(node, ast.Import | ast.ImportFrom) or _names(node) & allowed_names:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            names = _names(node)
+            name = next(iter(names)) if len(names) == 1 else None
+            if name in allowed and isinstance(node, allowed[name]):
+                defined.append(name)
                 continue
             kept.append(_dump(node))
-        return kept
+        return kept, defined
 
-    if others(before) != others(after):
+    old, _ = others(before)
+    new, defined = others(after)
+    if old != new or len(defined) != len(set(defined)):
         raise CodemodRefused("the patch changes a statement outside the declared edit")
+
+
+def _only_one_new_literal_entry(before: str, after: str) -> None:
+    """The registry dict gains exactly one ``"Key": Callee(literal, ..., name=literal)``
+    entry, with the callee of its existing entries; every existing entry is unchanged, and
+    ``trust_remote_code`` is on only if upstream's own entry for the same checkpoint has it."""
+    old, new = _registry_entries(before), _registry_entries(after)
+    added = [key for key in new if key not in old]
+    if len(new) != len(old) + 1 or len(added) != 1:
+        raise CodemodRefused("the registry edit is not exactly one new registry entry")
+    if any(new[key] != value for key, value in old.items()):
+        raise CodemodRefused("the registry edit changes an existing registry entry")
+    value = _registry_values(after)[added[0]]
+    callees = {_dump(v.func) for v in _registry_values(before).values() if isinstance(v, ast.Call)}
+    if not isinstance(value, ast.Call) or _dump(value.func) not in callees:
+        raise CodemodRefused("the new registry entry is not a call like its siblings")
+    arguments = [*value.args, *(k.value for k in value.keywords)]
+    names = [k.arg for k in value.keywords]
+    if None in names or len(names) != len(set(names)) or not all(map(_literal, arguments)):
+        raise CodemodRefused("the new registry entry has an argument that is not a literal")
+    if _trusts_remote_code(value) and not any(
+        _trusts_remote_code(call) and _first_arg(call) == _first_arg(value) is not None
+        for call in ast.walk(ast.parse(before))
+        if isinstance(call, ast.Call)
+    ):
+        raise CodemodRefused(
+            "the new registry entry sets trust_remote_code, which upstream's own entry for "
+            "its checkpoint does not"
+        )
+
+
+def _registry_values(source: str) -> dict[str, ast.expr]:
+    for node in ast.parse(source).body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if REGISTRY_DICT in _names(node) and isinstance(value, ast.Dict):
+            keys = [k.value if isinstance(k, ast.Constant) else None for k in value.keys]
+            if not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+                raise CodemodRefused(f"{REGISTRY_DICT} has a key that is not a plain string")
+            return dict(zip(keys, value.values, strict=True))  # type: ignore[arg-type]
+    raise CodemodRefused(f"no module-level dict literal {REGISTRY_DICT}")
+
+
+def _registry_entries(source: str) -> dict[str, str]:
+    return {key: _dump(value) for key, value in _registry_values(source).items()}
+
+
+def _literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bytes)
+
+
+def _trusts_remote_code(call: ast.Call) -> bool:
+    return any(
+        k.arg == "trust_remote_code"
+        and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+        for k in call.keywords
+    )
+
+
+def _first_arg(call: ast.Call) -> object:
+    first = call.args[0] if call.args else None
+    return first.value if isinstance(first, ast.Constant) else None
 
 
 def _names(node: ast.stmt) -> set[str]:

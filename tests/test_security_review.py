@@ -1,0 +1,120 @@
+"""Independent security review: publish's confinement re-check against a tampered artifact.
+
+Each test rewrites the seed plan's patch the way a compromised unprivileged job could (and
+records the new patch hash as verified, as that job would), keeping every change inside the
+spans the recipe may touch; the privileged publisher must still push nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import git
+import pytest
+
+from bot.content_hash import patch_hash
+from bot.plan import read_plan_dir, update_plan
+from bot.tree.fetch import release_tree
+from tests.test_publish_trust import MODEL_FILE, _apply_own_then, _diff, _model_file_diff, _refused
+
+pytestmark = pytest.mark.vllm_tree
+
+TEST_FILE = "tests/models/test_registry.py"
+REGISTRY = "tests/models/registry.py"
+
+
+def _rewrite(plan_dir: Path, path: str, change: Callable[[str], str]) -> None:
+    """Replace ``path``'s hunks in patch.diff by the bot's own edit followed by ``change``."""
+    patch = (plan_dir / "patch.diff").read_text()
+    source = git.Repo(release_tree("0.23.0")).git.show(f"HEAD:{path}") + "\n"
+    own = _model_file_diff(patch, path)
+    fixed = _apply_own_then(own, source, None, path)
+    planted = change(fixed)
+    assert planted != fixed
+    new_patch = patch.replace(own, _diff(path, source, planted))
+    (plan_dir / "patch.diff").write_text(new_patch)
+    plan = read_plan_dir(plan_dir).plan
+    plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
+    update_plan(plan_dir, plan)
+
+
+@pytest.fixture
+def seed(seed_plan: Path, upstream_standin, tmp_path: Path):
+    return seed_plan, tmp_path / "work"
+
+
+def test_an_assignment_named_like_the_class_in_the_import_region_is_refused(seed, upstream_standin):
+    # Runs at `import vllm.model_executor.models.qwen3_next`; the class statement rebinds it.
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        MODEL_FILE,
+        lambda s: s.replace(
+            "from .interfaces import (",
+            "Qwen3NextForCausalLM = __import__('os').system('id')\nfrom .interfaces import (",
+            1,
+        ),
+    )
+    _refused(plan_dir, work_dir, upstream_standin, "outside the declared edit")
+
+
+def test_an_assignment_named_like_the_regression_test_is_refused(seed, upstream_standin):
+    # Runs when upstream's CI collects tests/models/test_registry.py; the def rebinds it.
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        TEST_FILE,
+        lambda s: s.replace(
+            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
+            "test_registry_supports_eagle3 = __import__('os').system('id')\n"
+            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
+            1,
+        ),
+    )
+    _refused(plan_dir, work_dir, upstream_standin, "outside the declared edit")
+
+
+def test_a_shadowed_regression_test_with_a_hostile_decorator_is_refused(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        TEST_FILE,
+        lambda s: s.replace(
+            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
+            "@(lambda f: __import__('os').system('id'))\n"
+            "def test_registry_supports_eagle3():\n    pass\n\n\n"
+            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
+            1,
+        ),
+    )
+    _refused(plan_dir, work_dir, upstream_standin, "outside the declared edit")
+
+
+def test_the_new_registry_entry_cannot_turn_on_trust_remote_code(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        REGISTRY,
+        lambda s: s.replace(
+            '        min_transformers_version="4.56.3",\n    ),\n    # [Eagle]',
+            '        min_transformers_version="4.56.3",\n'
+            "        trust_remote_code=True,\n    ),\n    # [Eagle]",
+            1,
+        ),
+    )
+    _refused(plan_dir, work_dir, upstream_standin, "trust_remote_code")
+
+
+def test_the_registry_edit_cannot_run_code_or_change_existing_entries(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        REGISTRY,
+        lambda s: s.replace(
+            '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",',
+            '        speculative_model=__import__("os").system("id"),',
+            1,
+        ),
+    )
+    _refused(plan_dir, work_dir, upstream_standin, "registry entry")
