@@ -46,6 +46,13 @@ _TRAILER_LIKE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9-]*\s*(:|\s#)")
 _TRAILER_WORD = re.compile(r"(?i)[a-z0-9]-by\s*:|co-authored|signed-off|change-id\s*:")
 _MODEL_FILE = re.compile(r"^vllm/(?:model_executor/models|models)/(?:[A-Za-z0-9_]+/)*\w+\.py$")
 _TEST_FILE = re.compile(r"^tests/models/(?:[A-Za-z0-9_]+/)*\w+\.py$")
+# pr.md's body outside code: no @mention, no trailer, no closing keyword for another issue.
+_FENCED = re.compile(r"(?ms)^[ ]{0,3}(`{3,}|~{3,}).*?^[ ]{0,3}\1[`~]*[ \t]*$")
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+_MENTION = re.compile(r"(?<![\w`/.+-])@[A-Za-z0-9]")
+_CLOSES = re.compile(
+    r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*((?:[\w.-]+/[\w.-]+)?#\d+)"
+)
 
 
 # --- fields ---------------------------------------------------------------------------------
@@ -101,6 +108,25 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
         raise BotError("the plan's fingerprint is not a bot fingerprint")
     pull_request_title(planned)
     commit_text(plan.reason, "reason")
+    check_pr_body(planned)
+
+
+def check_pr_body(planned: PlanDir) -> None:
+    """pr.md's body becomes the PR's description (and, on a squash merge, part of the
+    commit): outside code it may not ping anyone, carry a trailer, or close another issue."""
+    prose = _CODE_SPAN.sub("", _FENCED.sub("", planned.pr_body))
+    problem = None
+    if _MENTION.search(prose):
+        problem = "an @mention"
+    elif any(_TRAILER_WORD.search(line) for line in prose.splitlines()):
+        problem = "trailer-looking text"
+    else:
+        allowed = f"#{planned.plan.issue_number}" if planned.plan.issue_number else None
+        closes = [ref for ref in _CLOSES.findall(prose) if ref != allowed]
+        if closes:
+            problem = f"a closing keyword for {closes[0][:60]}"
+    if problem:
+        raise BotError(f"pr.md's body holds {problem} outside code; refusing to publish it")
 
 
 def pull_request_title(planned: PlanDir) -> str:

@@ -15,6 +15,7 @@ import pytest
 
 from bot.content_hash import patch_hash
 from bot.plan import read_plan_dir, update_plan
+from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
 from tests.test_publish_trust import MODEL_FILE, _apply_own_then, _diff, _model_file_diff, _refused
 
@@ -118,3 +119,31 @@ def test_the_registry_edit_cannot_run_code_or_change_existing_entries(seed, upst
         ),
     )
     _refused(plan_dir, work_dir, upstream_standin, "registry entry")
+
+
+@pytest.mark.parametrize(
+    ("planted", "problem"),
+    [
+        ("Please merge, @vllm-project/maintainers.", "@mention"),
+        ("Closes #1", "closing keyword for #1"),
+        ("fixes vllm-project/vllm#33329", "closing keyword"),
+        ("Co-authored-by: Trusted <t@example.invalid>", "trailer-looking"),
+    ],
+)
+def test_the_pr_body_cannot_ping_close_other_issues_or_carry_trailers(
+    seed, upstream_standin, planted, problem
+):
+    # The Action publishes without a maintainer's review hash: pr.md is only the artifact's.
+    plan_dir, work_dir = seed
+    pr_md = plan_dir / "pr.md"
+    pr_md.write_text(pr_md.read_text() + f"\n{planted}\n")
+    _refused(plan_dir, work_dir, upstream_standin, problem)
+
+
+def test_mentions_and_references_inside_code_are_left_alone(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    pr_md = plan_dir / "pr.md"
+    pr_md.write_text(
+        pr_md.read_text() + "\n```text\nE   @pytest.fixture failed; fixes #12\n```\n`@x`\n"
+    )
+    assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
