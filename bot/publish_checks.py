@@ -49,6 +49,7 @@ _TEST_FILE = re.compile(r"^tests/models/(?:[A-Za-z0-9_]+/)*\w+\.py$")
 # pr.md's body outside code: no @mention, no trailer, no closing keyword for another issue.
 _FENCED = re.compile(r"(?ms)^[ ]{0,3}(`{3,}|~{3,}).*?^[ ]{0,3}\1[`~]*[ \t]*$")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
+_QUESTION_MENTION = re.compile(r"(?<![\w.+-])@[A-Za-z0-9]")
 _MENTION = re.compile(r"(?<![\w`/.+-])@[A-Za-z0-9]")
 _CLOSES = re.compile(
     r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*((?:[\w.-]+/[\w.-]+)?#\d+)"
@@ -99,6 +100,9 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
         raise BotError("the plan's issue_number is not a positive issue number")
     if plan.class_name is not None:
         identifier(plan.class_name, "class_name")
+    # Questions are posted with backticks escaped, so an @ anywhere would ping someone.
+    if any(_QUESTION_MENTION.search(str(q)) for q in plan.questions or []):
+        raise BotError("a question in the plan holds an @mention; refusing to post it")
     if plan.status != READY:
         return
     if not isinstance(plan.recipe, str) or not _RECIPE.match(plan.recipe):

@@ -14,9 +14,11 @@ import git
 import pytest
 
 from bot.content_hash import patch_hash
-from bot.plan import read_plan_dir, update_plan
+from bot.errors import BotError
+from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
+from tests.conftest import UPSTREAM
 from tests.test_publish_trust import MODEL_FILE, _apply_own_then, _diff, _model_file_diff, _refused
 
 pytestmark = pytest.mark.vllm_tree
@@ -147,3 +149,15 @@ def test_mentions_and_references_inside_code_are_left_alone(seed, upstream_stand
         pr_md.read_text() + "\n```text\nE   @pytest.fixture failed; fixes #12\n```\n`@x`\n"
     )
     assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
+
+
+def test_a_question_cannot_ping_anyone(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    planned = read_plan_dir(plan_dir)
+    plan = planned.plan
+    plan.status = NEEDS_INFO
+    plan.questions = ["Which model? `@vllm-project/maintainers` please look"]
+    write_plan_dir(plan_dir, plan, "", planned.pr_markdown)
+    with pytest.raises(BotError, match="@mention"):
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+    assert upstream_standin.comments(UPSTREAM, 33329) == []
