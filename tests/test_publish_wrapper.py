@@ -229,7 +229,7 @@ def test_an_unknown_recipe_is_refused(_plans, standin, tmp_path):
     data = json.loads((plan_dir / "plan.json").read_text())
     data["recipe"] = "eagle3-anything"
     (plan_dir / "plan.json").write_text(json.dumps(data))
-    _refused(plan_dir, tmp_path, standin, "recipe")
+    _refused(plan_dir, tmp_path, standin, "no checks for recipe")
 
 
 def test_a_class_name_other_than_the_findings_is_refused(_plans, standin, tmp_path):
