@@ -56,6 +56,59 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=cmd_fetch)
 
 
+def cmd_env(args: argparse.Namespace) -> int:
+    from bot.verify.env import vllm_env
+
+    def progress(line: str) -> None:
+        print(f"bot env {args.version}: {line}", file=sys.stderr, flush=True)
+
+    info = vllm_env(args.version, progress=progress)
+    state = "built" if info.built_now else "cached"
+    print(f"{info.path}")
+    print(
+        f"vLLM {info.version} environment ({state}): python {info.python}, "
+        f"{info.size_bytes / 2**30:.1f} GiB, built in {info.seconds:.0f}s"
+    )
+    for item in info.skipped:
+        print(f"  skipped {item.requirement}: {item.reason}")
+    return 0
+
+
+def _add_env(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "env", help="build (once) the Python environment to run a vLLM release's tree on CPU"
+    )
+    p.add_argument("version", help="vLLM release, e.g. 0.34.0")
+    p.set_defaults(handler=cmd_env)
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from bot.verify import smoke
+
+    target = smoke.parse_target(args.target)
+    python = Path(args.python) if args.python else Path(sys.executable)
+    with tempfile.TemporaryDirectory(prefix="bot-smoke-") as work:
+        check = smoke.smoke_tree(python, Path(args.tree), args.base, target, Path(work))
+    state = {True: "passed", False: "failed", None: "not checked"}[check.passed]
+    print(f"smoke: {state}: {check.detail}")
+    if check.passed is False and check.log_excerpt:
+        print(check.log_excerpt, file=sys.stderr)
+    return 1 if check.passed is False else 0
+
+
+def _add_smoke(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "smoke", help="forward pass of a patched EAGLE-3 target on a tiny random config, on CPU"
+    )
+    p.add_argument("--tree", required=True, help="the patched vLLM git checkout")
+    p.add_argument("--base", required=True, help="the unpatched commit (reference output)")
+    p.add_argument("--target", required=True, help="module:Class, e.g. vllm.model_executor....")
+    p.add_argument("--python", help="interpreter with vLLM's requirements (default: this one)")
+    p.set_defaults(handler=cmd_smoke)
+
+
 def cmd_drafts(args: argparse.Namespace) -> int:
     from bot import drafts
 
@@ -326,6 +379,8 @@ def _add_triage(sub: argparse._SubParsersAction) -> None:
 _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_scan,
     _add_fetch,
+    _add_env,
+    _add_smoke,
     _add_propose,
     _add_demo,
     _add_drafts,

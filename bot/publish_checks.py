@@ -92,10 +92,11 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
 def pull_request_title(planned: PlanDir) -> str:
     """The one title of the PR and the commit: pr.md's first line, the plan's title if it has
     one (they must agree), validated as commit text."""
-    plan_title, pr_title = (planned.plan.title or "").strip(), planned.pr_title.strip()
-    if plan_title and pr_title and plan_title != pr_title:
+    plan_title, pr_title = planned.plan.title, planned.pr_title.strip()
+    title = commit_text(plan_title if plan_title is not None else pr_title, "title", limit=120)
+    if pr_title and title != pr_title:
         raise BotError("pr.md's title is not the plan's title; re-run `bot propose`")
-    return commit_text(plan_title or pr_title, "title", limit=120)
+    return title
 
 
 def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:

@@ -15,6 +15,7 @@ from bot.codemods.safety import (
     check_round_trip,
     check_ruff_clean,
     format_touched,
+    import_region_span,
     ruff_binary,
 )
 
@@ -162,3 +163,21 @@ def test_unified_diff_of_no_change_is_empty_and_paths_stay_inside() -> None:
     assert unified_diff("a.py", "x = 1\n", "x = 1\n") == ""
     with pytest.raises(CodemodRefused):
         unified_diff("../a.py", "x\n", "y\n")
+
+
+def test_confined_refuses_a_change_just_before_the_allowed_lines() -> None:
+    with pytest.raises(CodemodRefused, match="changes line 1"):
+        changed_lines_confined("a\nb\nc\n", "A\nb\nc\n", [(2, 2)])
+
+
+def test_a_file_without_imports_allows_only_its_first_line() -> None:
+    assert import_region_span('"""Doc."""\nx = 1\ny = 2\n') == (1, 1)
+    assert import_region_span("x = 1\nimport os\nfrom a import (\n    b,\n)\n") == (2, 5)
+
+
+def test_format_touched_keeps_untouched_blank_lines_ruff_would_remove(tmp_path: Path) -> None:
+    # ruff would drop two of the four blank lines after f(); they are not ours to drop.
+    root = _tree(tmp_path, 100)
+    before = "class A(B):\n    x = 1\n\n\ndef f():\n    pass\n\n\n\n\ny = 2\n"
+    after = append_base_class(before, "A", "C")
+    assert format_touched(before, after, root, "vllm/models/x.py") == after

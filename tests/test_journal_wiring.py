@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot import pipeline
+from bot.content_hash import review_hash
 from bot.dashboard.actions import approve
 from bot.publish import publish_plan
 from bot.store import MERGED, PR_OPEN, PROPOSED, VERIFIED, Journal
@@ -56,7 +57,9 @@ def test_a_merged_pr_approved_from_the_dashboard_is_shown_as_merged(
     proposal_id = journal.record_proposal(seed_plan)
     assert journal.record_verification(proposal_id, {"passed": True, "checks": []}) == VERIFIED
 
-    outcome = approve(journal, proposal_id, "maintainer1")
+    outcome = approve(
+        journal, proposal_id, "maintainer1", approved_hash=_shown(journal, proposal_id)
+    )
 
     assert outcome.done, outcome.message
     proposal = journal.proposal(proposal_id)
@@ -73,8 +76,16 @@ def test_a_publish_that_reaches_no_pr_hands_the_approval_back(
     proposal_id = journal.record_proposal(seed_plan)
     journal.record_verification(proposal_id, {"passed": True, "checks": []})
 
-    outcome = approve(journal, proposal_id, "maintainer1")
+    outcome = approve(
+        journal, proposal_id, "maintainer1", approved_hash=_shown(journal, proposal_id)
+    )
 
     assert not outcome.done and "not opening a PR now" in outcome.message
     assert journal.proposal(proposal_id).state == VERIFIED
     assert upstream_standin.pulls(UPSTREAM) == []
+
+
+def _shown(journal: Journal, proposal_id: int) -> str:
+    """The review hash of what the dashboard shows the maintainer."""
+    proposal = journal.proposal(proposal_id)
+    return review_hash(proposal.patch, proposal.pr_markdown)

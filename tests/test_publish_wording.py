@@ -7,8 +7,6 @@ from pathlib import Path
 import git
 import pytest
 
-from bot.errors import BotError
-from bot.git import prepare_branch
 from bot.plan import read_plan_dir, update_plan
 from bot.publish import publish_plan
 from tests.conftest import FORK, UPSTREAM
@@ -53,22 +51,13 @@ def test_unfit_wording_falls_back_to_a_plain_sentence(
     assert "@someone" not in comment["body"] and "<img" not in comment["body"]
 
 
-def test_the_commit_title_is_the_plans(
+def test_the_commit_title_is_the_recipes(
     seed_plan: Path, upstream_standin: GitHubStandIn, tmp_path: Path
 ) -> None:
-    _with(seed_plan, title="A title of the recipe's own")
-    # pr.md's first line is the PR title; the commit takes the plan's title.
+    title = read_plan_dir(seed_plan).plan.title
+    assert title == "[Model][Spec Decode] Declare SupportsEagle3 on Qwen3NextForCausalLM"
     publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
     fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
     branch = read_plan_dir(seed_plan).plan.branch
-    message = fork.commit(f"refs/heads/{branch}").message
-    assert message.startswith("A title of the recipe's own\n\n")
-
-
-def test_a_plan_without_a_commit_title_is_not_committed(
-    seed_plan: Path, upstream_standin: GitHubStandIn, tmp_path: Path
-) -> None:
-    _with(seed_plan, title=None)
-    loaded = read_plan_dir(seed_plan)
-    with pytest.raises(BotError, match="no commit title"):
-        prepare_branch(loaded.plan, loaded.patch, tmp_path / "work")
+    assert fork.commit(f"refs/heads/{branch}").message.startswith(f"{title}\n\n")
+    assert upstream_standin.pulls(UPSTREAM)[0]["title"] == title

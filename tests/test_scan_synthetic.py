@@ -152,6 +152,86 @@ def test_pooling_models_are_never_reported(tmp_path: Path) -> None:
     assert found == []
 
 
+def test_a_class_flagged_as_pooling_is_never_reported(tmp_path: Path) -> None:
+    # No pooling base, only the class flag; its unflagged twin is a gap.
+    flagged = causal_lm("FlagForCausalLM", "FlagModel").replace(
+        "    def __init__", "    is_pooling_model = True\n\n    def __init__", 1
+    )
+    source = (
+        HEADER
+        + READY_DECODER.format(name="FlagModel")
+        + flagged
+        + causal_lm("TwinForCausalLM", "FlagModel")
+    )
+    found = findings_for(
+        tmp_path,
+        {"model_executor/models/flag.py": source},
+        {
+            TEXT: {
+                "FlagForCausalLM": ("flag", "FlagForCausalLM"),
+                "TwinForCausalLM": ("flag", "TwinForCausalLM"),
+            }
+        },
+    )
+    assert [f["class"] for f in found] == ["TwinForCausalLM"]
+
+
+def test_a_class_setting_the_flag_itself_declares_the_interface(tmp_path: Path) -> None:
+    flagged = causal_lm("FlagForCausalLM", "FlagModel").replace(
+        "    def __init__", "    supports_eagle3 = True\n\n    def __init__", 1
+    )
+    unflagged = causal_lm("OffForCausalLM", "FlagModel").replace(
+        "    def __init__", "    supports_eagle3 = False\n\n    def __init__", 1
+    )
+    found = findings_for(
+        tmp_path,
+        {
+            "model_executor/models/flag.py": HEADER
+            + READY_DECODER.format(name="FlagModel")
+            + flagged
+            + unflagged
+        },
+        {
+            TEXT: {
+                "FlagForCausalLM": ("flag", "FlagForCausalLM"),
+                "OffForCausalLM": ("flag", "OffForCausalLM"),
+            }
+        },
+    )
+    assert [f["class"] for f in found] == ["OffForCausalLM"]
+
+
+def test_the_sibling_named_in_the_evidence_has_the_closest_decoder_name(tmp_path: Path) -> None:
+    # No sibling shares FooModel, its lineage or its module; FooxModel's name is closest
+    # (BarModel's class name, FoForCausalLM, is closer to FooModel than ZedForCausalLM is:
+    # ranking must go by the decoders' names, not the classes').
+    declared = "nn.Module, SupportsPP, SupportsEagle3"
+    models = {
+        "model_executor/models/foo.py": HEADER
+        + READY_DECODER.format(name="FooModel")
+        + causal_lm("FooForCausalLM", "FooModel"),
+        "model_executor/models/foox.py": HEADER
+        + READY_DECODER.format(name="FooxModel")
+        + causal_lm("ZedForCausalLM", "FooxModel", declared),
+        "model_executor/models/bar.py": HEADER
+        + READY_DECODER.format(name="BarModel")
+        + causal_lm("FoForCausalLM", "BarModel", declared),
+    }
+    registry = {
+        TEXT: {
+            "FooForCausalLM": ("foo", "FooForCausalLM"),
+            "ZedForCausalLM": ("foox", "ZedForCausalLM"),
+            "FoForCausalLM": ("bar", "FoForCausalLM"),
+        }
+    }
+    found = findings_for(tmp_path, models, registry)
+    assert [f["class"] for f in found] == ["FooForCausalLM"]
+    sibling = found[0]["evidence"]["sibling"]
+    assert sibling["name"] == "ZedForCausalLM"
+    assert sibling["decoder"] == "FooxModel"
+    assert sibling["kinship"] == "a decoder that also takes EagleModelMixin and taps aux states"
+
+
 def test_resolves_aliases_reexports_and_absolute_imports(tmp_path: Path) -> None:
     decoder_module = (
         "from torch import nn\n"

@@ -16,7 +16,6 @@ from bot.store import Journal
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import diff_worktree, scratch_worktree
 from bot.verify import VerifyOptions, verify_plan
-from bot.verify.checks import SKIPPED_NO_VLLM
 from bot.verify.render import END, START
 from tests.synthetic import READY_DECODER, make_tree
 
@@ -151,13 +150,16 @@ def worktrees(repo: Path) -> list[str]:
 
 
 @pytest.mark.vllm_tree
+@pytest.mark.vllm_env
 def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
-    """The bot's own plan for the seed issue: the import, the base, the registry entry, the test."""
+    """The bot's own plan for the seed issue, verified with vLLM 0.23.0 really imported: the
+    CPU test fails before the patch and passes after it, and the smoke forward pass passes."""
     plan_dir = seed_plan
     tree = Path(read_plan_dir(plan_dir).plan.repo_path)
 
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="skip"))
+    assert main(["verify", str(plan_dir), "--gpu", "skip"]) == 0
 
+    verification = read_plan_dir(plan_dir).plan.verification
     checks = checks_by_name(verification)
     assert [c["name"] for c in verification["checks"]] == [
         "apply",
@@ -165,17 +167,30 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
         "py_compile",
         "ruff",
         "cpu-tests",
+        "smoke",
     ]
     assert checks["rescan"]["passed"] is True
     assert "Qwen3NextForCausalLM no longer found" in checks["rescan"]["detail"]
     assert checks["py_compile"]["passed"] is True
     assert checks["ruff"]["passed"] is True, checks["ruff"]["detail"]
-    assert checks["cpu-tests"] == {"name": "cpu-tests", "passed": None, "detail": SKIPPED_NO_VLLM}
+    cpu = checks["cpu-tests"]
+    assert cpu["passed"] is True, cpu
+    assert cpu["detail"].startswith("before the patch: failure; after the patch: success")
+    # The before-run failed on the assertion the test makes, not on the environment.
+    assert "assert supports_eagle3(model_cls)" in cpu["log_excerpt"], cpu["log_excerpt"]
+    smoke = checks["smoke"]
+    assert smoke["passed"] is True, smoke
+    assert "2 aux hidden states for layers [2, 3]" in smoke["detail"]
+    assert "bit for bit" in smoke["detail"]
     assert verification["local_passed"] is True
     # No GPU test ran, so the verification is not a pass: the PR would stay a draft.
     assert verification["passed"] is False
     assert verification["gpu"]["conclusion"] == "skipped"
-    assert main(["verify", str(plan_dir), "--gpu", "skip"]) == 0
+    body = read_plan_dir(plan_dir).pr_body
+    assert "| cpu-tests | ✅ passed | before the patch: failure; after the patch: success" in body
+    assert "| smoke | ✅ passed |" in body
+    proposal = Journal().proposals()[0]
+    assert proposal.plan["verification"]["checks"][4]["passed"] is True
     # The cached tree is untouched and no worktree is left behind.
     assert git.Repo(tree).git.status("--porcelain") == ""
     assert len(worktrees(tree)) == 1

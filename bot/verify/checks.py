@@ -12,16 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from bot.subprocess_env import minimal_env
-from bot.verify.junit import run_pytest
-
-SKIPPED_NO_VLLM = "skipped: vLLM not importable"
+from bot.verify.junit import TestRun
 
 
 @dataclass
 class Check:
     name: str
-    passed: bool | None  # None: skipped, neither passed nor failed
+    passed: bool | None  # None: not checked, neither passed nor failed
     detail: str
+    log_excerpt: str = ""  # what the check ran printed, for the write-up's details
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -113,25 +112,21 @@ def ruff_check(
     return Check("ruff", True, "no new violations on the touched files")
 
 
-def vllm_importable(tree: Path) -> bool:
-    env = minimal_env({"PYTHONPATH": str(tree)})
-    result = subprocess.run(
-        [sys.executable, "-c", "import vllm"],
-        cwd=tree,
-        env=env,
-        capture_output=True,
-        check=False,
-        timeout=300,
-    )
-    return result.returncode == 0
+def cpu_test_check(before: TestRun | None, after: TestRun | None, why_not: str = "") -> Check:
+    """The plan's CPU tests fail on the unpatched tree and pass on the patched one.
 
-
-def cpu_test_check(tree: Path, node_ids: list[str], junit_path: Path) -> Check:
-    if not node_ids:
-        return Check("cpu-tests", None, "skipped: the plan lists no CPU tests")
-    if not vllm_importable(tree):
-        return Check("cpu-tests", None, SKIPPED_NO_VLLM)
-    run = run_pytest(node_ids, tree, junit_path, pythonpath=tree)
-    if run.conclusion == "skipped":
-        return Check("cpu-tests", None, f"skipped: {run.log_excerpt}")
-    return Check("cpu-tests", run.conclusion == "success", run.log_excerpt)
+    ``before`` ran with only the patch's tests applied, ``after`` with the whole patch. A test
+    that already passes before the patch does not test the fix: that fails the check.
+    """
+    if before is None or after is None:
+        return Check("cpu-tests", None, f"not checked: {why_not}")
+    log = f"before the patch:\n{before.log_excerpt}\n\nafter the patch:\n{after.log_excerpt}"
+    said = f"before the patch: {before.conclusion}; after the patch: {after.conclusion}"
+    if after.conclusion == "skipped":
+        return Check("cpu-tests", None, f"not checked: {said} ({after.log_excerpt})", log)
+    if before.conclusion == "success":
+        detail = f"{said}: the test passes without the fix, so it does not test it"
+        return Check("cpu-tests", False, detail, log)
+    if after.conclusion != "success":
+        return Check("cpu-tests", False, f"{said}: the patch does not make it pass", log)
+    return Check("cpu-tests", True, f"{said} ({after.log_excerpt})", log)

@@ -49,6 +49,7 @@ class GpuTarget:
     workflow_ref: str  # the bot repository's branch to run the workflow from
     repository: str  # the vLLM repository holding the commit to test
     sha: str
+    smoke_target: str = ""  # module:Class for the runner's CPU smoke check before the GPU tests
 
 
 @dataclass
@@ -68,6 +69,8 @@ def start_gpu_run(client: ActionsClient, target: GpuTarget, node_ids: list[str])
         "tests": " ".join(node_ids),
         "request_id": request_id,
     }
+    if target.smoke_target:
+        inputs["smoke_target"] = target.smoke_target
     client.dispatch_workflow(target.bot_repo, WORKFLOW_FILE, target.workflow_ref, inputs)
     return PendingRun(request_id, created_after, target)
 

@@ -51,21 +51,28 @@ def run_pytest(
     *,
     pythonpath: Path | None = None,
     timeout: float = 3600,
+    python: Path | None = None,
+    extra_env: dict[str, str] | None = None,
+    plugins: tuple[str, ...] = (),
 ) -> TestRun:
-    """Run ``node_ids`` with this interpreter's pytest in ``cwd``; the JUnit report decides."""
+    """Run ``node_ids`` with pytest in ``cwd`` (this interpreter, or ``python``: a vLLM
+    verification environment); the JUnit report decides."""
     validate_node_ids(node_ids)
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
     junit_path.parent.mkdir(parents=True, exist_ok=True)
     # Upstream code runs here: it gets no token and none of the runner's command files.
-    env = minimal_env({"PYTHONPATH": str(pythonpath)} if pythonpath is not None else None)
+    env = minimal_env(extra_env)
+    if pythonpath is not None and extra_env is None:
+        env["PYTHONPATH"] = str(pythonpath)
     command = [
-        sys.executable,
+        str(python or sys.executable),
         "-m",
         "pytest",
         "-p",
         "no:cacheprovider",
         "-q",
+        *(f"-p{plugin}" for plugin in plugins),
         f"--junitxml={junit_path}",
         "--",
         *node_ids,

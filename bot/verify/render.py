@@ -43,6 +43,11 @@ def render_results(verification: dict[str, Any]) -> str:
     for check in verification.get("checks", []):
         result = _ICONS.get(check.get("passed"), "?")
         lines.append(f"| {inline(check.get('name'))} | {result} | {inline(check.get('detail'))} |")
+    for check in verification.get("checks", []):
+        if check.get("log_excerpt"):
+            summary = f"{inline(check.get('name'))}: log excerpt"
+            lines += ["", f"<details><summary>{summary}</summary>", ""]
+            lines += [code_block(str(check["log_excerpt"])), "", "</details>"]
     gpu = verification.get("gpu") or {}
     if gpu:
         lines += ["", *_gpu_lines(gpu)]

@@ -17,7 +17,7 @@ from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.redact import redact
 from bot.tree.worktree import scratch_worktree
-from bot.verify import checks, scratch
+from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
@@ -39,6 +39,7 @@ class VerifyOptions:
     # Keep the local checks plan.json already holds instead of running them: for a job that
     # holds a write token, where nothing from the tree may be imported or run.
     reuse_local: bool = False
+    runtime: bool = True  # the CPU tests and smoke check in the release's environment
 
 
 def verify_plan(
@@ -133,6 +134,8 @@ def _checks_in_tree(
     before_run = None
     if options.gpu == "local" and options.before:
         before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree)
+    stage = runtime.RuntimeStage.prepare(plan, options.runtime)
+    stage.run_before(tree, patch_file, work)
     failure = scratch.apply_patch(tree, patch_file)
     if failure:
         return [Check("apply", False, failure)], {}
@@ -145,7 +148,7 @@ def _checks_in_tree(
         result.append(checks.rescan_check(plan.finding, before, after))
     result.append(checks.compile_check(tree, files))
     result.append(checks.ruff_check(ruff_before, checks.ruff_violations(tree, files)))
-    result.append(checks.cpu_test_check(tree, plan.tests.get("cpu", []), work / "cpu.xml"))
+    result.extend(stage.run_after(tree, work))
     local_gpu: dict[str, Any] = {}
     if options.gpu == "local":
         after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
@@ -197,7 +200,14 @@ def _dispatch_stage(
     if not target_ref:
         raise BotError("--gpu dispatch needs the patched commit pushed: pass --target-ref")
     workflow_ref = os.environ.get("BOT_WORKFLOW_REF") or _default_branch(client, settings.bot_repo)
-    after_target = GpuTarget(settings.bot_repo, workflow_ref, target_repo, target_ref)
+    smoke_target = smoke.target_of(plan)
+    after_target = GpuTarget(
+        settings.bot_repo,
+        workflow_ref,
+        target_repo,
+        target_ref,
+        smoke_target=str(smoke_target) if isinstance(smoke_target, smoke.SmokeTarget) else "",
+    )
     # Dispatch both runs first: they can run side by side on a pool of GPU runners.
     pending_after = start_gpu_run(client, after_target, gpu_tests)
     pending_before = None

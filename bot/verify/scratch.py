@@ -62,11 +62,19 @@ def touched_files(tree: Path, patch_file: Path) -> list[str]:
     return paths
 
 
-def apply_patch(tree: Path, patch_file: Path) -> str | None:
-    """Apply the patch; None on success, else git's reason in one line."""
+def apply_patch(
+    tree: Path, patch_file: Path, *, only: str | None = None, reverse: bool = False
+) -> str | None:
+    """Apply the patch (or, with ``only="tests/*"``, the part of it under tests/; with
+    ``reverse``, take it back); None on success, else git's reason in one line."""
+    options = ["--whitespace=nowarn"]
+    if only:
+        options.append(f"--include={only}")
+    if reverse:
+        options.append("--reverse")
     repo = Repo(tree)
     try:
-        repo.git.apply("--whitespace=nowarn", str(patch_file))
+        repo.git.apply(*options, str(patch_file))
         return None
     except git.GitCommandError as exc:
         return _first_line(exc)

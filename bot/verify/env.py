@@ -1,0 +1,331 @@
+"""A Python environment per vLLM release in which the release's own source tree imports.
+
+The release's wheel declares its dependencies from ``requirements/cuda.txt`` (which pulls in
+``common.txt``); we read them from the release's source tree. On a CPU machine:
+
+- the platform-independent part (``common.txt``, plus ``numba``) is installed from the package
+  index; a requirement the index cannot serve is skipped and listed, not fatal;
+- the torch family is replaced by the machine's CPU torch (``BOT_ENV_TORCH``);
+- the rest of ``cuda.txt`` (flashinfer, CUTLASS, CUDA kernels) is GPU-only: skipped and listed.
+
+vLLM itself is never installed: the tree under test goes first on ``sys.path``. Each environment
+is a venv under ``BOT_CACHE_DIR/vllm-envs/<version>``, built once under a lock; the manifest that
+marks it ready is written last, so an interrupted build leaves nothing marked ready.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from bot.config import cache_dir
+from bot.errors import BotError
+from bot.subprocess_env import minimal_env
+from bot.tree.fetch import release_tree
+
+MANIFEST = "bot-env.json"
+_VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
+_TORCH_FAMILY = frozenset({"torch", "torchaudio", "torchvision", "torchcodec"})
+# Not in common.txt but needed by vLLM on every platform (the n-gram proposer imports it).
+_PORTABLE_EXTRAS = frozenset({"numba"})
+# What the release's CPU tests need beyond its own requirements (its tests/conftest.py imports
+# tblib); pinned as the release's test lock file pins them.
+TEST_REQUIREMENTS = ("pytest", "pytest-asyncio", "tblib")
+_TEST_LOCKS = ("test/cpu.txt", "test/cuda.txt")
+DEFAULT_TORCH = "torch==2.13.0"
+_UNRESOLVED = re.compile(
+    r"(?:No matching distribution found for|"
+    r"Could not find a version that satisfies the requirement)\s+([A-Za-z0-9][A-Za-z0-9._-]*)"
+)
+_MAX_SKIPS = 12
+_INSTALL_TIMEOUT = 3600.0
+
+
+@dataclass(frozen=True)
+class Skipped:
+    requirement: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequirementSet:
+    install: tuple[str, ...]
+    skipped: tuple[Skipped, ...]
+
+
+@dataclass
+class EnvInfo:
+    version: str
+    path: Path
+    python: Path
+    wanted: list[str] = field(default_factory=list)  # what it was built from
+    installed: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    seconds: float = 0.0
+    size_bytes: int = 0
+    built_now: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data["python"] = str(self.python)
+        data.pop("built_now")
+        return data
+
+
+Progress = Callable[[str], None]
+
+
+def envs_dir() -> Path:
+    return cache_dir() / "vllm-envs"
+
+
+def torch_requirement() -> str:
+    return os.environ.get("BOT_ENV_TORCH") or DEFAULT_TORCH
+
+
+def read_requirements(tree: Path) -> RequirementSet:
+    """What the release's wheel declares, split into what a CPU environment installs and skips."""
+    requirements_dir = tree / "requirements"
+    declared = _read_file(requirements_dir, "cuda.txt", set())
+    common = {canonicalize_name(r.name) for r in _read_file(requirements_dir, "common.txt", set())}
+    install: list[str] = []
+    skipped: list[Skipped] = []
+    torch_added = False
+    for req in declared:
+        name = canonicalize_name(req.name)
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        if name in _TORCH_FAMILY:
+            if not torch_added:
+                install.append(torch_requirement())
+                torch_added = True
+            if name != "torch":
+                skipped.append(Skipped(str(req), "torch family: the machine's CPU torch is used"))
+            continue
+        if name in common or name in _PORTABLE_EXTRAS:
+            install.append(str(req))
+        else:
+            skipped.append(Skipped(str(req), "GPU-only (requirements/cuda.txt)"))
+    if not torch_added:
+        install.append(torch_requirement())
+    install.extend(_test_requirements(requirements_dir))
+    return RequirementSet(tuple(install), tuple(skipped))
+
+
+def _test_requirements(requirements_dir: Path) -> list[str]:
+    pins: dict[str, str] = {}
+    for lock in _TEST_LOCKS:
+        path = requirements_dir / lock
+        if not path.is_file():
+            continue
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;#]+)", line)
+            if match:
+                pins.setdefault(canonicalize_name(match.group(1)), match.group(0))
+        break
+    return [pins.get(canonicalize_name(name), name) for name in TEST_REQUIREMENTS]
+
+
+def _read_file(directory: Path, name: str, seen: set[str]) -> list[Requirement]:
+    path = directory / name
+    if name in seen or not path.is_file():
+        if name in seen:
+            return []
+        raise BotError(f"the vLLM tree has no requirements/{name}")
+    seen.add(name)
+    result: list[Requirement] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-r "):
+            result.extend(_read_file(directory, line.split()[1], seen))
+            continue
+        if line.startswith("-"):
+            continue  # index options: the machine's pip configuration decides
+        try:
+            result.append(Requirement(line))
+        except InvalidRequirement:
+            continue
+    return result
+
+
+def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
+    """The ready environment for vLLM ``version``; built (once, under a lock) if missing."""
+    if not _VERSION.match(version):
+        raise BotError(f"not a vLLM release version: {version!r} (expected e.g. 0.23.0)")
+    say = progress or (lambda _line: None)
+    root = envs_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    dest = root / version
+    wanted = read_requirements(release_tree(version))
+    ready = _read_manifest(dest)
+    if ready is not None and ready.wanted == list(wanted.install):
+        return ready
+    with open(root / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        ready = _read_manifest(dest)
+        if ready is not None and ready.wanted == list(wanted.install):
+            return ready
+        if ready is not None:
+            say(f"the vLLM {version} environment needs other packages now: installing them")
+            return _write_manifest(_top_up(ready, wanted, say))
+        if dest.exists():
+            say(f"removing the unfinished environment at {dest}")
+            shutil.rmtree(dest)
+        try:
+            info = _build(version, dest, wanted, say)
+        except BaseException:
+            shutil.rmtree(dest, ignore_errors=True)
+            raise
+    return info
+
+
+def existing_env(version: str) -> EnvInfo | None:
+    """The environment for ``version`` if it is built and ready; never builds."""
+    if not _VERSION.match(version):
+        return None
+    return _read_manifest(envs_dir() / version)
+
+
+def _read_manifest(dest: Path) -> EnvInfo | None:
+    try:
+        data = json.loads((dest / MANIFEST).read_text(encoding="utf-8"))
+        return EnvInfo(
+            version=str(data["version"]),
+            path=dest,
+            python=dest / "bin" / "python",
+            wanted=[str(r) for r in data.get("wanted", [])],
+            installed=[str(r) for r in data["installed"]],
+            skipped=[Skipped(str(s["requirement"]), str(s["reason"])) for s in data["skipped"]],
+            seconds=float(data["seconds"]),
+            size_bytes=int(data["size_bytes"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _build(version: str, dest: Path, wanted: RequirementSet, say: Progress) -> EnvInfo:
+    started = time.monotonic()
+    say(f"building the vLLM {version} environment in {dest}")
+    for item in wanted.skipped:
+        say(f"  skipping {item.requirement}: {item.reason}")
+    _run([sys.executable, "-m", "venv", str(dest)], say, timeout=600)
+    python = dest / "bin" / "python"
+    installed, unresolved = _install(python, list(wanted.install), say)
+    info = EnvInfo(
+        version=version,
+        path=dest,
+        python=python,
+        wanted=list(wanted.install),
+        installed=installed,
+        skipped=[*wanted.skipped, *unresolved],
+        seconds=round(time.monotonic() - started, 1),
+        size_bytes=_size(dest),
+        built_now=True,
+    )
+    _write_manifest(info)
+    say(f"vLLM {version} environment ready: {info.size_bytes / 2**30:.1f} GiB, {info.seconds:.0f}s")
+    return info
+
+
+def _top_up(info: EnvInfo, wanted: RequirementSet, say: Progress) -> EnvInfo:
+    """Install what the requirements gained since the environment was built."""
+    started = time.monotonic()
+    new = [r for r in wanted.install if r not in info.installed]
+    installed, unresolved = _install(info.python, new, say) if new else ([], [])
+    info.wanted = list(wanted.install)
+    info.installed = [r for r in wanted.install if r in info.installed or r in installed]
+    info.skipped = [*wanted.skipped, *unresolved]
+    info.seconds = round(info.seconds + time.monotonic() - started, 1)
+    info.size_bytes = _size(info.path)
+    info.built_now = True
+    return info
+
+
+def _write_manifest(info: EnvInfo) -> EnvInfo:
+    manifest = json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n"
+    tmp = info.path / (MANIFEST + ".tmp")
+    tmp.write_text(manifest, encoding="utf-8")
+    os.replace(tmp, info.path / MANIFEST)  # the environment is ready from this moment on
+    return info
+
+
+def _install(python: Path, wanted: list[str], say: Progress) -> tuple[list[str], list[Skipped]]:
+    """pip install ``wanted``; a requirement the index cannot serve is dropped and listed."""
+    skipped: list[Skipped] = []
+    for _ in range(_MAX_SKIPS):
+        command = [str(python), "-m", "pip", "install", "--progress-bar", "off", *wanted]
+        code, tail = _run(command, say, timeout=_INSTALL_TIMEOUT)
+        if code == 0:
+            return wanted, skipped
+        missing = _UNRESOLVED.search(tail)
+        name = canonicalize_name(missing.group(1)) if missing else None
+        culprit = next((r for r in wanted if _name(r) == name), None)
+        if culprit is None or _name(culprit) == "torch":
+            raise BotError(f"pip could not install the environment: {_last_line(tail)}")
+        say(f"  the package index does not serve {culprit}: skipped")
+        skipped.append(Skipped(culprit, "the package index serves no matching distribution"))
+        wanted = [r for r in wanted if r != culprit]
+    raise BotError(f"pip could not install the environment after {_MAX_SKIPS} skips")
+
+
+def _name(requirement: str) -> str:
+    try:
+        return canonicalize_name(Requirement(requirement).name)
+    except InvalidRequirement:
+        return requirement
+
+
+def _run(command: list[str], say: Progress, *, timeout: float) -> tuple[int, str]:
+    """Run with output streamed to ``say`` (pip's milestones only); exit code and output tail."""
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=minimal_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"}),
+    )
+    deadline = time.monotonic() + timeout
+    lines: list[str] = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        line = line.rstrip()
+        lines.append(line)
+        del lines[:-200]
+        if line.startswith(("Collecting ", "Installing collected", "Successfully", "ERROR")):
+            say("  " + line[:160])
+        if time.monotonic() > deadline:
+            process.kill()
+            raise BotError(f"{Path(command[0]).name} did not finish in {timeout:g}s")
+    code = process.wait()
+    return code, "\n".join(lines)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip() and "WARNING" not in line]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_size
+    return total

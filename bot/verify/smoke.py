@@ -1,0 +1,162 @@
+"""The smoke check: the patched target, built from a tiny random config, runs on CPU.
+
+:mod:`bot.verify.smoke_harness` runs in the release's environment, in its own subprocess with a
+timeout and an allow-listed environment; this module starts it and turns its JSON result into a
+:class:`Check`. A model the harness cannot build or run on CPU is "not checked", never "passed".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bot.errors import BotError
+from bot.plan import Plan
+from bot.subprocess_env import minimal_env
+from bot.verify.checks import Check
+from bot.verify.junit import excerpt
+
+HARNESS_DIR = Path(__file__).with_name("harness")
+HARNESS = HARNESS_DIR / "bot_smoke.py"
+SMOKE_TIMEOUT = 600.0
+# The recipes whose fix makes a class an EAGLE-3 target the harness can exercise.
+_RECIPES = frozenset({"eagle3-interface", "eagle3-enable"})
+
+
+@dataclass(frozen=True)
+class SmokeTarget:
+    module: str  # e.g. vllm.model_executor.models.glm4
+    class_name: str
+
+    def __str__(self) -> str:
+        return f"{self.module}:{self.class_name}"
+
+
+@dataclass
+class SmokeRun:
+    status: str  # passed | failed | not_checked
+    detail: str
+    log_excerpt: str = ""
+    output: Path | None = None  # reference mode: the saved output tensor
+
+
+def runtime_env(tree: Path) -> dict[str, str]:
+    """What a subprocess running the tree on CPU adds to the minimal environment."""
+    return {
+        "PYTHONPATH": os.pathsep.join((str(tree), str(HARNESS_DIR))),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+    }
+
+
+def target_of(plan: Plan) -> SmokeTarget | str:
+    """The class the smoke check builds, or why there is none."""
+    if plan.recipe not in _RECIPES:
+        return f"the {plan.recipe} recipe has no smoke check"
+    finding: dict[str, Any] = plan.finding or {}
+    evidence = finding.get("evidence") or {}
+    where = (evidence.get("class") or {}).get("path") or finding.get("path")
+    class_name = plan.class_name or finding.get("class")
+    if not (isinstance(where, str) and where.startswith("vllm/") and where.endswith(".py")):
+        return "the plan does not say which file defines the class"
+    if not (isinstance(class_name, str) and class_name.isidentifier()):
+        return "the plan names no class"
+    module = where.removesuffix(".py").replace("/", ".")
+    if not all(part.isidentifier() for part in module.split(".")):
+        return f"{where} is not an importable module path"
+    return SmokeTarget(module, class_name)
+
+
+def run_harness(
+    python: Path,
+    tree: Path,
+    target: SmokeTarget,
+    work: Path,
+    *,
+    reference: SmokeRun | None,
+    timeout: float = SMOKE_TIMEOUT,
+) -> SmokeRun:
+    """One harness run: ``reference`` None means the unpatched (reference) run."""
+    work.mkdir(parents=True, exist_ok=True)
+    result_file = work / "result.json"
+    command = [
+        str(python),
+        str(HARNESS),
+        "--module",
+        target.module,
+        "--cls",
+        target.class_name,
+        "--result",
+        str(result_file),
+    ]
+    if reference is None:
+        command += ["--mode", "reference", "--output", str(work / "output.pt")]
+    else:
+        assert reference.output is not None
+        command += ["--mode", "patched", "--reference", str(reference.output)]
+    extra = runtime_env(tree)
+    try:
+        completed = subprocess.run(
+            command,
+            cwd=work,
+            env=minimal_env(extra),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return SmokeRun("not_checked", f"the smoke harness did not finish in {timeout:g}s")
+    log = excerpt(completed.stdout + completed.stderr)
+    try:
+        data = json.loads(result_file.read_text(encoding="utf-8"))
+        status, detail = str(data["status"]), str(data["detail"])
+    except (OSError, ValueError, KeyError, TypeError):
+        status = "not_checked" if reference is None else "failed"
+        detail = f"the smoke harness exited with {completed.returncode} and no result"
+    output = work / "output.pt" if reference is None and status == "passed" else None
+    return SmokeRun(status, detail, log, output)
+
+
+def smoke_tree(python: Path, tree: Path, base: str, target: SmokeTarget, work: Path) -> Check:
+    """The whole smoke check on a patched checkout: the reference forward runs on ``base``
+    (in a scratch worktree), the patched one on ``tree`` itself."""
+    from bot.tree.worktree import scratch_worktree
+
+    with scratch_worktree(tree, base) as unpatched:
+        reference = run_harness(python, unpatched, target, work / "reference", reference=None)
+    if reference.status != "passed":
+        return reference_failed(reference)
+    return smoke_check(run_harness(python, tree, target, work / "patched", reference=reference))
+
+
+def parse_target(text: str) -> SmokeTarget:
+    """``module:Class``, e.g. ``vllm.model_executor.models.glm4:Glm4ForCausalLM``."""
+    module, _, class_name = text.partition(":")
+    parts = module.split(".")
+    if not (parts[0] == "vllm" and all(p.isidentifier() for p in parts)):
+        raise BotError(f"not a vllm module:Class target: {text[:120]!r}")
+    if not class_name.isidentifier():
+        raise BotError(f"not a vllm module:Class target: {text[:120]!r}")
+    return SmokeTarget(module, class_name)
+
+
+def reference_failed(reference: SmokeRun | None) -> Check:
+    """The unpatched model could not be run, so the patched one proves nothing either way."""
+    if reference is None:
+        return Check("smoke", None, "not checked: the unpatched model was not run")
+    detail = f"not checked: the unpatched model does not run on CPU: {reference.detail}"
+    return Check("smoke", None, detail, reference.log_excerpt)
+
+
+def smoke_check(patched: SmokeRun) -> Check:
+    if patched.status == "passed":
+        return Check("smoke", True, patched.detail)
+    if patched.status == "failed":
+        return Check("smoke", False, patched.detail, patched.log_excerpt)
+    return Check("smoke", None, f"not checked: {patched.detail}", patched.log_excerpt)

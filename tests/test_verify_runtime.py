@@ -1,0 +1,163 @@
+"""The checks that run vLLM itself: the per-release environment, the CPU tests before and after
+the patch, and the smoke forward pass (a live gap of 0.34.0, and a deliberately wrong patch)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import git
+import pytest
+
+from bot.cli import main
+from bot.plan import read_plan_dir
+from bot.tree.fetch import release_tree
+from bot.tree.worktree import scratch_worktree
+from bot.verify import smoke
+from bot.verify.checks import cpu_test_check
+from bot.verify.env import MANIFEST, existing_env, read_requirements, vllm_env
+from bot.verify.junit import TestRun as Run
+
+
+def checks_by_name(verification: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in verification["checks"]}
+
+
+@pytest.mark.vllm_tree
+def test_requirements_are_read_from_the_release() -> None:
+    wanted = read_requirements(release_tree("0.34.0"))
+    skipped = {s.requirement: s.reason for s in wanted.skipped}
+    # The CUDA-only part of what the wheel declares is listed, not installed.
+    assert skipped["flashinfer-python==0.7.3"].startswith("GPU-only")
+    assert skipped["PyNvVideoCodec==2.0.4"].startswith("GPU-only")
+    assert "torch family" in skipped["torchvision==0.29.0"]
+    # common.txt's lines go in as the release wrote them; torch is the machine's CPU build.
+    assert "transformers<5.23.0,>=5.16.1" in wanted.install
+    assert "numba==0.65.0" in wanted.install
+    assert [r for r in wanted.install if r.startswith("torch")] == ["torch==2.13.0"]
+    # The test tools are pinned as the release's own test lock file pins them.
+    assert "tblib==3.1.0" in wanted.install and "pytest==9.1.0" in wanted.install
+    assert not set(wanted.install) & set(skipped)
+    older = read_requirements(release_tree("0.23.0"))
+    assert "pytest==8.3.5" in older.install
+    assert "flashinfer-python==0.6.12" in {s.requirement for s in older.skipped}
+
+
+def test_an_unfinished_environment_is_never_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path))
+    dest = tmp_path / "vllm-envs" / "0.34.0"
+    (dest / "bin").mkdir(parents=True)
+    assert existing_env("0.34.0") is None  # no manifest: the build never finished
+    (dest / (MANIFEST + ".tmp")).write_text("{}")
+    assert existing_env("0.34.0") is None
+    (dest / MANIFEST).write_text('{"version": "0.34.0"')  # cut short
+    assert existing_env("0.34.0") is None
+    assert existing_env("../0.34.0") is None
+
+
+def test_bad_version_is_one_line(capsys: pytest.CaptureFixture) -> None:
+    assert main(["env", "0.34.0; rm -rf /"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bot: not a vLLM release version") and "Traceback" not in err
+
+
+def run(before: str, after: str) -> tuple[Run, Run]:
+    return Run(before, log_excerpt=f"{before} log"), Run(after, log_excerpt="after log")
+
+
+def test_cpu_test_verdicts() -> None:
+    assert cpu_test_check(*run("failure", "success")).passed is True
+    passes_before = cpu_test_check(*run("success", "success"))
+    assert passes_before.passed is False
+    assert "passes without the fix, so it does not test it" in passes_before.detail
+    assert "success log" in passes_before.log_excerpt
+    assert cpu_test_check(*run("failure", "failure")).passed is False
+    assert cpu_test_check(*run("error", "success")).passed is True
+    skipped_after = cpu_test_check(*run("failure", "skipped"))
+    assert skipped_after.passed is None and skipped_after.detail.startswith("not checked")
+    missing = cpu_test_check(None, None, "no vLLM 0.34.0 environment")
+    assert missing.passed is None and missing.detail == "not checked: no vLLM 0.34.0 environment"
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.vllm_env
+def test_live_gap_of_0_34_0(tmp_path: Path) -> None:
+    """Glm4ForCausalLM, a gap in the newest release: fail before, pass after, forward on CPU."""
+    plan_dir = tmp_path / "plan"
+    argv = ["propose", "--class", "Glm4ForCausalLM", "--repo", str(release_tree("0.34.0"))]
+    assert main([*argv, "--dry-run", "--out", str(plan_dir)]) == 0
+    assert main(["verify", str(plan_dir), "--gpu", "skip"]) == 0
+
+    verification = read_plan_dir(plan_dir).plan.verification
+    checks = checks_by_name(verification)
+    assert verification["local_passed"] is True, verification["checks"]
+    cpu = checks["cpu-tests"]
+    assert cpu["passed"] is True, cpu
+    assert cpu["detail"].startswith("before the patch: failure; after the patch: success")
+    smoke_check = checks["smoke"]
+    assert smoke_check["passed"] is True, smoke_check
+    assert smoke_check["detail"].startswith("Glm4ForCausalLM on a tiny random config")
+
+
+OPT = "vllm/model_executor/models/opt.py"
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.vllm_env
+def test_interface_over_a_decoder_without_the_mixin_fails_the_smoke_check() -> None:
+    """A wrong patch: OPTForCausalLM declares SupportsEagle3, but OPTModel has no
+    EagleModelMixin and collects nothing. Static checks cannot see it; the forward can."""
+    env = vllm_env("0.34.0")
+    tree_repo = release_tree("0.34.0")
+    head = git.Repo(tree_repo).head.commit.hexsha
+    target = smoke.SmokeTarget("vllm.model_executor.models.opt", "OPTForCausalLM")
+    with scratch_worktree(tree_repo, head) as tree:
+        work = tree.parent / "smoke"
+        reference = smoke.run_harness(env.python, tree, target, work / "reference", reference=None)
+        assert reference.status == "passed", (reference.detail, reference.log_excerpt)
+        source = (tree / OPT).read_text()
+        assert source.count("class OPTForCausalLM(nn.Module, SupportsPP, SupportsLoRA):") == 1
+        source = source.replace(
+            "class OPTForCausalLM(nn.Module, SupportsPP, SupportsLoRA):",
+            "class OPTForCausalLM(nn.Module, SupportsPP, SupportsLoRA, SupportsEagle3):",
+        ).replace("from .interfaces import ", "from .interfaces import SupportsEagle3, ", 1)
+        (tree / OPT).write_text(source)
+        patched = smoke.run_harness(env.python, tree, target, work / "patched", reference=reference)
+    check = smoke.smoke_check(patched)
+    assert check.passed is False, check
+    assert check.detail.startswith(
+        "the EAGLE-3 interface fails on OPTForCausalLM: AssertionError: "
+        "Model instance must inherit from EagleModelMixin to set auxiliary layers "
+        "(at vllm/model_executor/models/interfaces.py:"
+    ), check.detail
+
+
+def test_smoke_target_comes_from_the_plans_finding(tmp_path: Path) -> None:
+    from bot.plan import READY, Plan
+
+    finding = {"evidence": {"class": {"path": "vllm/models/kimi_k3/amd/linear.py"}}}
+    plan = Plan(status=READY, reason="r", class_name="KimiLinearForCausalLM", finding=finding)
+    plan.recipe = "eagle3-interface"
+    assert smoke.target_of(plan) == smoke.SmokeTarget(
+        "vllm.models.kimi_k3.amd.linear", "KimiLinearForCausalLM"
+    )
+    plan.class_name = "Kimi; import os"
+    assert smoke.target_of(plan) == "the plan names no class"
+    plan.class_name = "KimiLinearForCausalLM"
+    plan.finding = {"evidence": {"class": {"path": "../../etc/passwd.py"}}}
+    assert "does not say which file" in str(smoke.target_of(plan))
+    plan.recipe = "eagle3-wrapper"
+    assert "has no smoke check" in str(smoke.target_of(plan))
+    assert json.dumps(smoke.runtime_env(tmp_path))  # plain strings only
+
+
+def test_smoke_command_refuses_a_hostile_target(capsys: pytest.CaptureFixture) -> None:
+    for target in ("os:system", "vllm.models;rm -rf /:X", "vllm.model_executor.models.glm4:"):
+        argv = ["smoke", "--tree", ".", "--base", "HEAD", "--target", target]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bot: not a vllm module:Class target") and "Traceback" not in err
+    target = smoke.parse_target("vllm.model_executor.models.glm4:Glm4ForCausalLM")
+    assert str(target) == "vllm.model_executor.models.glm4:Glm4ForCausalLM"
