@@ -1,0 +1,131 @@
+"""What ``bot publish`` re-checks for each edit kind of the ``eagle3-interface`` recipe.
+
+Each rule is the publish-time twin of one FileEdit the recipe plans: the same spans, resolved on
+the base file's text, plus what the change means: only the interface (or the test's names)
+imported, no other top-level statement changed, the class gaining exactly ``SupportsEagle3``,
+a regression test that is exactly the one the codemod writes. ``eagle3-wrapper`` reuses the
+registry-entry and regression-test rules: its plans add the same entry and the same tests.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from bot.codemods.base import CodemodRefused
+from bot.codemods.regression_test import (
+    INTERFACES_MODULE,
+    REGISTRY_TEST_FUNCTION,
+    advertises_test_name,
+)
+from bot.codemods.spans import ClassHeader, Imports, TopLevel
+from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.publish_rules import (
+    IDENTIFIER,
+    MODEL_FILE,
+    TEST_FILE,
+    confined,
+    dump,
+    functions,
+    module_class,
+    only_new_imports,
+    same_other_statements,
+    statement_gaps,
+)
+from bot.registry_plan import DICT_NAME as REGISTRY_DICT
+from bot.registry_plan import REGISTRY_FILE
+
+INTERFACE = "SupportsEagle3"
+
+
+def from_interfaces(module: str) -> bool:
+    return module in (".interfaces", INTERFACES_MODULE)
+
+
+def _from_vllm(module: str) -> bool:
+    return module.startswith("vllm.")
+
+
+def declare_interface(edit: PublishedEdit) -> None:
+    """``SupportsEagle3`` imported and appended to the class's bases; nothing else."""
+    path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
+    if not MODEL_FILE.match(path):
+        raise CodemodRefused("not a model file; the interface is declared in model files only")
+    confined(before, after, [Imports(), ClassHeader(class_name)])
+    only_new_imports(before, after, {INTERFACE: from_interfaces})
+    old, new = module_class(before, class_name), module_class(after, class_name)
+    same_class = (
+        dump(old.body) == dump(new.body)
+        and dump(old.decorator_list) == dump(new.decorator_list)
+        and dump(old.keywords) == dump(new.keywords)
+    )
+    added = ast.Name(INTERFACE, ast.Load())
+    if not same_class or dump(new.bases) != dump([*old.bases, added]):
+        raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
+    same_other_statements(before, after, allowed_names={class_name})
+
+
+def registry_entry(edit: PublishedEdit) -> None:
+    if edit.path != REGISTRY_FILE:
+        raise CodemodRefused(f"registry entries go into {REGISTRY_FILE} only")
+    confined(edit.before, edit.after, [TopLevel(REGISTRY_DICT)])
+    same_other_statements(edit.before, edit.after, allowed_names={REGISTRY_DICT})
+
+
+def regression_test(edit: PublishedEdit) -> None:
+    path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
+    if not TEST_FILE.match(path):
+        raise CodemodRefused("regression tests go under tests/models only")
+    names = {advertises_test_name(class_name), REGISTRY_TEST_FUNCTION}
+    existing = [TopLevel(name) for name in names if name in functions(before)]
+    confined(before, after, [Imports(), *existing], extra=statement_gaps(before))
+    only_new_imports(before, after, {"supports_eagle3": from_interfaces, class_name: _from_vllm})
+    same_other_statements(before, after, allowed_names=names)
+    old_functions = functions(before)
+    for name, function in functions(after).items():
+        if name in names and dump(function) != dump(old_functions.get(name, [])):
+            _check_test_function(function, old_functions.get(name), class_name)
+
+
+def _check_test_function(
+    function: ast.FunctionDef, existing: ast.FunctionDef | None, class_name: str
+) -> None:
+    """A new or extended regression test is exactly what the codemod writes: the same body
+    as before (or the codemod's), parametrized over a plain list of architecture names."""
+    if function.name == advertises_test_name(class_name):
+        text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
+    else:
+        listed = ", ".join(f'"{arch}"' for arch in _parametrized_archs(function))
+        text = (
+            f'@pytest.mark.parametrize("model_arch", [{listed}])\n'
+            f"def {function.name}(model_arch):\n"
+            "    model_cls = ModelRegistry._try_load_model_cls(model_arch)\n"
+            "    assert model_cls is not None\n"
+            "    assert supports_eagle3(model_cls)\n"
+        )
+    expected = ast.parse(text).body[0]
+    assert isinstance(expected, ast.FunctionDef)
+    if existing is not None:  # upstream's own test: keep its body, only the list may grow
+        expected.body, expected.args = existing.body, existing.args
+    if dump(function) != dump(expected):
+        raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
+
+
+def _parametrized_archs(function: ast.FunctionDef) -> list[str]:
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and len(decorator.args) == 2:
+            listed = decorator.args[1]
+            names = [e.value for e in getattr(listed, "elts", []) if isinstance(e, ast.Constant)]
+            if (
+                isinstance(listed, ast.List)
+                and len(names) == len(listed.elts)
+                and all(isinstance(n, str) and IDENTIFIER.match(n) for n in names)
+            ):
+                return names
+    raise CodemodRefused(f"{function.name} is not parametrized over architecture names")
+
+
+PUBLISH_RULES: dict[str, PublishRule] = {
+    "declare-interface": declare_interface,
+    "registry-entry": registry_entry,
+    "regression-test": regression_test,
+}
