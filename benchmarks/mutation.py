@@ -72,6 +72,17 @@ GROUPS: dict[str, Group] = {
         paths=("bot/publish.py", "bot/git.py"),
         tests=("tests/test_publish_do_no_harm.py", "tests/test_publish_seed.py"),
     ),
+    # What the privileged half re-checks before it pushes: generic confinement and each
+    # recipe's publish rules (they live beside the recipes, but only publish runs them).
+    "publish-checks": Group(
+        paths=(
+            "bot/publish_checks.py",
+            "bot/recipes/publish_rules.py",
+            "bot/recipes/eagle3_interface_publish.py",
+            "bot/recipes/eagle3_wrapper_publish.py",
+        ),
+        tests=("tests/test_publish_trust.py", "tests/test_publish_wrapper.py"),
+    ),
 }
 
 # cosmic-ray's core operators, minus the cross product of arithmetic/bitwise replacements

@@ -4,39 +4,27 @@
 upstream code. So before anything is pushed: every field that reaches git or GitHub is
 validated (identifiers, single-line commit text without trailers or @mentions, the configured
 upstream), the patch is the one verification saw (its hash), and the commit's tree changes only
-the files the plan's edits declare, only inside the spans the recipe may touch (the same span
-rules as ``bot propose``, from :mod:`bot.codemods.safety`).
+the files the plan's edits declare, each only as the plan's recipe allows for that edit kind
+(``recipe.publish_rules``: the recipe's own spans re-resolved on the base text, and what the
+change means; see :mod:`bot.recipes.publish_rules`). An unknown recipe or kind is refused.
 """
 
 from __future__ import annotations
 
-import ast
 import re
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from bot.codemods.base import CodemodRefused
-from bot.codemods.regression_test import (
-    INTERFACES_MODULE,
-    REGISTRY_TEST_FUNCTION,
-    advertises_test_name,
-)
-from bot.codemods.safety import (
-    LineRange,
-    changed_lines_confined,
-    class_header_span,
-    import_region_span,
-    top_level_span,
-)
 from bot.config import GitHubSettings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
 from bot.plan import READY, PlanDir
-from bot.registry_plan import DICT_NAME as REGISTRY_DICT
-from bot.registry_plan import REGISTRY_FILE
+from bot.recipes.base import PublishedEdit, PublishRule
 
-INTERFACE = "SupportsEagle3"
-
+# The reason is the commit body's paragraph: a finding's summary plus why no registry entry
+# (a wrapper's names its language model and the family it covers).
+REASON_LIMIT = 1000
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _RECIPE = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
 _FINGERPRINT = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
@@ -44,8 +32,6 @@ _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
 # A line git (or GitHub) would read as a trailer: "Token: value" / "Token #value".
 _TRAILER_LIKE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9-]*\s*(:|\s#)")
 _TRAILER_WORD = re.compile(r"(?i)[a-z0-9]-by\s*:|co-authored|signed-off|change-id\s*:")
-_MODEL_FILE = re.compile(r"^vllm/(?:model_executor/models|models)/(?:[A-Za-z0-9_]+/)*\w+\.py$")
-_TEST_FILE = re.compile(r"^tests/models/(?:[A-Za-z0-9_]+/)*\w+\.py$")
 # pr.md's body outside code: no @mention, no trailer, no closing keyword for another issue.
 _FENCED = re.compile(r"(?ms)^[ ]{0,3}(`{3,}|~{3,}).*?^[ ]{0,3}\1[`~]*[ \t]*$")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
@@ -111,7 +97,7 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
     if not isinstance(plan.fingerprint, str) or not _FINGERPRINT.match(plan.fingerprint):
         raise BotError("the plan's fingerprint is not a bot fingerprint")
     pull_request_title(planned)
-    commit_text(plan.reason, "reason")
+    commit_text(plan.reason, "reason", limit=REASON_LIMIT)
     check_pr_body(planned)
 
 
@@ -162,7 +148,7 @@ def commit_message(planned: PlanDir, git_name: str, git_email: str) -> str:
     """The commit message, only from validated fields: title, reason, issue number, DCO."""
     plan = planned.plan
     title = pull_request_title(planned)
-    reason = commit_text(plan.reason, "reason")
+    reason = commit_text(plan.reason, "reason", limit=REASON_LIMIT)
     name = commit_text(git_name, "commit author name (BOT_GIT_NAME)", limit=100)
     if not re.fullmatch(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+", git_email):
         raise BotError("BOT_GIT_EMAIL is not an e-mail address")
@@ -189,12 +175,14 @@ class FileChange:
 
 
 def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
-    """Refuse unless the tree changes exactly the declared files, each inside its spans."""
+    """Refuse unless the tree changes exactly the declared files, each as the plan's recipe's
+    rule for that edit kind allows (the recipe's spans and meaning, on the base file's text)."""
     plan = planned.plan
+    rules = _publish_rules(plan.recipe)
     declared: dict[str, str] = {}
     for edit in plan.edits:
         path, kind = edit.get("path"), edit.get("kind")
-        if not isinstance(path, str) or kind not in _RULES or path in declared:
+        if not isinstance(path, str) or kind not in rules or path in declared:
             raise BotError(f"the plan declares an edit publish cannot check: {path!r} ({kind!r})")
         declared[path] = kind
     changed = {c.path for c in changes}
@@ -205,13 +193,29 @@ def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
     if missing:
         raise BotError(f"the plan declares an edit of {missing[0]} the patch does not make")
     class_name = identifier(plan.class_name, "class_name")
+    finding = plan.finding if isinstance(plan.finding, dict) else {}
+    if finding.get("class") != class_name:
+        raise BotError("the plan's class_name is not its finding's class; refusing to publish")
     for change in changes:
         before, after = _texts(change)
+        kind = declared[change.path]
+        edit = PublishedEdit(change.path, kind, before, after, class_name, finding)
         try:
-            _RULES[declared[change.path]](change.path, before, after, class_name)
+            rules[kind](edit)
         except (CodemodRefused, SyntaxError, ValueError) as exc:
             detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise BotError(f"{change.path}: {detail}; refusing to publish") from None
+
+
+def _publish_rules(recipe_name: object) -> Mapping[str, PublishRule]:
+    """The plan's recipe's publish-time rules, by edit kind; an unknown recipe has none."""
+    from bot.recipes import recipe_named  # the recipes import the tree scanner: only when used
+
+    recipe = recipe_named(recipe_name) if isinstance(recipe_name, str) else None
+    rules = getattr(recipe, "publish_rules", None)
+    if not isinstance(rules, Mapping) or not rules:
+        raise BotError(f"publish has no checks for recipe {recipe_name!r}; refusing to publish")
+    return rules
 
 
 def _texts(change: FileChange) -> tuple[str, str]:
@@ -227,260 +231,3 @@ def _texts(change: FileChange) -> tuple[str, str]:
     if "\0" in before or "\0" in after:
         raise BotError(f"{change.path} is binary; the bot only edits Python source")
     return before, after
-
-
-def _declare_interface(path: str, before: str, after: str, class_name: str) -> None:
-    if not _MODEL_FILE.match(path):
-        raise CodemodRefused("not a model file; the interface is declared in model files only")
-    spans = [import_region_span(before), class_header_span(before, class_name)]
-    changed_lines_confined(before, after, spans)
-    _only_new_imports(before, after, {INTERFACE: _from_interfaces})
-    old, new = _class(before, class_name), _class(after, class_name)
-    same_class = (
-        _dump(old.body) == _dump(new.body)
-        and _dump(old.decorator_list) == _dump(new.decorator_list)
-        and _dump(old.keywords) == _dump(new.keywords)
-    )
-    added = ast.Name(INTERFACE, ast.Load())
-    if not same_class or _dump(new.bases) != _dump([*old.bases, added]):
-        raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
-    _same_other_statements(before, after, allowed={class_name: ast.ClassDef})
-
-
-def _registry_entry(path: str, before: str, after: str, class_name: str) -> None:
-    if path != REGISTRY_FILE:
-        raise CodemodRefused(f"registry entries go into {REGISTRY_FILE} only")
-    changed_lines_confined(before, after, [top_level_span(before, REGISTRY_DICT)])
-    _same_other_statements(before, after, allowed={REGISTRY_DICT: (ast.Assign, ast.AnnAssign)})
-    _only_one_new_literal_entry(before, after)
-
-
-def _regression_test(path: str, before: str, after: str, class_name: str) -> None:
-    if not _TEST_FILE.match(path):
-        raise CodemodRefused("regression tests go under tests/models only")
-    names = {advertises_test_name(class_name), REGISTRY_TEST_FUNCTION}
-    spans = [import_region_span(before), *_statement_gaps(before)]
-    module = ast.parse(before)
-    for node in module.body:
-        if isinstance(node, ast.FunctionDef) and node.name in names:
-            spans.append(top_level_span(before, node.name))
-    changed_lines_confined(before, after, spans)
-    _only_new_imports(before, after, {"supports_eagle3": _from_interfaces, class_name: _from_vllm})
-    _same_other_statements(before, after, allowed=dict.fromkeys(names, ast.FunctionDef))
-    old_functions = _functions(before)
-    for name, function in _functions(after).items():
-        if name in names and _dump(function) != _dump(old_functions.get(name, [])):
-            _check_test_function(function, old_functions.get(name), class_name)
-
-
-def _functions(source: str) -> dict[str, ast.FunctionDef]:
-    return {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
-
-
-def _check_test_function(
-    function: ast.FunctionDef, existing: ast.FunctionDef | None, class_name: str
-) -> None:
-    """A new or extended regression test is exactly what the codemod writes: the same body
-    as before (or the codemod's), parametrized over a plain list of architecture names."""
-    if function.name == advertises_test_name(class_name):
-        text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
-    else:
-        listed = ", ".join(f'"{arch}"' for arch in _parametrized_archs(function))
-        text = (
-            f'@pytest.mark.parametrize("model_arch", [{listed}])\n'
-            f"def {function.name}(model_arch):\n"
-            "    model_cls = ModelRegistry._try_load_model_cls(model_arch)\n"
-            "    assert model_cls is not None\n"
-            "    assert supports_eagle3(model_cls)\n"
-        )
-    expected = ast.parse(text).body[0]
-    assert isinstance(expected, ast.FunctionDef)
-    if existing is not None:  # upstream's own test: keep its body, only the list may grow
-        expected.body, expected.args = existing.body, existing.args
-    if _dump(function) != _dump(expected):
-        raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
-
-
-def _parametrized_archs(function: ast.FunctionDef) -> list[str]:
-    for decorator in function.decorator_list:
-        if isinstance(decorator, ast.Call) and len(decorator.args) == 2:
-            listed = decorator.args[1]
-            names = [e.value for e in getattr(listed, "elts", []) if isinstance(e, ast.Constant)]
-            if (
-                isinstance(listed, ast.List)
-                and len(names) == len(listed.elts)
-                and all(isinstance(n, str) and _IDENTIFIER.match(n) for n in names)
-            ):
-                return names
-    raise CodemodRefused(f"{function.name} is not parametrized over architecture names")
-
-
-_RULES: dict[str, Callable[[str, str, str, str], None]] = {
-    "declare-interface": _declare_interface,
-    "registry-entry": _registry_entry,
-    "regression-test": _regression_test,
-}
-
-
-def _statement_gaps(source: str) -> list[LineRange]:
-    """The blank stretch after each top-level statement: where a new test function goes.
-
-    A range may be empty (start > end); ``changed_lines_confined`` then allows only an
-    insertion right after the statement.
-    """
-    body = ast.parse(source).body
-    total = len(source.splitlines())
-    gaps = []
-    for index, node in enumerate(body):
-        end = node.end_lineno or node.lineno
-        following = body[index + 1] if index + 1 < len(body) else None
-        if following is None:
-            next_start = total + 1
-        else:
-            decorators = getattr(following, "decorator_list", [])
-            next_start = min([following.lineno, *(d.lineno for d in decorators)])
-        gaps.append((end + 1, next_start - 1))
-    return gaps
-
-
-def _dump(node: object) -> str:
-    if isinstance(node, list):
-        return "[" + ",".join(_dump(n) for n in node) + "]"
-    assert isinstance(node, ast.AST)
-    return ast.dump(node, annotate_fields=False, include_attributes=False)
-
-
-def _class(source: str, name: str) -> ast.ClassDef:
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return node
-    raise CodemodRefused(f"no module-level class {name}")
-
-
-def _imported(source: str) -> set[tuple[str, str, str | None]]:
-    found = set()
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            found |= {(module, a.name, a.asname) for a in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {("", a.name, a.asname) for a in node.names}
-    return found
-
-
-def _from_interfaces(module: str) -> bool:
-    return module in (".interfaces", INTERFACES_MODULE)
-
-
-def _from_vllm(module: str) -> bool:
-    return module.startswith("vllm.")
-
-
-def _only_new_imports(before: str, after: str, allowed: dict[str, Callable[[str], bool]]) -> None:
-    """The patch adds only ``allowed`` names (each from a module its predicate accepts)."""
-    old, new = _imported(before), _imported(after)
-    if old - new:
-        raise CodemodRefused("the patch removes an import")
-    for module, name, alias in sorted(new - old, key=str):
-        from_ok = allowed.get(name)
-        if alias is not None or from_ok is None or not from_ok(module):
-            raise CodemodRefused(f"the patch imports {name} from {module or 'a module'}")
-
-
-def _same_other_statements(
-    before: str, after: str, allowed: dict[str, type[ast.stmt] | tuple[type[ast.stmt], ...]]
-) -> None:
-    """Every top-level statement other than imports and the ``allowed`` definitions (each
-    of its own kind, at most once) is unchanged: an assignment or a second, shadowed
-    definition under an allowed name would run code at import."""
-
-    def others(source: str) -> tuple[list[str], list[str]]:
-        kept, defined = [], []
-        for node in ast.parse(source).body:
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                continue
-            names = _names(node)
-            name = next(iter(names)) if len(names) == 1 else None
-            if name in allowed and isinstance(node, allowed[name]):
-                defined.append(name)
-                continue
-            kept.append(_dump(node))
-        return kept, defined
-
-    old, _ = others(before)
-    new, defined = others(after)
-    if old != new or len(defined) != len(set(defined)):
-        raise CodemodRefused("the patch changes a statement outside the declared edit")
-
-
-def _only_one_new_literal_entry(before: str, after: str) -> None:
-    """The registry dict gains exactly one ``"Key": Callee(literal, ..., name=literal)``
-    entry, with the callee of its existing entries; every existing entry is unchanged, and
-    ``trust_remote_code`` is on only if upstream's own entry for the same checkpoint has it."""
-    old, new = _registry_entries(before), _registry_entries(after)
-    added = [key for key in new if key not in old]
-    if len(new) != len(old) + 1 or len(added) != 1:
-        raise CodemodRefused("the registry edit is not exactly one new registry entry")
-    if any(new[key] != value for key, value in old.items()):
-        raise CodemodRefused("the registry edit changes an existing registry entry")
-    value = _registry_values(after)[added[0]]
-    callees = {_dump(v.func) for v in _registry_values(before).values() if isinstance(v, ast.Call)}
-    if not isinstance(value, ast.Call) or _dump(value.func) not in callees:
-        raise CodemodRefused("the new registry entry is not a call like its siblings")
-    arguments = [*value.args, *(k.value for k in value.keywords)]
-    names = [k.arg for k in value.keywords]
-    if None in names or len(names) != len(set(names)) or not all(map(_literal, arguments)):
-        raise CodemodRefused("the new registry entry has an argument that is not a literal")
-    if _trusts_remote_code(value) and not any(
-        _trusts_remote_code(call) and _first_arg(call) == _first_arg(value) is not None
-        for call in ast.walk(ast.parse(before))
-        if isinstance(call, ast.Call)
-    ):
-        raise CodemodRefused(
-            "the new registry entry sets trust_remote_code, which upstream's own entry for "
-            "its checkpoint does not"
-        )
-
-
-def _registry_values(source: str) -> dict[str, ast.expr]:
-    for node in ast.parse(source).body:
-        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-        if REGISTRY_DICT in _names(node) and isinstance(value, ast.Dict):
-            keys = [k.value if isinstance(k, ast.Constant) else None for k in value.keys]
-            if not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
-                raise CodemodRefused(f"{REGISTRY_DICT} has a key that is not a plain string")
-            return dict(zip(keys, value.values, strict=True))  # type: ignore[arg-type]
-    raise CodemodRefused(f"no module-level dict literal {REGISTRY_DICT}")
-
-
-def _registry_entries(source: str) -> dict[str, str]:
-    return {key: _dump(value) for key, value in _registry_values(source).items()}
-
-
-def _literal(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bytes)
-
-
-def _trusts_remote_code(call: ast.Call) -> bool:
-    return any(
-        k.arg == "trust_remote_code"
-        and not (isinstance(k.value, ast.Constant) and k.value.value is False)
-        for k in call.keywords
-    )
-
-
-def _first_arg(call: ast.Call) -> object:
-    first = call.args[0] if call.args else None
-    return first.value if isinstance(first, ast.Constant) else None
-
-
-def _names(node: ast.stmt) -> set[str]:
-    if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-        return {node.name}
-    if isinstance(node, ast.Assign):
-        return {t.id for t in node.targets if isinstance(t, ast.Name)}
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return {node.target.id}
-    return set()

@@ -1,7 +1,7 @@
 """Upstream code the bot runs never sees a credential or the runner's command files.
 
-A vLLM tree whose ``vllm/__init__.py`` is a spy: every time it is imported (the importability
-probe, the CPU tests, the local GPU tests of ``bot verify``) it records the environment it sees
+A vLLM tree whose ``vllm/__init__.py`` is a spy: every time it is imported (the local GPU
+tests of ``bot verify``) it records the environment it sees
 into a file and tries to append to ``$GITHUB_ENV``. The bot itself runs with a token and the
 runner's variables set, as in a job that holds a write token.
 """
@@ -107,10 +107,10 @@ def test_upstream_code_run_by_verify_sees_no_token(tmp_path: Path, runner_env: P
     verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
 
     records = [json.loads(p.read_text()) for p in sorted(seen.glob("*.json"))]
-    # The probe, the CPU test and the GPU test each imported the spy in a process of its own.
-    assert len(records) >= 3, verification
-    checks = {c["name"]: c for c in verification["checks"]}
-    assert checks["cpu-tests"]["passed"] is True, checks["cpu-tests"]
+    # The local GPU test imported the spy in a process of its own. (The CPU tests and the smoke
+    # check run in the release's environment, which a plan without a release has not: their
+    # subprocesses take the same minimal environment, as the source scan below enforces.)
+    assert len(records) >= 1, verification
     assert verification["gpu"]["conclusion"] == "success", verification["gpu"]
     for record in records:
         # Names only in a failure message: the values are what must not be shown.
@@ -149,7 +149,7 @@ def test_reuse_local_keeps_the_recorded_checks_and_runs_nothing(
     """What the publish job does: the unprivileged job verified, this one imports nothing."""
     seen = tmp_path / "seen"
     plan_dir = _spy_plan(tmp_path, seen)
-    first = verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False))
+    first = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
     assert first["local_passed"] is True and list(seen.glob("*.json"))
     for record in seen.glob("*.json"):
         record.unlink()

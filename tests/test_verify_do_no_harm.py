@@ -81,6 +81,7 @@ def test_the_right_patch_passes_every_local_check(tmp_path: Path) -> None:
         "py_compile",
         "ruff",
         "cpu-tests",
+        "smoke",
     ]
     for name in ("apply", "rescan", "py_compile", "ruff"):
         assert checks[name]["passed"] is True, checks[name]

@@ -104,10 +104,14 @@ def _guard_method(name: str | None, source: str | None) -> cst.FunctionDef | Non
     return functions[0]
 
 
-def _method(name: str, attribute: str, guard: str | None = None) -> cst.FunctionDef:
+def delegating_method(name: str, attribute: str, guard: str | None = None) -> str:
+    """The text of protocol method ``name`` as this codemod writes it (unindented)."""
     call = f"    self.{guard}()\n" if guard else ""
-    code = _TEMPLATES[name].format(name=name, attribute=attribute, guard=call)
-    function = cst.parse_module(code).body[0]
+    return _TEMPLATES[name].format(name=name, attribute=attribute, guard=call)
+
+
+def _method(name: str, attribute: str, guard: str | None = None) -> cst.FunctionDef:
+    function = cst.parse_module(delegating_method(name, attribute, guard)).body[0]
     assert isinstance(function, cst.FunctionDef)
     return function.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
 

@@ -78,7 +78,31 @@ class BetweenTopLevel:
         return gaps or [(1, 0)]
 
 
-Span = Imports | ClassHeader | ClassBody | TopLevel | BetweenTopLevel
+@dataclass(frozen=True)
+class AfterClassBody:
+    """Only insertions among the blank lines between class ``name`` and the next statement.
+
+    Methods appended to a class body are new lines right after its last line; the line diff
+    may place them after the blank lines that follow instead, which is the same text.
+    """
+
+    name: str
+
+    def lines(self, source: str) -> list[tuple[int, int]]:
+        body = ast.parse(source).body
+        for node, following in zip(body, [*body[1:], None], strict=True):
+            if isinstance(node, ast.ClassDef) and node.name == self.name:
+                end = node.end_lineno or node.lineno
+                if following is None:
+                    next_start = len(source.splitlines()) + 1
+                else:
+                    decorators = getattr(following, "decorator_list", [])
+                    next_start = min([following.lineno, *(d.lineno for d in decorators)])
+                return [(line + 1, line) for line in range(end, next_start)]
+        return []
+
+
+Span = Imports | ClassHeader | ClassBody | AfterClassBody | TopLevel | BetweenTopLevel
 
 
 def resolve(spans: tuple[Span, ...], source: str) -> list[LineRange]:

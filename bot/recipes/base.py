@@ -226,10 +226,34 @@ class Recipe(Protocol):
     def detect(self, ctx: ScanContext) -> list[Finding]: ...
 
 
+@dataclass(frozen=True)
+class PublishedEdit:
+    """One file of the commit ``bot publish`` is about to push, as a recipe's publish rule sees
+    it: the text at the base commit, the text after the patch, and what the plan says about it.
+
+    ``kind`` and ``class_name`` are the plan's (``class_name`` is a validated identifier, nothing
+    more); ``finding`` is plan.json's finding, untrusted data: a rule that relies on one of its
+    fields checks it against the base text.
+    """
+
+    path: str
+    kind: str
+    before: str
+    after: str
+    class_name: str
+    finding: Mapping[str, Any]
+
+
+PublishRule = Callable[[PublishedEdit], None]
+"""Raises CodemodRefused unless the change is exactly what the recipe's edit of that kind makes."""
+
+
 @runtime_checkable
 class FixingRecipe(Protocol):
     name: str
     description: str
+    # One rule per edit kind the recipe's FileEdits use: publish refuses any other kind.
+    publish_rules: Mapping[str, PublishRule]
 
     def detect(self, ctx: ScanContext) -> list[Finding]: ...
 

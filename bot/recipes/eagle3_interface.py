@@ -48,6 +48,7 @@ from bot.recipes.eagle3_analysis import (
     locate,
     mixin_chain,
 )
+from bot.recipes.eagle3_interface_publish import PUBLISH_RULES
 from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
@@ -63,6 +64,7 @@ TEMPLATES = "recipes/eagle3-interface"
 class Eagle3Interface:
     name = NAME
     description = "declare SupportsEagle3 on a model whose decoder already supports EAGLE-3"
+    publish_rules = PUBLISH_RULES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         findings: list[Finding] = []

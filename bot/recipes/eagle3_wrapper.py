@@ -10,10 +10,9 @@ reported with the language models that would work, but not proposed.
 
 from __future__ import annotations
 
-import ast
 import html
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
@@ -25,7 +24,14 @@ from bot.codemods.regression_test import (
     add_eagle3_regression_test,
     add_registry_eagle3_test,
 )
-from bot.codemods.spans import BetweenTopLevel, ClassBody, Imports, Span, TopLevel
+from bot.codemods.spans import (
+    AfterClassBody,
+    BetweenTopLevel,
+    ClassBody,
+    Imports,
+    Span,
+    TopLevel,
+)
 from bot.recipes.base import (
     Declined,
     FileEdit,
@@ -47,6 +53,7 @@ from bot.recipes.eagle3_interface import (
     is_multimodal,
     registered_targets,
 )
+from bot.recipes.eagle3_wrapper_publish import PUBLISH_RULES
 from bot.recipes.wrapper_analysis import (
     DELEGATE,
     INTERFACE_ONLY,
@@ -69,6 +76,7 @@ SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 class Eagle3Wrapper:
     name = NAME
     description = "multimodal wrapper whose language model already supports EAGLE-3"
+    publish_rules = PUBLISH_RULES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]
@@ -300,30 +308,6 @@ def _finding(
             "SupportsEagle3 itself"
         )
     return class_finding(NAME, index, ref, entries, evidence, summary)
-
-
-@dataclass(frozen=True)
-class AfterClassBody:
-    """Only insertions among the blank lines between class ``name`` and the next statement.
-
-    Methods appended to a class body are new lines right after its last line; the line diff
-    may place them after the blank lines that follow instead, which is the same text.
-    """
-
-    name: str
-
-    def lines(self, source: str) -> list[tuple[int, int]]:
-        body = ast.parse(source).body
-        for node, following in zip(body, [*body[1:], None], strict=True):
-            if isinstance(node, ast.ClassDef) and node.name == self.name:
-                end = node.end_lineno or node.lineno
-                if following is None:
-                    next_start = len(source.splitlines()) + 1
-                else:
-                    decorators = getattr(following, "decorator_list", [])
-                    next_start = min([following.lineno, *(d.lineno for d in decorators)])
-                return [(line + 1, line) for line in range(end, next_start)]
-        return []
 
 
 def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:

@@ -1,0 +1,198 @@
+"""What ``bot publish`` re-checks for each edit kind of the ``eagle3-interface`` recipe.
+
+Each rule is the publish-time twin of one FileEdit the recipe plans: the same spans, resolved on
+the base file's text, plus what the change means: only the interface (or the test's names)
+imported, no other top-level statement changed, the class gaining exactly ``SupportsEagle3``,
+a regression test that is exactly the one the codemod writes. ``eagle3-wrapper`` reuses the
+registry-entry and regression-test rules: its plans add the same entry and the same tests.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from bot.codemods.base import CodemodRefused
+from bot.codemods.regression_test import (
+    INTERFACES_MODULE,
+    REGISTRY_TEST_FUNCTION,
+    advertises_test_name,
+)
+from bot.codemods.spans import ClassHeader, Imports, TopLevel
+from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.publish_rules import (
+    IDENTIFIER,
+    MODEL_FILE,
+    TEST_FILE,
+    confined,
+    dump,
+    functions,
+    module_class,
+    only_new_imports,
+    same_other_statements,
+    statement_gaps,
+)
+from bot.recipes.publish_rules import names as names_of
+from bot.registry_plan import DICT_NAME as REGISTRY_DICT
+from bot.registry_plan import REGISTRY_FILE
+
+INTERFACE = "SupportsEagle3"
+
+
+def from_interfaces(module: str) -> bool:
+    return module in (".interfaces", INTERFACES_MODULE)
+
+
+def _from_vllm(module: str) -> bool:
+    return module.startswith("vllm.")
+
+
+def declare_interface(edit: PublishedEdit) -> None:
+    """``SupportsEagle3`` imported and appended to the class's bases; nothing else."""
+    path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
+    if not MODEL_FILE.match(path):
+        raise CodemodRefused("not a model file; the interface is declared in model files only")
+    confined(before, after, [Imports(), ClassHeader(class_name)])
+    only_new_imports(before, after, {INTERFACE: from_interfaces})
+    old, new = module_class(before, class_name), module_class(after, class_name)
+    same_class = (
+        dump(old.body) == dump(new.body)
+        and dump(old.decorator_list) == dump(new.decorator_list)
+        and dump(old.keywords) == dump(new.keywords)
+    )
+    added = ast.Name(INTERFACE, ast.Load())
+    if not same_class or dump(new.bases) != dump([*old.bases, added]):
+        raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
+    same_other_statements(before, after, allowed={class_name: ast.ClassDef})
+
+
+def registry_entry(edit: PublishedEdit) -> None:
+    if edit.path != REGISTRY_FILE:
+        raise CodemodRefused(f"registry entries go into {REGISTRY_FILE} only")
+    confined(edit.before, edit.after, [TopLevel(REGISTRY_DICT)])
+    same_other_statements(
+        edit.before, edit.after, allowed={REGISTRY_DICT: (ast.Assign, ast.AnnAssign)}
+    )
+    _only_one_new_literal_entry(edit.before, edit.after)
+
+
+def regression_test(edit: PublishedEdit) -> None:
+    path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
+    if not TEST_FILE.match(path):
+        raise CodemodRefused("regression tests go under tests/models only")
+    names = {advertises_test_name(class_name), REGISTRY_TEST_FUNCTION}
+    existing = [TopLevel(name) for name in names if name in functions(before)]
+    confined(before, after, [Imports(), *existing], extra=statement_gaps(before))
+    only_new_imports(before, after, {"supports_eagle3": from_interfaces, class_name: _from_vllm})
+    same_other_statements(before, after, allowed=dict.fromkeys(names, ast.FunctionDef))
+    old_functions = functions(before)
+    for name, function in functions(after).items():
+        if name in names and dump(function) != dump(old_functions.get(name, [])):
+            _check_test_function(function, old_functions.get(name), class_name)
+
+
+def _check_test_function(
+    function: ast.FunctionDef, existing: ast.FunctionDef | None, class_name: str
+) -> None:
+    """A new or extended regression test is exactly what the codemod writes: the same body
+    as before (or the codemod's), parametrized over a plain list of architecture names."""
+    if function.name == advertises_test_name(class_name):
+        text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
+    else:
+        listed = ", ".join(f'"{arch}"' for arch in _parametrized_archs(function))
+        text = (
+            f'@pytest.mark.parametrize("model_arch", [{listed}])\n'
+            f"def {function.name}(model_arch):\n"
+            "    model_cls = ModelRegistry._try_load_model_cls(model_arch)\n"
+            "    assert model_cls is not None\n"
+            "    assert supports_eagle3(model_cls)\n"
+        )
+    expected = ast.parse(text).body[0]
+    assert isinstance(expected, ast.FunctionDef)
+    if existing is not None:  # upstream's own test: keep its body, only the list may grow
+        expected.body, expected.args = existing.body, existing.args
+    if dump(function) != dump(expected):
+        raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
+
+
+def _parametrized_archs(function: ast.FunctionDef) -> list[str]:
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and len(decorator.args) == 2:
+            listed = decorator.args[1]
+            names = [e.value for e in getattr(listed, "elts", []) if isinstance(e, ast.Constant)]
+            if (
+                isinstance(listed, ast.List)
+                and len(names) == len(listed.elts)
+                and all(isinstance(n, str) and IDENTIFIER.match(n) for n in names)
+            ):
+                return names
+    raise CodemodRefused(f"{function.name} is not parametrized over architecture names")
+
+
+PUBLISH_RULES: dict[str, PublishRule] = {
+    "declare-interface": declare_interface,
+    "registry-entry": registry_entry,
+    "regression-test": regression_test,
+}
+
+
+def _only_one_new_literal_entry(before: str, after: str) -> None:
+    """The registry dict gains exactly one ``"Key": Callee(literal, ..., name=literal)``
+    entry, with the callee of its existing entries; every existing entry is unchanged, and
+    ``trust_remote_code`` is on only if upstream's own entry for the same checkpoint has it."""
+    old, new = _registry_entries(before), _registry_entries(after)
+    added = [key for key in new if key not in old]
+    if len(new) != len(old) + 1 or len(added) != 1:
+        raise CodemodRefused("the registry edit is not exactly one new registry entry")
+    if any(new[key] != value for key, value in old.items()):
+        raise CodemodRefused("the registry edit changes an existing registry entry")
+    value = _registry_values(after)[added[0]]
+    callees = {dump(v.func) for v in _registry_values(before).values() if isinstance(v, ast.Call)}
+    if not isinstance(value, ast.Call) or dump(value.func) not in callees:
+        raise CodemodRefused("the new registry entry is not a call like its siblings")
+    arguments = [*value.args, *(k.value for k in value.keywords)]
+    keywords = [k.arg for k in value.keywords]
+    if None in keywords or len(keywords) != len(set(keywords)) or not all(map(_literal, arguments)):
+        raise CodemodRefused("the new registry entry has an argument that is not a literal")
+    if _trusts_remote_code(value) and not any(
+        _trusts_remote_code(call) and _first_arg(call) == _first_arg(value) is not None
+        for call in ast.walk(ast.parse(before))
+        if isinstance(call, ast.Call)
+    ):
+        raise CodemodRefused(
+            "the new registry entry sets trust_remote_code, which upstream's own entry for "
+            "its checkpoint does not"
+        )
+
+
+def _registry_values(source: str) -> dict[str, ast.expr]:
+    for node in ast.parse(source).body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if REGISTRY_DICT in names_of(node) and isinstance(value, ast.Dict):
+            keys = [k.value if isinstance(k, ast.Constant) else None for k in value.keys]
+            if not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+                raise CodemodRefused(f"{REGISTRY_DICT} has a key that is not a plain string")
+            return dict(zip(keys, value.values, strict=True))  # type: ignore[arg-type]
+    raise CodemodRefused(f"no module-level dict literal {REGISTRY_DICT}")
+
+
+def _registry_entries(source: str) -> dict[str, str]:
+    return {key: dump(value) for key, value in _registry_values(source).items()}
+
+
+def _literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bytes)
+
+
+def _trusts_remote_code(call: ast.Call) -> bool:
+    return any(
+        k.arg == "trust_remote_code"
+        and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+        for k in call.keywords
+    )
+
+
+def _first_arg(call: ast.Call) -> object:
+    first = call.args[0] if call.args else None
+    return first.value if isinstance(first, ast.Constant) else None

@@ -1,0 +1,144 @@
+"""Building blocks for a recipe's publish-time rules (what ``bot publish`` re-checks).
+
+``bot publish`` holds the write token and trusts nothing in the plan artifact: for each file the
+commit changes, it calls the rule the plan's recipe registers for that edit kind
+(``recipe.publish_rules[kind]``) with the base text and the patched text. A rule re-resolves
+the recipe's own spans on the base text and checks the change's meaning (which names are
+imported, which statements change, which code is added); it raises
+:class:`~bot.codemods.base.CodemodRefused` to refuse. The helpers here compare Python source by
+its AST, so formatting does not matter and anything else does.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Sequence
+
+from bot.codemods.base import CodemodRefused
+from bot.codemods.safety import LineRange, changed_lines_confined
+from bot.codemods.spans import Span, resolve
+
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+MODEL_FILE = re.compile(r"^vllm/(?:model_executor/models|models)/(?:[A-Za-z0-9_]+/)*\w+\.py$")
+TEST_FILE = re.compile(r"^tests/models/(?:[A-Za-z0-9_]+/)*\w+\.py$")
+
+
+def confined(
+    before: str, after: str, spans: Sequence[Span], extra: Sequence[LineRange] = ()
+) -> None:
+    """The changed lines lie inside ``spans`` resolved on the base text (as propose does)."""
+    changed_lines_confined(before, after, [*resolve(tuple(spans), before), *extra])
+
+
+def dump(node: object) -> str:
+    """An AST (or a list of them) as text without positions: equal exactly when the code is."""
+    if isinstance(node, list):
+        return "[" + ",".join(dump(n) for n in node) + "]"
+    assert isinstance(node, ast.AST)
+    return ast.dump(node, annotate_fields=False, include_attributes=False)
+
+
+def module_class(source: str, name: str) -> ast.ClassDef:
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise CodemodRefused(f"no module-level class {name}")
+
+
+def functions(source: str) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+
+
+def imported(source: str) -> set[tuple[str, str, str | None]]:
+    found = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom):
+            module = "." * node.level + (node.module or "")
+            found |= {(module, a.name, a.asname) for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {("", a.name, a.asname) for a in node.names}
+    return found
+
+
+def only_new_imports(before: str, after: str, allowed: dict[str, Callable[[str], bool]]) -> None:
+    """The patch adds only ``allowed`` names (each from a module its predicate accepts)."""
+    old, new = imported(before), imported(after)
+    if old - new:
+        raise CodemodRefused("the patch removes an import")
+    for module, name, alias in sorted(new - old, key=str):
+        from_ok = allowed.get(name)
+        if alias is not None or from_ok is None or not from_ok(module):
+            raise CodemodRefused(f"the patch imports {name} from {module or 'a module'}")
+
+
+StatementKind = type[ast.stmt] | tuple[type[ast.stmt], ...]
+
+
+def same_other_statements(before: str, after: str, allowed: dict[str, StatementKind]) -> None:
+    """Every top-level statement other than imports and the ``allowed`` definitions (each of
+    its own kind, at most once) is unchanged: an assignment, or a second, shadowed definition
+    under an allowed name would run code at import."""
+
+    def others(source: str) -> tuple[list[str], list[str]]:
+        kept, defined = [], []
+        for node in ast.parse(source).body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            found = names(node)
+            name = next(iter(found)) if len(found) == 1 else None
+            if name in allowed and isinstance(node, allowed[name]):
+                defined.append(name)
+                continue
+            kept.append(dump(node))
+        return kept, defined
+
+    old, _ = others(before)
+    new, defined = others(after)
+    if old != new or len(defined) != len(set(defined)):
+        raise CodemodRefused("the patch changes a statement outside the declared edit")
+
+
+def names(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {t.id for t in node.targets if isinstance(t, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    return set()
+
+
+def statement_gaps(source: str) -> list[LineRange]:
+    """The blank stretch after each top-level statement: where a new function goes.
+
+    A range may be empty (start > end); ``changed_lines_confined`` then allows only an
+    insertion right after the statement.
+    """
+    body = ast.parse(source).body
+    total = len(source.splitlines())
+    gaps = []
+    for index, node in enumerate(body):
+        end = node.end_lineno or node.lineno
+        following = body[index + 1] if index + 1 < len(body) else None
+        if following is None:
+            next_start = total + 1
+        else:
+            decorators = getattr(following, "decorator_list", [])
+            next_start = min([following.lineno, *(d.lineno for d in decorators)])
+        gaps.append((end + 1, next_start - 1))
+    return gaps
+
+
+def class_gains(old: ast.ClassDef, new: ast.ClassDef, base: str) -> list[ast.stmt]:
+    """What class ``new`` adds to ``old``: exactly ``base`` as its last base and statements
+    appended to its body (returned); anything else about the class refuses."""
+    same = (
+        dump(old.decorator_list) == dump(new.decorator_list)
+        and dump(old.keywords) == dump(new.keywords)
+        and dump(new.bases) == dump([*old.bases, ast.Name(base, ast.Load())])
+        and dump(new.body[: len(old.body)]) == dump(old.body)
+    )
+    if not same:
+        raise CodemodRefused(f"the change to {old.name} is more than adding {base} and methods")
+    return new.body[len(old.body) :]
