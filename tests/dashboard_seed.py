@@ -38,13 +38,14 @@ HOSTILE_TITLE = '<script>window.pwned=1</script><img src=x onerror="window.pwned
 
 
 @functools.cache
-def _seed_proposal(tree: Path) -> tuple[str, str]:
-    """The bot's own patch and edits (as JSON) for the seed issue on ``tree``."""
+def _seed_proposal(tree: Path) -> tuple[str, str, str]:
+    """The bot's own patch, edits and finding (as JSON) for the seed issue on ``tree``."""
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(scratch) / "plan"
         pipeline.propose(tree, out, issue=json.loads(EXAMPLE_ISSUE.read_text()))
-        edits = json.loads((out / "plan.json").read_text())["edits"]
-        return (out / "patch.diff").read_text(encoding="utf-8"), json.dumps(edits)
+        planned = json.loads((out / "plan.json").read_text())
+        patch = (out / "patch.diff").read_text(encoding="utf-8")
+        return patch, json.dumps(planned["edits"]), json.dumps(planned["finding"])
 
 
 def seed_patch(tree: Path) -> str:
@@ -72,6 +73,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
             ],
         },
         edits=json.loads(_seed_proposal(tree)[1]),
+        finding=json.loads(_seed_proposal(tree)[2]),
         branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
         fingerprint="eagle3-interface:Qwen3NextForCausalLM:1e84f5b",
         verification={
