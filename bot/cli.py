@@ -341,8 +341,16 @@ def _add_init_workflows(sub: argparse._SubParsersAction) -> None:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     from bot import pipeline
+    from bot.config import github_settings
+    from bot.issues import load_issue
 
-    result = pipeline.publish(Path(args.plan_dir), reviewer=args.reviewer)
+    expected = None
+    if args.issue is not None:
+        upstream = github_settings().upstream
+        expected = load_issue(args.issue, args.issue_file, upstream).issue["number"]
+    elif args.issue_file is not None:
+        raise BotError("--issue-file needs --issue N")
+    result = pipeline.publish(Path(args.plan_dir), reviewer=args.reviewer, expected_issue=expected)
     print(f"{result.action}: {result.message}" + (f" {result.pr_url}" if result.pr_url else ""))
     return 0
 
@@ -351,6 +359,13 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("publish", help="open or update the PR for a plan directory")
     p.add_argument("plan_dir", help="directory written by `bot propose`")
     p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
+    p.add_argument(
+        "--issue",
+        type=int,
+        metavar="N",
+        help="the labelled issue this run is for; a plan for another upstream issue is refused",
+    )
+    p.add_argument("--issue-file", help="that issue as a JSON file (the event's payload)")
     p.set_defaults(handler=cmd_publish)
 
 

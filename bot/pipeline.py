@@ -67,11 +67,17 @@ def propose(
     return proposal.plan
 
 
-def publish(plan_dir: Path, *, reviewer: str | None) -> PublishResult:
-    """Open or update the plan's PR, then note what GitHub now has in the journal."""
+def publish(
+    plan_dir: Path, *, reviewer: str | None, expected_issue: int | None = None
+) -> PublishResult:
+    """Open or update the plan's PR, then note what GitHub now has in the journal.
+
+    ``expected_issue``: the upstream issue the caller derived itself (from the labelled event);
+    a plan naming another is refused.
+    """
     from bot.publish import publish_plan
 
-    result = publish_plan(plan_dir, reviewer=reviewer)
+    result = publish_plan(plan_dir, reviewer=reviewer, expected_issue=expected_issue)
     journal = _journal()
     proposal_id = journal.record_proposal(plan_dir)
     if result.pr_state:

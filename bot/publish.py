@@ -104,6 +104,7 @@ def publish_plan(
     work_dir: Path | None = None,
     budget: PublishBudget | None = None,
     approved_hash: str | None = None,
+    expected_issue: int | None = None,
 ) -> PublishResult:
     """Publish ``plan_dir``; with ``approved_hash`` only if it is the ``review_hash`` of the
     patch.diff and pr.md on disk (what the maintainer saw)."""
@@ -115,6 +116,11 @@ def publish_plan(
     # Nothing in the artifact is trusted: fields, hashes and (below) the tree are re-checked
     # before the first request that could write anything.
     check_plan_fields(planned, settings)
+    if expected_issue is not None and plan.issue_number != expected_issue:
+        raise BotError(
+            f"the plan is for issue #{plan.issue_number}, not #{expected_issue} that this run "
+            "was started for; refusing to publish it"
+        )
     if plan.status == READY:
         check_hashes(planned, approved_hash)
     client = client or GitHubClient(settings)

@@ -149,3 +149,40 @@ def test_the_plan_records_the_configured_upstream(
     assert main(["propose", "--issue", "33329", "--issue-file", str(staged), *args]) == 0
     assert read_plan_dir(out).plan.upstream == "staging-org/vllm"
     assert main(["propose", "--issue", "33329", "--issue-file", str(EXAMPLE_ISSUE), *args]) == 2
+
+
+@pytest.mark.vllm_tree
+def test_publish_takes_the_issue_from_the_run_not_from_the_plan(
+    standin_with_issues: GitHubStandIn,
+    seed_plan: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture,
+) -> None:
+    """The publish job resolves the labelled event's issue itself: a plan (the artifact of a job
+    that ran upstream code) naming another upstream issue is refused before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    upstream_7 = tmp_path / "upstream-7.json"
+    upstream_7.write_text(
+        json.dumps(
+            {
+                "number": 7,
+                "title": "Unrelated: docs typo",
+                "body": "a typo in the docs",
+                "repository_url": f"https://api.github.com/repos/{UPSTREAM}",
+            }
+        )
+    )
+    tracking_7 = tracking_issue(tmp_path, f"Upstream report: {UPSTREAM}#7")
+    for event in (upstream_7, tracking_7):
+        code = main(["publish", str(seed_plan), "--issue", "7", "--issue-file", str(event)])
+        assert code == 2
+        assert "not #7 that this run was started for" in capsys.readouterr().err
+    assert standin_with_issues.pulls(UPSTREAM) == []
+    assert standin_with_issues.writes() == []
+
+    tracking_ok = tracking_issue(tmp_path, f"Upstream report: {UPSTREAM}#33329", number=8)
+    code = main(["publish", str(seed_plan), "--issue", "8", "--issue-file", str(tracking_ok)])
+    assert code == 0, capsys.readouterr().err
+    (pull,) = standin_with_issues.pulls(UPSTREAM)
+    assert "Fixes #33329" in pull["body"]

@@ -114,12 +114,20 @@ def test_the_unprivileged_job_checks_the_plan_and_the_privileged_one_only_publis
     propose_runs = "\n".join(s.get("run", "") for s in jobs["propose"]["steps"])
     assert "bot verify plan --gpu skip" in propose_runs
     assert not _holds_write_token(jobs["propose"])
-    publish_runs = [s["run"] for s in jobs["publish"]["steps"] if "run" in s]
-    assert all(
-        r.startswith(("bot publish", "python -m pip install ./bot"))
-        or r.startswith("bot verify plan --reuse-local --gpu dispatch")
-        for r in publish_runs
-    ), publish_runs
+    publish_lines = [
+        line.strip()
+        for step in jobs["publish"]["steps"]
+        for line in step.get("run", "").splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
+    allowed = (
+        "bot publish plan --issue ",  # the issue from this run's event, not the artifact's
+        "python -m pip install ./bot",
+        "bot verify plan --reuse-local --gpu dispatch",
+        """jq '.issue' "$GITHUB_EVENT_PATH" > issue.json""",
+    )
+    assert all(line.startswith(allowed) for line in publish_lines), publish_lines
+    assert sum(line.startswith("bot publish") for line in publish_lines) == 2
 
 
 def test_gpu_runner_checks_out_only_what_the_guard_allowed() -> None:
