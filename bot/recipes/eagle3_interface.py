@@ -15,7 +15,6 @@ from typing import Any
 
 from bot.codemods.bases import append_base_class
 from bot.codemods.imports import add_import_name
-from bot.codemods.registry_entry import insert_registry_entry
 from bot.codemods.regression_test import (
     REGISTRY_TEST,
     REGISTRY_TEST_FUNCTION,
@@ -49,7 +48,8 @@ from bot.recipes.eagle3_analysis import (
     mixin_chain,
 )
 from bot.recipes.eagle3_interface_publish import PUBLISH_RULES
-from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
+from bot.recipes.registry_edit import registry_entry_edit
+from bot.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 from bot.tree.signatures import error_signatures
@@ -91,24 +91,7 @@ class Eagle3Interface:
         )
         edits = [_declare_interface(ctx, f) for f in group]
         if entry is not None:
-            edits.append(
-                FileEdit(
-                    path=REGISTRY_FILE,
-                    kind="registry-entry",
-                    description=f"add {entry.key} to {DICT_NAME} (# [{entry.section}])",
-                    steps=(
-                        step(
-                            insert_registry_entry,
-                            dict_name=DICT_NAME,
-                            key=entry.key,
-                            args=entry.args,
-                            kwargs=entry.kwargs,
-                            section=entry.section,
-                        ),
-                    ),
-                    confined_to=(TopLevel(DICT_NAME),),
-                )
-            )
+            edits.append(registry_entry_edit(entry))
         test_edit, cpu_tests = _regression_test(ctx, finding, variant)
         edits.append(test_edit)
         title = f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"

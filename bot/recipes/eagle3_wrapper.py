@@ -17,7 +17,6 @@ from typing import Any
 
 from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
 from bot.codemods.imports import add_import_name
-from bot.codemods.registry_entry import insert_registry_entry
 from bot.codemods.regression_test import (
     REGISTRY_TEST,
     REGISTRY_TEST_FUNCTION,
@@ -54,6 +53,7 @@ from bot.recipes.eagle3_interface import (
     registered_targets,
 )
 from bot.recipes.eagle3_wrapper_publish import PUBLISH_RULES
+from bot.recipes.registry_edit import registry_entry_edit
 from bot.recipes.wrapper_analysis import (
     DELEGATE,
     INTERFACE_ONLY,
@@ -64,7 +64,7 @@ from bot.recipes.wrapper_analysis import (
     capable_language_models,
     runtime_guard,
 )
-from bot.registry_plan import DICT_NAME, REGISTRY_FILE, plan_registry_entry
+from bot.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
@@ -109,24 +109,7 @@ class Eagle3Wrapper:
         elif guard is not None:
             edits[0] = _with_guarded_delegation(edits[0], finding, attribute, guard)
         if entry is not None:
-            edits.append(
-                FileEdit(
-                    path=REGISTRY_FILE,
-                    kind="registry-entry",
-                    description=f"add {entry.key} to {DICT_NAME} (# [{entry.section}])",
-                    steps=(
-                        step(
-                            insert_registry_entry,
-                            dict_name=DICT_NAME,
-                            key=entry.key,
-                            args=entry.args,
-                            kwargs=entry.kwargs,
-                            section=entry.section,
-                        ),
-                    ),
-                    confined_to=(TopLevel(DICT_NAME),),
-                )
-            )
+            edits.append(registry_entry_edit(entry))
         test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
         edits.append(test_edit)
         covers = finding.evidence.get("covers", [finding.class_name])
