@@ -47,80 +47,54 @@ def seed(seed_plan: Path, upstream_standin, tmp_path: Path):
     return seed_plan, tmp_path / "work"
 
 
-def test_an_assignment_named_like_the_class_in_the_import_region_is_refused(seed, upstream_standin):
+_PARAMETRIZE = '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])'
+_ENTRY_END = '        min_transformers_version="4.56.3",\n    ),\n    # [Eagle]'
+
+# (file, text after the bot's own edit, what the compromised job puts there, refusal words)
+TAMPERED_PATCHES = {
     # Runs at `import vllm.model_executor.models.qwen3_next`; the class statement rebinds it.
-    plan_dir, work_dir = seed
-    _rewrite(
-        plan_dir,
+    "assignment-named-like-the-class": (
         MODEL_FILE,
-        lambda s: s.replace(
-            "from .interfaces import (",
-            "Qwen3NextForCausalLM = __import__('os').system('id')\nfrom .interfaces import (",
-            1,
-        ),
-    )
-    _refused(plan_dir, work_dir, upstream_standin, "outside the declared edit")
-
-
-def test_an_assignment_named_like_the_regression_test_is_refused(seed, upstream_standin):
+        "from .interfaces import (",
+        "Qwen3NextForCausalLM = __import__('os').system('id')\nfrom .interfaces import (",
+        "outside the declared edit",
+    ),
     # Runs when upstream's CI collects tests/models/test_registry.py; the def rebinds it.
-    plan_dir, work_dir = seed
-    _rewrite(
-        plan_dir,
+    "assignment-named-like-the-test": (
         TEST_FILE,
-        lambda s: s.replace(
-            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
-            "test_registry_supports_eagle3 = __import__('os').system('id')\n"
-            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
-            1,
-        ),
-    )
-    _refused(plan_dir, work_dir, upstream_standin, "outside the declared edit")
-
-
-def test_a_shadowed_regression_test_with_a_hostile_decorator_is_refused(seed, upstream_standin):
-    plan_dir, work_dir = seed
-    _rewrite(
-        plan_dir,
+        _PARAMETRIZE,
+        "test_registry_supports_eagle3 = __import__('os').system('id')\n" + _PARAMETRIZE,
+        "outside the declared edit",
+    ),
+    "shadowed-test-with-hostile-decorator": (
         TEST_FILE,
-        lambda s: s.replace(
-            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
-            "@(lambda f: __import__('os').system('id'))\n"
-            "def test_registry_supports_eagle3():\n    pass\n\n\n"
-            '@pytest.mark.parametrize("model_arch", ["Qwen3NextForCausalLM"])',
-            1,
-        ),
-    )
-    _refused(plan_dir, work_dir, upstream_standin, "outside the declared edit")
-
-
-def test_the_new_registry_entry_cannot_turn_on_trust_remote_code(seed, upstream_standin):
-    plan_dir, work_dir = seed
-    _rewrite(
-        plan_dir,
+        _PARAMETRIZE,
+        "@(lambda f: __import__('os').system('id'))\n"
+        "def test_registry_supports_eagle3():\n    pass\n\n\n" + _PARAMETRIZE,
+        "outside the declared edit",
+    ),
+    "registry-entry-trust-remote-code": (
         REGISTRY,
-        lambda s: s.replace(
-            '        min_transformers_version="4.56.3",\n    ),\n    # [Eagle]',
-            '        min_transformers_version="4.56.3",\n'
-            "        trust_remote_code=True,\n    ),\n    # [Eagle]",
-            1,
-        ),
-    )
-    _refused(plan_dir, work_dir, upstream_standin, "trust_remote_code")
-
-
-def test_the_registry_edit_cannot_run_code_or_change_existing_entries(seed, upstream_standin):
-    plan_dir, work_dir = seed
-    _rewrite(
-        plan_dir,
+        _ENTRY_END,
+        '        min_transformers_version="4.56.3",\n'
+        "        trust_remote_code=True,\n    ),\n    # [Eagle]",
+        "trust_remote_code",
+    ),
+    "registry-entry-runs-code": (
         REGISTRY,
-        lambda s: s.replace(
-            '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",',
-            '        speculative_model=__import__("os").system("id"),',
-            1,
-        ),
-    )
-    _refused(plan_dir, work_dir, upstream_standin, "registry entry")
+        '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",',
+        '        speculative_model=__import__("os").system("id"),',
+        "registry entry",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TAMPERED_PATCHES)
+def test_a_tampered_patch_inside_the_declared_spans_is_refused(case, seed, upstream_standin):
+    path, old, new, refusal = TAMPERED_PATCHES[case]
+    plan_dir, work_dir = seed
+    _rewrite(plan_dir, path, lambda s: s.replace(old, new, 1))
+    _refused(plan_dir, work_dir, upstream_standin, refusal)
 
 
 @pytest.mark.parametrize(
