@@ -34,7 +34,7 @@ from bot.scan import ScanResult, scan
 from bot.tree.index import MODEL_PACKAGES
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
-from bot.triage import Triage
+from bot.triage import ASK, SILENT, Triage
 from bot.writeup import pr_template_style, render_pr
 
 # What proposing reads and edits: the model packages (scanned again after the edit), the
@@ -137,7 +137,18 @@ def proposal_for(
         "issue_title": _issue_title(issue),
         "triage": triage.to_dict() if triage else None,
     }
-    if triage is not None and not triage.confident:
+    if triage is not None and triage.outcome == SILENT:
+        # Not ours (or closed): a record of the triage, nothing that would be posted.
+        why = next(
+            (
+                r
+                for r in reversed(triage.reasons)
+                if r.startswith(("not ours", "the issue is closed"))
+            ),
+            "",
+        )
+        return _nothing(common, None, f"triage: the issue is not the bot's to act on ({why})")
+    if triage is not None and (triage.outcome == ASK or not triage.confident):
         reason = (
             f"triage confidence {triage.confidence:.2f} is below the threshold; "
             "the bot does not guess"

@@ -19,8 +19,22 @@ from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
 from bot.tree.known_models import GENERATION_CATEGORIES, KnownModels, load_known_models
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.triage_text import (
+    INTERFACE_WORDS,
+    drop_noise,
+    is_container_image,
+    method_in_text,
+    method_request,
+    modality_words,
+    model_tokens,
+    model_types,
+    normalise_method,
+    url_repo_ids,
+)
 
 THRESHOLD = 0.7
+PROPOSE, ASK, SILENT = "propose", "ask", "silent"
+OUTCOMES = (PROPOSE, ASK, SILENT)
 MAX_PART_CHARS = 64 * 1024
 MAX_COMMENTS = 50
 
@@ -30,9 +44,16 @@ _SCORE_EXACT_ID = 0.9
 _SCORE_DRAFT_TARGET = 0.75
 _SCORE_CORE_NAME = 0.75
 _SCORE_FAMILY = 0.5
+_SCORE_MODEL_TYPE = 0.85
+_BY_CORE = "without variant suffixes matches"
+_BY_FAMILY = "only by model family matches"
+_MAX_PROSE_NAMES = 400
+_SCORE_PROSE = 0.8  # a name read in prose, not in a command: never as strong as `--model X`
+_SCORE_DRAFT_NAME = 0.7  # the target named inside a draft's own name (`...-EAGLE3-<target>`)
 _BONUS_SIGNATURE = 0.1
 _BONUS_METHOD = 0.05
 _AMBIGUITY_FACTOR = 0.6
+_TIE_RESOLVED = 0.3  # a shared checkpoint's tie broken by evidence (it was halved by the tie)
 
 _BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
@@ -58,11 +79,6 @@ _SPEC_METHOD = re.compile(r"""["']?method["']?\s*[:=]\s*["'](?P<method>[A-Za-z0-
 _HF_ID = re.compile(r"(?<![\w./-])(?P<name>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95})(?![\w/])")
 _HF_ID_FULL = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _ARCH_TOKEN = re.compile(r"\b[A-Z][A-Za-z0-9_]{2,100}\b")
-_METHOD_WORDS = (
-    ("dflash", re.compile(r"\bdflash\b", re.I)),
-    ("dspark", re.compile(r"\bdspark\b", re.I)),
-    ("eagle3", re.compile(r"\beagle[-_ ]?3\b", re.I)),
-)
 METHODS = ("eagle3", "dflash", "dspark")
 
 # Suffix tokens that name a quantisation, a fine-tune variant or a release date, not a model.
@@ -78,6 +94,7 @@ _DATE_TOKEN = re.compile(r"^(?:\d{4}|\d{6}|\d{8})$")
 _SIZE_TOKEN = re.compile(r"^(?:\d+(?:\.\d+)?[bmk]|a\d+(?:\.\d+)?b|e\d+b|\d+x\d+b)$")
 _MINOR_VERSION = re.compile(r"^(\d+)\.\d+$")
 _SPLIT = re.compile(r"[-_ ]+")
+_QUANT_TOKEN = re.compile(r"^(?:q\d(?:k)?|iq\d|w\d+a\d+|g\d+|int\d+|e4m3|mxfp\d|fp\d+|\d+bit)$")
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,10 @@ class Triage:
     missing: tuple[str, ...]
     crash_site: str | None = None  # "path:line" of the raise that matches the issue's error
     alternatives: tuple[str, ...] = ()
+    # propose (ours and clear) | ask (ours, ambiguous: ``missing`` is the one question) |
+    # silent (not ours, or a closed issue: nothing is posted, the triage is only recorded)
+    outcome: str = SILENT
+    architectures: tuple[str, ...] = ()  # every class the plan covers, primary first
 
     @property
     def confident(self) -> bool:
@@ -99,7 +120,7 @@ class Triage:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("model_mentions", "reasons", "missing", "alternatives"):
+        for key in ("model_mentions", "reasons", "missing", "alternatives", "architectures"):
             data[key] = list(data[key])
         data["confident"] = self.confident
         return data
@@ -121,18 +142,31 @@ class _Evidence:
 
 
 def triage_issue(
-    issue: dict[str, Any], tree_root: Path, catalogue: DraftCatalogue | None = None
+    issue: dict[str, Any],
+    tree_root: Path,
+    catalogue: DraftCatalogue | None = None,
+    *,
+    lacking: frozenset[str] | None = None,
 ) -> Triage:
+    """Read ``issue`` against the tree at ``tree_root``.
+
+    ``lacking``: the architectures the tree's scan reports without the interface (read from the
+    tree when needed and not given); it decides whether a plan may cover a text class and a
+    multimodal class that share a checkpoint.
+    """
     if not isinstance(issue, dict):
         raise BotError("an issue must be a JSON object (GitHub's REST issue shape)")
     catalogue = catalogue if catalogue is not None else load_catalogue()
-    known = load_known_models(tree_root)
+    root = tree_root.resolve()
+    known = load_known_models(root)
     reasons: list[str] = []
     parts = _issue_parts(issue, reasons)
-    text = "\n".join(parts)
+    raw_text = "\n".join(parts)
+    text = drop_noise(raw_text)
+    title = text.split("\n", 1)[0] if isinstance(issue.get("title"), str) else ""
 
-    signatures = _signatures(tree_root.resolve())
-    signature = match_signature(text, signatures)
+    signatures = _signatures(root)
+    signature = match_signature(raw_text, signatures)
     if signature:
         reasons.append(
             f"the error `{signature.message_prefix}` matches the raise site {signature.location}"
@@ -143,24 +177,38 @@ def triage_issue(
     issue_draft = _issue_draft(text, spec_spans, reasons)
 
     evidence = _Evidence()
-    mentions = _target_mentions(text, spec_spans, known, catalogue)
     index = _NameIndex.build(known, catalogue)
+    mentions = _target_mentions(text, spec_spans, known, catalogue)
     for mention in mentions:
         _resolve_mention(mention, index, evidence)
-    for arch in _named_archs(text, tree_root.resolve()):
+    for name in _prose_names(text, spec_spans, mentions, catalogue):
+        if _resolve_mention(name, index, evidence, quiet=True, score_cap=_SCORE_PROSE):
+            mentions.append(name)
+    for arch in _named_archs(text, root):
         evidence.add(arch, _SCORE_ARCH_NAMED, f"the issue names the architecture `{arch}`")
         mentions.append(arch)
-    if issue_draft:
-        entry = catalogue.find(issue_draft)
-        if entry and entry.target_arch:
+    for model_type, archs in _model_type_archs(text, root):
+        for arch in archs:
             evidence.add(
-                entry.target_arch,
-                _SCORE_DRAFT_TARGET,
-                f"the draft `{issue_draft}` targets {entry.target_arch} ({entry.source})",
+                arch,
+                _SCORE_MODEL_TYPE / len(archs),
+                f"the error's model_type `{model_type}` is the one of {arch} in the tree",
             )
+    if issue_draft:
+        _draft_evidence(issue_draft, catalogue, index, evidence)
     reasons.extend(evidence.reasons)
 
     architecture, confidence, alternatives = _decide(evidence)
+    architectures: tuple[str, ...] = (architecture,) if architecture else ()
+    modality_question = None
+    if architecture and alternatives:
+        decided = _modality_decision(
+            root, text, architecture, alternatives, evidence, catalogue, mentions, lacking, reasons
+        )
+        if decided is not None:
+            architectures, confidence, modality_question = decided
+            architecture = architectures[0] if architectures else architecture
+            alternatives = [a for a in alternatives if a not in architectures]
     if alternatives:
         reasons.append(f"other candidate architectures: {', '.join(alternatives)}")
     if architecture and signature:
@@ -175,7 +223,15 @@ def triage_issue(
         reasons.append(f"draft: {choice.reason}")
         draft = choice.draft.repo_id if choice.draft else None
 
-    missing = _missing(architecture, alternatives, mentions, signature, method, signatures)
+    ours = _ours(issue, title, raw_text, signature, reasons)
+    confident = confidence >= THRESHOLD
+    outcome = _outcome(issue, ours, confident, reasons)
+    missing: tuple[str, ...] = ()
+    if outcome == ASK:
+        missing = (
+            modality_question
+            or _question(architecture, alternatives, mentions, signature, method, signatures),
+        )
     return Triage(
         architecture=architecture,
         method=method,
@@ -184,10 +240,55 @@ def triage_issue(
         confidence=confidence,
         reasons=tuple(reasons),
         signature=signature.to_dict() if signature else None,
-        missing=tuple(missing) if confidence < THRESHOLD else (),
+        missing=missing,
         crash_site=signature.location if signature else None,
         alternatives=tuple(alternatives),
+        outcome=outcome,
+        architectures=architectures,
     )
+
+
+def _ours(
+    issue: dict[str, Any],
+    title: str,
+    text: str,
+    signature: ErrorSignature | None,
+    reasons: list[str],
+) -> bool:
+    """The issue is the bot's business only for a reason: the tree's error, the interface named
+    in a traceback, or an explicit request for EAGLE-3/DFlash/DSpark."""
+    if signature is not None:
+        return True
+    interface = INTERFACE_WORDS.search(text)
+    if interface:
+        reasons.append(f"the issue names the interface `{interface.group(0)}`")
+        return True
+    request = method_request(title, text)
+    if request:
+        reasons.append(f'the issue asks for {request.method}: "{_quote(request.sentence)}"')
+        return True
+    reasons.append(
+        "not ours: no error of the tree's EAGLE-3 signatures and no request for "
+        "EAGLE-3/DFlash/DSpark support on a model"
+    )
+    return False
+
+
+def _quote(sentence: str) -> str:
+    """A sentence of the issue, reduced to name characters and spaces for the reasons."""
+    return re.sub(r"[^A-Za-z0-9_./:~ -]+", " ", sentence).strip()[:120]
+
+
+def _outcome(issue: dict[str, Any], ours: bool, confident: bool, reasons: list[str]) -> str:
+    state = issue.get("state")
+    if state == "closed":
+        reasons.append("the issue is closed: skipped (reopen it to triage again)")
+        return SILENT
+    if issue.get("state_reason") == "reopened":
+        reasons.append("the issue was reopened")
+    if not ours:
+        return SILENT
+    return PROPOSE if confident else ASK
 
 
 # --- reading the issue ----------------------------------------------------------------------------
@@ -240,15 +341,14 @@ def _generation_archs(tree_root: Path) -> frozenset[str]:
 
 def _method(text: str, reasons: list[str]) -> str | None:
     for match in _SPEC_METHOD.finditer(text):
-        value = match.group("method").lower()
+        value = normalise_method(match.group("method"))
         if value in METHODS:
             reasons.append(f"the speculative config sets method `{value}`")
             return value
-    for method, pattern in _METHOD_WORDS:
-        if pattern.search(text):
-            reasons.append(f"the issue mentions {method}")
-            return method
-    return None
+    method = method_in_text(text)
+    if method:
+        reasons.append(f"the issue mentions {method}")
+    return method
 
 
 def _spec_spans(text: str) -> list[tuple[int, int]]:
@@ -293,43 +393,79 @@ def _trim(name: str) -> str:
 def _target_mentions(
     text: str, spans: list[tuple[int, int]], known: KnownModels, catalogue: DraftCatalogue
 ) -> list[str]:
+    """Names given as the model to serve (`vllm serve X`, `--model X`, `model=...`) and every
+    ``org/name`` that is not a draft, a container image or inside the speculative config."""
     found: list[str] = []
     for pattern in _TARGET_PATTERNS:
         for match in pattern.finditer(text):
             if not _inside(match.start(), spans):
                 found.append(_trim(match.group("name")))
     for match in _HF_ID.finditer(text):
-        if not _inside(match.start(), spans) and catalogue.find(match.group("name")) is None:
-            found.append(_trim(match.group("name")))
+        name = match.group("name")
+        if _inside(match.start(), spans) or catalogue.find(name) is not None:
+            continue
+        if is_container_image(text, match.start(), match.end()):
+            continue
+        found.append(_trim(name))
     return [m for m in dict.fromkeys(found) if m and not m.startswith("-")]
+
+
+def _prose_names(
+    text: str, spans: list[tuple[int, int]], mentions: list[str], catalogue: DraftCatalogue
+) -> list[str]:
+    """Model names written without a command: in prose, paths and URLs (kept when they resolve)."""
+    seen = {m.lower() for m in mentions}
+    names = [*url_repo_ids(text), *model_tokens(_outside(text, spans))][:_MAX_PROSE_NAMES]
+    return [n for n in dict.fromkeys(names) if n.lower() not in seen and catalogue.find(n) is None]
+
+
+def _outside(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with the speculative-config spans blanked (their names are the draft's)."""
+    for start, end in spans:
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text
 
 
 @dataclass(frozen=True)
 class _NameIndex:
     exact: dict[str, list[str]]  # lower-cased repo id -> archs
     by_repo_name: dict[str, list[tuple[str, str]]]  # lower-cased repo name -> [(id, arch)]
-    by_core: dict[str, list[tuple[str, str]]]
-    by_family: dict[str, list[tuple[str, str]]]
+    by_core: dict[str, list[tuple[str, str]]]  # squashed core name -> [(id, arch)]
+    by_family: dict[str, list[tuple[str, str]]]  # squashed family name -> [(id, arch)]
 
     @classmethod
     def build(cls, known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
-        pairs = [(hf_id, arch) for hf_id, archs in known.id_to_archs().items() for arch in archs]
-        pairs += [
-            (e.target_repo_id, e.target_arch)
-            for e in catalogue.entries
-            if e.target_repo_id and e.target_arch
-        ]
-        exact: dict[str, list[str]] = {}
-        by_repo_name: dict[str, list[tuple[str, str]]] = {}
-        by_core: dict[str, list[tuple[str, str]]] = {}
-        by_family: dict[str, list[tuple[str, str]]] = {}
-        for hf_id, arch in dict.fromkeys(pairs):
-            _append(exact, hf_id.lower(), arch)
-            repo_name = hf_id.rsplit("/", 1)[-1]
-            _append(by_repo_name, repo_name.lower(), (hf_id, arch))
-            _append(by_core, core_name(repo_name), (hf_id, arch))
-            _append(by_family, family_name(repo_name), (hf_id, arch))
-        return cls(exact, by_repo_name, by_core, by_family)
+        return _build_index(known, catalogue)
+
+
+_INDEX_CACHE: dict[tuple[int, int], _NameIndex] = {}
+
+
+def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
+    key = (id(known), id(catalogue))
+    if key in _INDEX_CACHE:
+        return _INDEX_CACHE[key]
+    pairs = [(hf_id, arch) for hf_id, archs in known.id_to_archs().items() for arch in archs]
+    pairs += [
+        (e.target_repo_id, e.target_arch)
+        for e in catalogue.entries
+        if e.target_repo_id and e.target_arch
+    ]
+    exact: dict[str, list[str]] = {}
+    by_repo_name: dict[str, list[tuple[str, str]]] = {}
+    by_core: dict[str, list[tuple[str, str]]] = {}
+    by_family: dict[str, list[tuple[str, str]]] = {}
+    for hf_id, arch in dict.fromkeys(pairs):
+        _append(exact, hf_id.lower(), arch)
+        repo_name = hf_id.rsplit("/", 1)[-1]
+        _append(by_repo_name, repo_name.lower(), (hf_id, arch))
+        _append(by_core, squash(core_name(repo_name)), (hf_id, arch))
+        _append(by_family, squash(family_name(repo_name)), (hf_id, arch))
+    index = _NameIndex(exact, by_repo_name, by_core, by_family)
+    if len(_INDEX_CACHE) > 8:
+        _INDEX_CACHE.clear()
+    _INDEX_CACHE[key] = index
+    return index
 
 
 def _append(mapping: dict[str, list[Any]], key: str, value: Any) -> None:
@@ -340,13 +476,17 @@ def _append(mapping: dict[str, list[Any]], key: str, value: Any) -> None:
 
 
 def core_name(name: str) -> str:
-    """``Qwen3-Next-80B-A3B-Instruct-FP8`` -> ``qwen3-next-80b-a3b``: variant suffixes dropped."""
+    """``Qwen3-Next-80B-A3B-Instruct-FP8`` -> ``qwen3-next-80b-a3b``: variant tokens dropped
+    (quantisation, fine-tune variant, release date), wherever they stand after the first."""
     tokens = [t for t in _SPLIT.split(name.rsplit("/", 1)[-1].lower()) if t]
     if len(tokens) > 1 and tokens[0] == "meta":  # Meta-Llama-3.1-8B is Llama-3.1-8B
         tokens.pop(0)
-    while len(tokens) > 1 and (tokens[-1] in _VARIANT_TOKENS or _DATE_TOKEN.match(tokens[-1])):
-        tokens.pop()
-    return "-".join(tokens)
+    kept = tokens[:1] + [t for t in tokens[1:] if not _is_variant(t)]
+    return "-".join(kept)
+
+
+def _is_variant(token: str) -> bool:
+    return token in _VARIANT_TOKENS or bool(_DATE_TOKEN.match(token) or _QUANT_TOKEN.match(token))
 
 
 def family_name(name: str) -> str:
@@ -361,7 +501,25 @@ def family_name(name: str) -> str:
     return "-".join(tokens)
 
 
-def _resolve_mention(name: str, index: _NameIndex, evidence: _Evidence) -> None:
+def squash(name: str) -> str:
+    """Separators dropped, so `GLM5.3-Flash` and `GLM-5.3-Flash`, `Qwen3 Next` and
+    `Qwen3-Next` are one name; a minor version glued to a word (`glm5.3`) is kept."""
+    return re.sub(r"[-_ ]+", "", name.lower())
+
+
+def _resolve_mention(
+    name: str,
+    index: _NameIndex,
+    evidence: _Evidence,
+    *,
+    quiet: bool = False,
+    score_cap: float = 1.0,
+    how: str | None = None,
+) -> bool:
+    """Add the architectures ``name`` stands for to ``evidence``; False when it names none.
+
+    ``quiet``: a name read in prose, most of which are not models; no reason when unresolved.
+    """
     is_path = name.startswith(("/", "./", "~")) or name.count("/") > 1
     is_id = bool(_HF_ID_FULL.match(name)) and not is_path
     if is_id and name.lower() in index.exact:
@@ -369,18 +527,23 @@ def _resolve_mention(name: str, index: _NameIndex, evidence: _Evidence) -> None:
         for arch in archs:
             evidence.add(
                 arch,
-                _SCORE_EXACT_ID / len(archs),
+                min(_SCORE_EXACT_ID, score_cap) / len(archs),
                 f"`{name}` is an example model of {arch} in the vLLM tree",
             )
-        return
+        return True
     base = name.rstrip("/").rsplit("/", 1)[-1]
-    how = f"`{name}` (model name `{base}`)" if base != name else f"`{name}`"
+    how = how or (f"`{name}` (model name `{base}`)" if base != name else f"`{name}`")
     if not base or len(base) < 3:
-        return
+        return False
     lookups = (
         (index.by_repo_name, base.lower(), _SCORE_EXACT_ID, "has the same name as"),
-        (index.by_core, core_name(base), _SCORE_CORE_NAME, "without variant suffixes matches"),
-        (index.by_family, family_name(base), _SCORE_FAMILY, "only by model family matches"),
+        (
+            index.by_core,
+            squash(core_name(base)),
+            _SCORE_CORE_NAME,
+            "without variant suffixes matches",
+        ),
+        (index.by_family, squash(family_name(base)), _SCORE_FAMILY, "only by model family matches"),
     )
     for table, key, score, label in lookups:
         matches = table.get(key) if key else None
@@ -388,19 +551,130 @@ def _resolve_mention(name: str, index: _NameIndex, evidence: _Evidence) -> None:
             archs = list(dict.fromkeys(arch for _, arch in matches))
             examples = ", ".join(f"{hf_id} ({arch})" for hf_id, arch in matches[:4])
             for arch in archs:
-                evidence.add(arch, score / len(archs), f"{how} {label} {examples}")
-            return
-    evidence.reasons.append(f"{how} matches no model the vLLM tree or the draft catalogue knows")
+                evidence.add(arch, min(score, score_cap) / len(archs), f"{how} {label} {examples}")
+            return True
+    if not quiet:
+        evidence.reasons.append(
+            f"{how} matches no model the vLLM tree or the draft catalogue knows"
+        )
+    return False
+
+
+# Words a draft's name adds to its target's: `yuhuili/EAGLE3-LLaMA3.1-Instruct-8B`,
+# `org/Qwen3-30B-A3B-speculator.eagle3`, `lmsys/SGLang-EAGLE3-Llama-4-Scout-17B-16E-Instruct-v1`.
+_DRAFT_WORDS = re.compile(
+    r"(?i)(?:^|[-_.])(?:eagle3?|dflash\d*|dspark\d*|speculators?|draft(?:er)?|mtp|sglang|"
+    r"vllm|spec|head|v\d+)(?=$|[-_.])"
+)
+
+
+def _draft_evidence(
+    draft: str, catalogue: DraftCatalogue, index: _NameIndex, evidence: _Evidence
+) -> None:
+    entry = catalogue.find(draft)
+    if entry and entry.target_arch:
+        evidence.add(
+            entry.target_arch,
+            _SCORE_DRAFT_TARGET,
+            f"the draft `{draft}` targets {entry.target_arch} ({entry.source})",
+        )
+        return
+    base = draft.rstrip("/").rsplit("/", 1)[-1]
+    target = _DRAFT_WORDS.sub("-", base).strip("-_.")
+    if target and target.lower() != base.lower():
+        _resolve_mention(
+            target,
+            index,
+            evidence,
+            quiet=True,
+            score_cap=_SCORE_DRAFT_NAME,
+            how=f"the draft's name `{base}` (target `{target}`)",
+        )
+
+
+@lru_cache(maxsize=8)
+def _model_type_table(tree_root: Path) -> dict[str, tuple[str, ...]]:
+    """model_type -> generation architectures: the registry module named after it
+    (``qwen3_next`` -> vllm...models.qwen3_next), else the architecture named after it."""
+    from bot.tree.model_registry import load_model_registry
+
+    registry = load_model_registry(tree_root)
+    table: dict[str, list[str]] = {}
+    for entry in registry.entries:
+        if entry.category not in GENERATION_CATEGORIES:
+            continue
+        module = entry.module.rsplit(".", 1)[-1]
+        if module in PLATFORM_PACKAGES:
+            module = entry.module.rsplit(".", 2)[-2]
+        _append(table, module.lower(), entry.arch)
+    return {key: tuple(archs) for key, archs in table.items()}
+
+
+PLATFORM_PACKAGES = frozenset({"nvidia", "amd", "common", "model"})
+
+
+def _model_type_archs(text: str, tree_root: Path) -> list[tuple[str, tuple[str, ...]]]:
+    found = []
+    try:
+        table = _model_type_table(tree_root)
+        archs_known = _generation_archs(tree_root)
+    except BotError:
+        return []
+    for model_type in model_types(text):
+        archs = table.get(model_type)
+        if not archs:
+            wanted = squash(model_type)
+            archs = tuple(a for a in archs_known if re.sub(r"For\w+$", "", a).lower() == wanted)
+        if archs:
+            found.append((model_type, archs))
+    return found
 
 
 def _named_archs(text: str, tree_root: Path) -> list[str]:
+    """Architectures the text names: a registry key, or the class vLLM loads for one."""
     try:
         archs = _generation_archs(tree_root)
+        classes = _class_archs(tree_root)
     except BotError:
         return []
-    return list(
-        dict.fromkeys(m.group(0) for m in _ARCH_TOKEN.finditer(text) if m.group(0) in archs)
-    )
+    found: list[str] = []
+    for match in _ARCH_TOKEN.finditer(text):
+        token = match.group(0)
+        if token in archs:
+            found.append(token)
+        elif token in classes and len(classes[token]) == 1:
+            found.append(classes[token][0])
+    return list(dict.fromkeys(found))
+
+
+@lru_cache(maxsize=8)
+def _class_archs(tree_root: Path) -> dict[str, tuple[str, ...]]:
+    from bot.tree.model_registry import load_model_registry
+
+    table: dict[str, list[str]] = {}
+    for entry in load_model_registry(tree_root).entries:
+        if entry.category in GENERATION_CATEGORIES:
+            _append(table, entry.class_name, entry.arch)
+    return {name: tuple(archs) for name, archs in table.items()}
+
+
+@lru_cache(maxsize=8)
+def _categories(tree_root: Path) -> dict[str, str]:
+    from bot.tree.model_registry import load_model_registry
+
+    return {
+        e.arch: e.category
+        for e in load_model_registry(tree_root).entries
+        if e.category in GENERATION_CATEGORIES
+    }
+
+
+@lru_cache(maxsize=8)
+def _lacking_from_scan(tree_root: Path) -> frozenset[str]:
+    """Architectures the tree's scan reports without the interface."""
+    from bot.scan import scan
+
+    return frozenset(a for f in scan(tree_root).findings for a in f.architectures)
 
 
 def _decide(evidence: _Evidence) -> tuple[str | None, float, list[str]]:
@@ -414,42 +688,86 @@ def _decide(evidence: _Evidence) -> tuple[str | None, float, list[str]]:
     return best, score, rivals
 
 
-def _missing(
+def _modality_decision(
+    root: Path,
+    text: str,
+    best: str,
+    rivals: list[str],
+    evidence: _Evidence,
+    catalogue: DraftCatalogue,
+    mentions: list[str],
+    lacking: frozenset[str] | None,
+    reasons: list[str],
+) -> tuple[tuple[str, ...], float, str | None] | None:
+    """A text class and a multimodal class tied on one checkpoint (Gemma 4, Llama 4, ...):
+    decided by evidence, else both when both lack the interface, else one precise question.
+
+    Returns (architectures, confidence, question) or None when the tie is not of that kind.
+    """
+    categories = _categories(root)
+    tied = [best, *rivals]
+    if len(tied) != 2 or {categories.get(a) for a in tied} != {"text_generation", "multimodal"}:
+        return None
+    text_arch = next(a for a in tied if categories[a] == "text_generation")
+    mm_arch = next(a for a in tied if categories[a] == "multimodal")
+    score = max(evidence.scores[a] for a in tied)
+    images, text_only = modality_words(text)
+    checkpoint = [catalogue.target_arch_of(m) for m in mentions if "/" in m]
+    known_as = {a for a in checkpoint if a in tied}
+    if len(known_as) == 1:
+        chosen = known_as.pop()
+        reasons.append(f"the checkpoint's architecture is {chosen} (draft catalogue)")
+        return (chosen,), score + _TIE_RESOLVED, None
+    if images and not text_only:
+        words = ", ".join(images[:3])
+        reasons.append(f"the issue is about multimodal input ({words}): {mm_arch}")
+        return (mm_arch,), score + _TIE_RESOLVED, None
+    if text_only and not images:
+        reasons.append(f"the issue serves text only ({', '.join(text_only[:2])}): {text_arch}")
+        return (text_arch,), score + _TIE_RESOLVED, None
+    if lacking is None:
+        try:
+            lacking = _lacking_from_scan(root)
+        except BotError:
+            lacking = frozenset()
+    if text_arch in lacking and mm_arch in lacking:
+        reasons.append(
+            f"{text_arch} and {mm_arch} share the checkpoint and both lack the interface: "
+            "the plan covers both"
+        )
+        return (mm_arch, text_arch), score + _TIE_RESOLVED, None
+    question = (
+        f"Do you serve the model with image/audio/video inputs (`{mm_arch}`) or text only "
+        f"(`{text_arch}`, e.g. `--language-model-only`)? Both load this checkpoint."
+    )
+    reasons.append(
+        f"{text_arch} and {mm_arch} share the checkpoint and the issue does not say which"
+    )
+    return (best,), score * _AMBIGUITY_FACTOR, question
+
+
+def _question(
     architecture: str | None,
     alternatives: list[str],
     mentions: list[str],
     signature: ErrorSignature | None,
     method: str | None,
     signatures: list[ErrorSignature],
-) -> list[str]:
-    questions = []
+) -> str:
+    """The one question that names what is missing (asked once: the comment is sticky)."""
     if architecture is None and mentions:
         names = ", ".join(f"`{m}`" for m in mentions[:3])
-        questions.append(
+        return (
             f"We could not map {names} to a model vLLM knows: which model architecture "
             "(config.json `architectures`) does it use, and which Hugging Face model is it "
             "based on?"
         )
-    elif architecture is None:
-        questions.append(
+    if architecture is None:
+        return (
             "Which model were you serving (the `--model` argument), and which model architecture "
             "(config.json `architectures`) does it use?"
         )
-    elif alternatives:
+    if alternatives:
         options = ", ".join(f"`{a}`" for a in [architecture, *alternatives])
-        questions.append(f"Which of {options} does your model's config.json `architectures` list?")
-    else:
-        questions.append(
-            f"Can you confirm your model's config.json `architectures` is `{architecture}`?"
-        )
-    if signature is None:
-        expected = signatures[0].message_prefix if signatures else "Model does not support EAGLE3"
-        questions.append(
-            f"Please paste the full error and traceback (we expect a message like `{expected}`)."
-        )
-    if method is None:
-        questions.append(
-            "Which speculative decoding method (`--speculative-config` `method`: eagle3, dflash "
-            "or dspark) and which draft model did you use?"
-        )
-    return questions
+        return f"Which of {options} does your model's config.json `architectures` list?"
+    return f"Can you confirm your model's config.json `architectures` is `{architecture}`?"

@@ -84,16 +84,19 @@ def test_ambiguous_names_score_down_and_ask_which() -> None:
     assert any("other candidate architectures" in r for r in result.reasons)
 
 
-def test_nothing_to_go_on_asks_precise_questions() -> None:
+def test_nothing_to_go_on_is_not_ours_and_stays_silent() -> None:
     result = triage_issue(_issue("It crashes. Please help."), release_tree("0.34.0"))
     assert (result.architecture, result.confidence, result.signature) == (None, 0.0, None)
+    assert (result.outcome, result.missing) == ("silent", ())
+    assert any(r.startswith("not ours") for r in result.reasons)
+
+
+def test_our_error_without_a_model_asks_one_question_naming_what_is_missing() -> None:
+    result = triage_issue(_issue(f"It crashes:\n{ERROR}"), release_tree("0.34.0"))
+    assert result.outcome == "ask"
     assert result.missing == (
         "Which model were you serving (the `--model` argument), and which model architecture "
         "(config.json `architectures`) does it use?",
-        "Please paste the full error and traceback (we expect a message like "
-        "`Model does not support EAGLE3 interface`).",
-        "Which speculative decoding method (`--speculative-config` `method`: eagle3, dflash or "
-        "dspark) and which draft model did you use?",
     )
 
 
