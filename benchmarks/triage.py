@@ -290,12 +290,15 @@ def run(cases: list[Case], tree_root: Path, version: str) -> Report:
     for case in cases:
         try:
             result = triage_issue(case.issue, tree_root)
-        except BotError as exc:
-            report.rows.append(Row(case, Outcome("error", (), str(exc))))
+        except Exception as exc:  # a crash on one issue is a finding, not the end of the run
+            report.rows.append(Row(case, Outcome("error", (), f"{type(exc).__name__}: {exc}")))
             continue
         if not has_contract(result):
             report.mode = "fallback"
-        report.rows.append(Row(case, observed(result)))
+        got = observed(result)
+        if got.outcome not in OUTCOMES:
+            got = Outcome("error", got.architectures, f"unknown outcome {got.outcome!r}")
+        report.rows.append(Row(case, got))
     return report
 
 

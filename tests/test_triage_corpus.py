@@ -14,7 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.triage import DEFAULT_CORPUS, LABELS_FILE, CorpusError, load_corpus
+from benchmarks.triage import (
+    DEFAULT_CORPUS,
+    LABELS_FILE,
+    Case,
+    CorpusError,
+    Label,
+    Outcome,
+    Report,
+    Row,
+    load_corpus,
+)
 from bot.tree.fetch import release_tree
 from bot.tree.model_registry import GENERATION_CATEGORIES, load_model_registry
 
@@ -139,3 +149,48 @@ def test_benchmark_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.startswith("bot: ") and done.stderr.count("\n") == 1
+
+
+def _row(want: str, classes: tuple[str, ...], got: str, named: tuple[str, ...]) -> Row:
+    label = Label(want, classes, "why", "0.34.0")
+    return Row(Case(f"{want}-{got}.json", {"number": 1}, label), Outcome(got, named))
+
+
+def test_report_figures_on_a_known_table() -> None:
+    pair = ("Step5ForConditionalGeneration", "Step5ForCausalLM")
+    lite = "Glm4MoeLiteForCausalLM"
+    report = Report(tree="0.34.0", mode="contract")
+    report.rows += [
+        _row("propose", pair, "propose", ("Step5ForCausalLM",)),  # one of a pair: right
+        _row("propose", pair, "propose", pair),  # both: right, primary exact
+        _row("propose", ("MixtralForCausalLM",), "propose", ("MistralForCausalLM",)),  # wrong
+        _row("propose", ("JambaForCausalLM",), "ask", ("JambaForCausalLM",)),  # asked instead
+        _row("propose", (lite,), "propose", (lite, "Glm4MoeForCausalLM")),  # one class too many
+        _row("ask", (), "ask", ()),
+        _row("silent", (), "silent", ()),
+        _row("silent", (), "ask", ()),  # a question on an unrelated issue
+    ]
+    per = report.per_outcome()
+    assert per["propose"] == {
+        "labelled": 5,
+        "predicted": 4,
+        "correct": 4,
+        "precision": 1.0,
+        "recall": 0.8,
+    }
+    assert (per["ask"]["precision"], per["ask"]["recall"]) == (round(1 / 3, 4), 1.0)
+    assert (per["silent"]["precision"], per["silent"]["recall"]) == (1.0, 0.5)
+    classes = report.class_accuracy()
+    assert classes["accuracy"] == 0.4
+    assert classes["named_right_class_any_outcome"] == 0.6
+    assert classes["primary_class_exact"] == 0.4
+    gates = report.gates()
+    assert gates["no_comment_on_silent"] == {"passed": False, "offending": ["silent-ask.json"]}
+    assert gates["class_accuracy_at_least_90"]["passed"] is False
+    mismatched = [m["file"] for m in report.to_dict()["mismatches"]]
+    assert mismatched == [
+        "propose-propose.json",
+        "propose-ask.json",
+        "propose-propose.json",
+        "silent-ask.json",
+    ]
