@@ -225,7 +225,8 @@ def triage_issue(
 
     ours = _ours(issue, title, raw_text, signature, reasons)
     confident = confidence >= THRESHOLD
-    outcome = _outcome(issue, ours, confident, reasons)
+    fixed = _already_fixed(root, [*architectures, *alternatives], reasons) if ours else False
+    outcome = _outcome(issue, ours and not fixed, confident, reasons)
     missing: tuple[str, ...] = ()
     if outcome == ASK:
         missing = (
@@ -272,6 +273,36 @@ def _ours(
         "EAGLE-3/DFlash/DSpark support on a model"
     )
     return False
+
+
+def _already_fixed(root: Path, archs: list[str], reasons: list[str]) -> bool:
+    """True when every candidate class has the interface on every platform variant; a class
+    fixed on one platform only has its missing variants recorded as the finding."""
+    if not archs:
+        return False
+    try:
+        ctx = _scan_context(root)
+    except BotError:
+        return False
+    from bot.recipes.interface_status import already_fixed, missing_variants
+
+    notes = [already_fixed(ctx, arch) for arch in archs]
+    for arch in archs:
+        lacking = missing_variants(ctx, arch)
+        if lacking:
+            sites = ", ".join(v.site for v in lacking)
+            reasons.append(f"{arch} has the interface on some platforms but not in {sites}")
+    if all(notes):
+        reasons.extend(f"not ours: {note}" for note in notes if note)
+        return True
+    return False
+
+
+@lru_cache(maxsize=4)
+def _scan_context(root: Path) -> Any:
+    from bot.scan import scan_context
+
+    return scan_context(root)
 
 
 def _quote(sentence: str) -> str:

@@ -55,7 +55,7 @@ _ANY_METHOD = re.compile(r"\beagle[-_ ]?3\b|\bd[-_ ]?(?:flash|spark)\d*\b", re.I
 # eagle3", "is there any plan to enable dspark".
 _REQUEST_WORDS = re.compile(
     r"\b(?:support(?:s|ed|ing)?|unsupported|add(?:s|ed|ing)?|enabl(?:e|es|ed|ing)|"
-    r"implement(?:s|ed|ing|ation)?|request(?:s|ed|ing)?|plan(?:s|ned)?|roadmap|wir(?:e|ed|ing))\b",
+    r"implement(?:s|ed|ing|ation)?|plan(?:s|ned)?|roadmap|wir(?:e|ed|ing))\b",
     re.I,
 )
 # An affirmative "EAGLE-3 is supported / works / runs" is about using the method, not asking for it.

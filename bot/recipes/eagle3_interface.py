@@ -48,6 +48,7 @@ from bot.recipes.eagle3_analysis import (
     mixin_chain,
 )
 from bot.recipes.eagle3_interface_publish import PUBLISH_RULES
+from bot.recipes.interface_status import already_fixed, missing_variants
 from bot.recipes.registry_edit import registry_entry_edit
 from bot.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
@@ -123,13 +124,17 @@ class Eagle3Interface:
         for entry in ctx.registry.entries:
             if wanted not in (entry.arch, entry.class_name):
                 continue
-            for ref in ctx.index.resolve(entry.module, entry.class_name):
-                if isinstance(ref, ClassRef) and declares_eagle3(ctx.index, ref):
-                    where = locate(ctx.index, ref)
-                    return (
-                        f"already fixed: {ref.name} declares {INTERFACE} "
-                        f"({where.path}:{where.line})"
-                    )
+            fixed = already_fixed(ctx, wanted)
+            if fixed:
+                return fixed
+            lacking = missing_variants(ctx, wanted)
+            if lacking:
+                sites = ", ".join(s.site for s in lacking)
+                return (
+                    f"not fixed on every platform: {lacking[0].where.name} lacks {INTERFACE} in "
+                    f"{sites}, and that variant is not an interface gap (its decoder lacks "
+                    "EagleModelMixin or does not collect aux hidden states)"
+                )
             return (
                 f"{entry.arch} is not an interface gap: its decoder lacks EagleModelMixin or does "
                 f"not collect aux hidden states, so declaring {INTERFACE} alone would not work"
