@@ -370,6 +370,8 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_triage(args: argparse.Namespace) -> int:
+    if args.paths:
+        return _triage_files(args)
     from bot.triage_search import find_candidates, record_candidates
 
     candidates = find_candidates(Path(args.tree))
@@ -383,10 +385,32 @@ def cmd_triage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _triage_files(args: argparse.Namespace) -> int:
+    from bot.triage_files import table, triage_files
+
+    tree = Path(args.tree)
+    if not (tree / "vllm").is_dir():
+        raise BotError(f"{tree}: not a vLLM tree (give --tree DIR)")
+    results, skipped = triage_files([Path(p) for p in args.paths], tree)
+    for path in skipped:
+        print(f"bot: skipped {path}: not an issue object", file=sys.stderr)
+    if args.json:
+        print_json([r.to_dict() for r in results])
+    else:
+        print(table(results))
+    return 0
+
+
 def _add_triage(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("triage", help="find open upstream issues of the known class")
-    p.add_argument("--tree", default=".", help="vLLM checkout for error signatures (default: .)")
-    p.add_argument("--json", action="store_true", help="print candidates as JSON")
+    p = sub.add_parser(
+        "triage",
+        help="triage issue files (FILE or DIR, offline), or find open upstream issues on GitHub",
+    )
+    p.add_argument(
+        "paths", nargs="*", metavar="FILE|DIR", help="issue JSON files or directories of them"
+    )
+    p.add_argument("--tree", default=".", help="vLLM checkout to read (default: .)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(handler=cmd_triage)
 
 

@@ -47,6 +47,7 @@ _SCORE_FAMILY = 0.5
 _SCORE_MODEL_TYPE = 0.85
 _BY_CORE = "without variant suffixes matches"
 _BY_FAMILY = "only by model family matches"
+_BY_FAMILY_MOE = "(total and active parameters: a mixture of experts) is the MoE class of"
 _MAX_PROSE_NAMES = 400
 _SCORE_PROSE = 0.8  # a name read in prose, not in a command: never as strong as `--model X`
 _SCORE_DRAFT_NAME = 0.7  # the target named inside a draft's own name (`...-EAGLE3-<target>`)
@@ -77,6 +78,7 @@ _SPEC_DRAFT = re.compile(
 )
 _SPEC_METHOD = re.compile(r"""["']?method["']?\s*[:=]\s*["'](?P<method>[A-Za-z0-9_-]{1,40})["']""")
 _HF_ID = re.compile(r"(?<![\w./-])(?P<name>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95})(?![\w/])")
+_MODEL_LIKE_ID = re.compile(r"^[A-Za-z0-9][\w.-]+/(?=[\w.-]*\d)[\w.-]{2,}$")
 _HF_ID_FULL = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _ARCH_TOKEN = re.compile(r"\b[A-Z][A-Za-z0-9_]{2,100}\b")
 METHODS = ("eagle3", "dflash", "dspark")
@@ -197,6 +199,7 @@ def triage_issue(
     if issue_draft:
         _draft_evidence(issue_draft, catalogue, index, evidence)
     reasons.extend(evidence.reasons)
+    _drop_fixed_candidates(root, evidence, reasons)
 
     architecture, confidence, alternatives = _decide(evidence)
     architectures: tuple[str, ...] = (architecture,) if architecture else ()
@@ -296,6 +299,25 @@ def _already_fixed(root: Path, archs: list[str], reasons: list[str]) -> bool:
         reasons.extend(f"not ours: {note}" for note in notes if note)
         return True
     return False
+
+
+def _drop_fixed_candidates(root: Path, evidence: _Evidence, reasons: list[str]) -> None:
+    """Of several candidate classes, those with the interface on every platform are not what
+    the issue is about when others lack it: users name working models for contrast, and a
+    class that has the interface cannot raise the missing-interface error."""
+    if len(evidence.scores) < 2:
+        return
+    try:
+        ctx = _scan_context(root)
+    except BotError:
+        return
+    from bot.recipes.interface_status import already_fixed
+
+    fixed = [arch for arch in evidence.scores if already_fixed(ctx, arch)]
+    if fixed and len(fixed) < len(evidence.scores):
+        for arch in fixed:
+            del evidence.scores[arch]
+        reasons.append(f"set aside, they already have the interface: {', '.join(fixed)}")
 
 
 @lru_cache(maxsize=4)
@@ -437,6 +459,8 @@ def _target_mentions(
             continue
         if is_container_image(text, match.start(), match.end()):
             continue
+        if not _MODEL_LIKE_ID.match(name):  # `and/or`, `TP/PP`, `N/A`: prose, not a model
+            continue
         found.append(_trim(name))
     return [m for m in dict.fromkeys(found) if m and not m.startswith("-")]
 
@@ -463,6 +487,7 @@ class _NameIndex:
     by_repo_name: dict[str, list[tuple[str, str]]]  # lower-cased repo name -> [(id, arch)]
     by_core: dict[str, list[tuple[str, str]]]  # squashed core name -> [(id, arch)]
     by_family: dict[str, list[tuple[str, str]]]  # squashed family name -> [(id, arch)]
+    archs: frozenset[str] = frozenset()  # every architecture the index knows
 
     @classmethod
     def build(cls, known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
@@ -492,7 +517,8 @@ def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
         _append(by_repo_name, repo_name.lower(), (hf_id, arch))
         _append(by_core, squash(core_name(repo_name)), (hf_id, arch))
         _append(by_family, squash(family_name(repo_name)), (hf_id, arch))
-    index = _NameIndex(exact, by_repo_name, by_core, by_family)
+    archs = frozenset(arch for _, arch in pairs) | frozenset(known.generation_archs())
+    index = _NameIndex(exact, by_repo_name, by_core, by_family, archs)
     if len(_INDEX_CACHE) > 8:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = index
@@ -580,6 +606,10 @@ def _resolve_mention(
         matches = table.get(key) if key else None
         if matches:
             archs = list(dict.fromkeys(arch for _, arch in matches))
+            if table is index.by_family and _ACTIVE_PARAMS.search(base):
+                moe = _mixture_of_experts(archs, index.archs)
+                if moe:  # the family and the MoE naming together name one class
+                    archs, score, label = moe, _SCORE_CORE_NAME, _BY_FAMILY_MOE
             examples = ", ".join(f"{hf_id} ({arch})" for hf_id, arch in matches[:4])
             for arch in archs:
                 evidence.add(arch, min(score, score_cap) / len(archs), f"{how} {label} {examples}")
@@ -589,6 +619,24 @@ def _resolve_mention(
             f"{how} matches no model the vLLM tree or the draft catalogue knows"
         )
     return False
+
+
+# `57B-A14B`, `30B-A3B`: total and active parameters, how mixture-of-experts checkpoints are named.
+_ACTIVE_PARAMS = re.compile(r"(?i)(?:^|[-_])\d+(?:\.\d+)?B[-_]A\d+(?:\.\d+)?B(?:$|[-_])")
+
+
+def _mixture_of_experts(archs: list[str], known: frozenset[str]) -> list[str]:
+    """A family matched only by dense classes, for a name with active parameters: the
+    family's MoE class (`Qwen2ForCausalLM` -> `Qwen2MoeForCausalLM`) when the tree has one."""
+    if any("moe" in arch.lower() for arch in archs):
+        return [arch for arch in archs if "moe" in arch.lower()]
+    found = []
+    for arch in archs:
+        head, sep, tail = arch.partition("For")
+        for candidate in (f"{head}Moe{sep}{tail}", f"{head}MoE{sep}{tail}"):
+            if sep and candidate in known:
+                found.append(candidate)
+    return found
 
 
 # Words a draft's name adds to its target's: `yuhuili/EAGLE3-LLaMA3.1-Instruct-8B`,
@@ -737,10 +785,10 @@ def _modality_decision(
     """
     categories = _categories(root)
     tied = [best, *rivals]
-    if len(tied) != 2 or {categories.get(a) for a in tied} != {"text_generation", "multimodal"}:
+    kinds = [_is_multimodal(a, categories) for a in tied]
+    if len(tied) != 2 or sorted(kinds) != [False, True]:
         return None
-    text_arch = next(a for a in tied if categories[a] == "text_generation")
-    mm_arch = next(a for a in tied if categories[a] == "multimodal")
+    mm_arch, text_arch = (tied[0], tied[1]) if kinds[0] else (tied[1], tied[0])
     score = max(evidence.scores[a] for a in tied)
     images, text_only = modality_words(text)
     checkpoint = [catalogue.target_arch_of(m) for m in mentions if "/" in m]
@@ -775,6 +823,14 @@ def _modality_decision(
         f"{text_arch} and {mm_arch} share the checkpoint and the issue does not say which"
     )
     return (best,), score * _AMBIGUITY_FACTOR, question
+
+
+def _is_multimodal(arch: str, categories: dict[str, str]) -> bool:
+    """The registry's multimodal section, or (registries file some under text generation) the
+    name vLLM gives classes that take non-text inputs."""
+    if categories.get(arch) == "multimodal":
+        return True
+    return arch.endswith("ForConditionalGeneration") or "VL" in arch
 
 
 def _question(

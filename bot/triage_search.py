@@ -14,10 +14,26 @@ from pathlib import Path
 
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.fileio import write_atomic
-from bot.github import GitHubClient
+from bot.github import GitHubClient, RetryPolicy
 from bot.tree.signatures import error_signatures
 
 _MIN_SIGNATURE = 12  # shorter prefixes match too much unrelated text
+# Triage is a read-only sweep that runs again on schedule: a GitHub that does not answer within
+# a few short retries is reported (one line, exit 2) rather than waited out.
+TRIAGE_RETRIES = 2
+TRIAGE_MAX_WAIT = 5.0
+TRIAGE_BACKOFF = 0.5
+
+
+def triage_retry_policy() -> RetryPolicy:
+    """The environment's policy (BOT_GITHUB_*), capped to triage's bounds."""
+    policy = RetryPolicy.from_env()
+    return RetryPolicy(
+        retries=min(policy.retries, TRIAGE_RETRIES),
+        backoff_factor=min(policy.backoff_factor, TRIAGE_BACKOFF),
+        max_wait=min(policy.max_wait, TRIAGE_MAX_WAIT),
+        throttle=policy.throttle,
+    )
 
 
 @dataclass(frozen=True)
@@ -44,7 +60,7 @@ def find_candidates(
     tree: Path, client: GitHubClient | None = None, settings: GitHubSettings | None = None
 ) -> list[Candidate]:
     settings = settings or github_settings()
-    client = client or GitHubClient(settings)
+    client = client or GitHubClient(settings, retry=triage_retry_policy())
     found: dict[int, tuple[str, str, list[str]]] = {}
     for query in search_queries(tree, settings):
         for issue in client.search_issues(query):

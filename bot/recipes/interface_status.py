@@ -39,7 +39,7 @@ def interface_status(ctx: ScanContext, arch: str) -> list[VariantStatus]:
 
 
 def already_fixed(ctx: ScanContext, arch: str) -> str | None:
-    """"already fixed: ..." when every variant declares the interface, else None."""
+    """ "already fixed: ..." when every variant declares the interface, else None."""
     status = interface_status(ctx, arch)
     if not status or not all(s.declares for s in status):
         return None
