@@ -211,7 +211,8 @@ def triage_issue(
         if decided is not None:
             architectures, confidence, modality_question = decided
             architecture = architectures[0] if architectures else architecture
-            alternatives = [a for a in alternatives if a not in architectures]
+            if modality_question is None:
+                alternatives = []
     if alternatives:
         reasons.append(f"other candidate architectures: {', '.join(alternatives)}")
     if architecture and signature:
@@ -748,12 +749,15 @@ def _categories(tree_root: Path) -> dict[str, str]:
     }
 
 
-@lru_cache(maxsize=8)
-def _lacking_from_scan(tree_root: Path) -> frozenset[str]:
-    """Architectures the tree's scan reports without the interface."""
-    from bot.scan import scan
+def _without_interface(root: Path, archs: list[str]) -> frozenset[str]:
+    """Those of ``archs`` that lack the interface on at least one platform variant."""
+    from bot.recipes.interface_status import already_fixed
 
-    return frozenset(a for f in scan(tree_root).findings for a in f.architectures)
+    try:
+        ctx = _scan_context(root)
+    except BotError:
+        return frozenset()
+    return frozenset(a for a in archs if not already_fixed(ctx, a))
 
 
 def _decide(evidence: _Evidence) -> tuple[str | None, float, list[str]]:
@@ -805,10 +809,7 @@ def _modality_decision(
         reasons.append(f"the issue serves text only ({', '.join(text_only[:2])}): {text_arch}")
         return (text_arch,), score + _TIE_RESOLVED, None
     if lacking is None:
-        try:
-            lacking = _lacking_from_scan(root)
-        except BotError:
-            lacking = frozenset()
+        lacking = _without_interface(root, tied)
     if text_arch in lacking and mm_arch in lacking:
         reasons.append(
             f"{text_arch} and {mm_arch} share the checkpoint and both lack the interface: "

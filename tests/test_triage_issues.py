@@ -78,10 +78,20 @@ def test_model_names_map_to_architectures(version: str, name: str, expected: str
 
 def test_ambiguous_names_score_down_and_ask_which() -> None:
     root = release_tree("0.34.0")
-    result = triage_issue(_serve("mistralai/Mistral-Small-3.2-24B-Instruct-2506"), root)
+    # Two classes, neither with the interface, that the family name cannot tell apart.
+    lacking = frozenset({"Mistral3ForConditionalGeneration", "PixtralForConditionalGeneration"})
+    issue = _serve("mistralai/Mistral-Small-3.2-24B-Instruct-2506")
+    result = triage_issue(issue, root, lacking=lacking)
     assert result.confidence < THRESHOLD and result.alternatives
-    assert any("Which of" in q and "`architectures`" in q for q in result.missing)
-    assert any("other candidate architectures" in r for r in result.reasons)
+    assert any(r.startswith("other candidate architectures") for r in result.reasons)
+
+
+def test_classes_that_already_have_the_interface_are_not_ours() -> None:
+    result = triage_issue(
+        _serve("mistralai/Mistral-Small-3.2-24B-Instruct-2506"), release_tree("0.34.0")
+    )
+    assert result.outcome == "silent" and result.missing == ()
+    assert any(r.startswith("not ours: already fixed") for r in result.reasons)
 
 
 def test_nothing_to_go_on_is_not_ours_and_stays_silent() -> None:
