@@ -139,15 +139,7 @@ def proposal_for(
     }
     if triage is not None and triage.outcome == SILENT:
         # Not ours (or closed): a record of the triage, nothing that would be posted.
-        why = next(
-            (
-                r
-                for r in reversed(triage.reasons)
-                if r.startswith(("not ours", "the issue is closed"))
-            ),
-            "",
-        )
-        return _nothing(common, None, f"triage: the issue is not the bot's to act on ({why})")
+        return _nothing(common, triage.architecture, _silent_reason(triage))
     if triage is not None and (triage.outcome == ASK or not triage.confident):
         reason = (
             f"triage confidence {triage.confidence:.2f} is below the threshold; "
@@ -195,6 +187,14 @@ def proposal_for(
         return _nothing(common, finding.class_name, fix.reason)
     applied = apply_fix(repo, base_commit, fix, result.findings)
     return _ready(repo, common, fix, applied)
+
+
+def _silent_reason(triage: Triage) -> str:
+    fixed = [r for r in triage.reasons if r.startswith("not ours: already fixed")]
+    if fixed:
+        return fixed[0].removeprefix("not ours: ")
+    why = [r for r in triage.reasons if r.startswith(("not ours", "the issue is closed"))]
+    return f"triage: the issue is not the bot's to act on ({why[-1] if why else 'no reason'})"
 
 
 def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> Proposal:

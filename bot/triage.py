@@ -29,6 +29,7 @@ from bot.triage_text import (
     model_tokens,
     model_types,
     normalise_method,
+    spaced_phrases,
     url_repo_ids,
 )
 
@@ -186,6 +187,10 @@ def triage_issue(
     for name in _prose_names(text, spec_spans, mentions, catalogue):
         if _resolve_mention(name, index, evidence, quiet=True, score_cap=_SCORE_PROSE):
             mentions.append(name)
+    if not evidence.scores:
+        for phrase in spaced_phrases(text):
+            if _resolve_phrase(phrase, index, evidence):
+                mentions.append(phrase)
     for arch in _named_archs(text, root):
         evidence.add(arch, _SCORE_ARCH_NAMED, f"the issue names the architecture `{arch}`")
         mentions.append(arch)
@@ -620,6 +625,19 @@ def _resolve_mention(
             f"{how} matches no model the vLLM tree or the draft catalogue knows"
         )
     return False
+
+
+def _resolve_phrase(phrase: str, index: _NameIndex, evidence: _Evidence) -> bool:
+    """A name written as words resolves only when it is exactly a known model's name."""
+    key = squash(core_name(phrase))
+    matches = index.by_core.get(key) if len(key) >= 5 else None
+    if not matches:
+        return False
+    archs = list(dict.fromkeys(arch for _, arch in matches))
+    examples = ", ".join(f"{hf_id} ({arch})" for hf_id, arch in matches[:4])
+    for arch in archs:
+        evidence.add(arch, _SCORE_CORE_NAME / len(archs), f"the words `{phrase}` name {examples}")
+    return True
 
 
 # `57B-A14B`, `30B-A3B`: total and active parameters, how mixture-of-experts checkpoints are named.

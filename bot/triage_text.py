@@ -98,6 +98,26 @@ def model_tokens(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_WORD = re.compile(r"(?<!\S)[A-Za-z0-9][A-Za-z0-9.]{0,30}(?=[\s,;:!?)]|\.?$|\.\s)")
+_MAX_PHRASE_WORDS = 4
+
+
+def spaced_phrases(text: str, limit: int = 5000) -> list[str]:
+    """Runs of 2-4 words, one with a digit (`step 3.5 flash`, `qwen3 next 80b`), joined with
+    hyphens: how users write a model's name in a sentence. Resolved only by exact name."""
+    found: list[str] = []
+    for line in text.splitlines():
+        words = [w.rstrip(".") for w in _WORD.findall(line)]
+        for start in range(len(words)):
+            for size in range(2, _MAX_PHRASE_WORDS + 1):
+                window = words[start : start + size]
+                if len(window) == size and any(ch.isdigit() for w in window for ch in w):
+                    found.append("-".join(window))
+        if len(found) > limit:
+            break
+    return list(dict.fromkeys(found))[:limit]
+
+
 def url_repo_ids(text: str) -> list[str]:
     """``org/name`` from model-hub URLs (any host: resolved against the tree, never fetched)."""
     found = []

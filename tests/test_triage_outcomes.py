@@ -6,7 +6,13 @@ import pytest
 
 from bot.tree.fetch import release_tree
 from bot.triage import triage_issue
-from bot.triage_text import drop_noise, method_request, model_tokens, normalise_method
+from bot.triage_text import (
+    drop_noise,
+    method_request,
+    model_tokens,
+    normalise_method,
+    spaced_phrases,
+)
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -53,6 +59,14 @@ def _triage(body: str, **kwargs):
 def test_names_resolve_to_the_class(body: str, expected: str) -> None:
     result = _triage(body)
     assert (result.outcome, result.architecture) == ("propose", expected), result.reasons
+
+
+def test_a_name_written_as_words_resolves_only_exactly() -> None:
+    result = _triage("could you wire up dflash for the step 3.5 flash model?", title="question")
+    assert (result.outcome, result.architecture) == ("propose", "Step3p5ForCausalLM")
+    assert spaced_phrases("GLM-4.7-Air-FP8 fails") == []  # one token: no words inside it
+    vague = _triage(f"it broke after the upgrade to release 3 of our stack\n{ERROR}")
+    assert vague.architecture is None and vague.outcome == "ask"
 
 
 def test_a_mixture_of_experts_name_picks_the_family_moe_class() -> None:
