@@ -338,9 +338,23 @@ def _quote(sentence: str) -> str:
     return re.sub(r"[^A-Za-z0-9_./:~ -]+", " ", sentence).strip()[:120]
 
 
+def _is_closed(issue: dict[str, Any]) -> bool:
+    """GitHub's ``state``; when the issue's timeline events are given (``events``, the REST
+    ``/issues/N/events`` list), the latest ``closed``/``reopened`` event decides."""
+    events = issue.get("events")
+    if isinstance(events, list):
+        kinds = [
+            e.get("event")
+            for e in events
+            if isinstance(e, dict) and e.get("event") in ("closed", "reopened")
+        ]
+        if kinds:
+            return kinds[-1] == "closed"
+    return issue.get("state") == "closed"
+
+
 def _outcome(issue: dict[str, Any], ours: bool, confident: bool, reasons: list[str]) -> str:
-    state = issue.get("state")
-    if state == "closed":
+    if _is_closed(issue):
         reasons.append("the issue is closed: skipped (reopen it to triage again)")
         return SILENT
     if issue.get("state_reason") == "reopened":
