@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from bot.errors import BotError
 from bot.plan import Plan
 
 # plan.json fields publish never reads (so a change to them cannot change what ships).
@@ -41,6 +42,13 @@ def review_hash(patch: str, pr_markdown: str, plan: Plan | Mapping[str, Any]) ->
 def reviewed_plan_fields(plan: Plan | Mapping[str, Any]) -> str:
     """The plan's reviewed fields as canonical JSON (a journal's dict and the plan.json it
     writes give the same text: both go through :class:`Plan`)."""
-    loaded = plan if isinstance(plan, Plan) else Plan.from_dict(dict(plan))
-    fields = {k: v for k, v in asdict(loaded).items() if k not in NOT_REVIEWED}
-    return json.dumps(fields, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    try:
+        data = asdict(plan if isinstance(plan, Plan) else Plan.from_dict(dict(plan)))
+    except BotError:
+        # Not a plan publish could read (it would refuse it): hash it as it is, so showing or
+        # listing it never fails, and an approval of it can never match.
+        data = {"unreadable": dict(plan) if isinstance(plan, Mapping) else None}
+    fields = {k: v for k, v in data.items() if k not in NOT_REVIEWED}
+    return json.dumps(
+        fields, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=repr
+    )
