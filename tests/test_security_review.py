@@ -237,3 +237,20 @@ def test_a_refreshed_card_does_not_change_the_reviewed_target(
     )
     write_catalogue_file(user_catalogue_path(), [refreshed], "refreshed")
     _refused(plan_dir, work_dir, upstream_standin, "is not 'Qwen/Qwen3-Coder-Next'")
+
+
+def test_the_derived_entry_in_another_place_of_the_dict_is_refused(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    entry_start = '    "DFlashQwen3NextDraftModel": _HfExamplesInfo(\n'
+    entry_end = '        min_transformers_version="4.56.3",\n    ),\n'
+
+    def move_to_the_top(text: str) -> str:
+        start = text.index(entry_start)
+        end = text.index(entry_end, start) + len(entry_end)
+        entry = text[start:end]
+        text = text[:start] + text[end:]
+        top = "_SPECULATIVE_DECODING_EXAMPLE_MODELS = {\n"
+        return text.replace(top, top + entry, 1)
+
+    _rewrite(plan_dir, REGISTRY, move_to_the_top)
+    _refused(plan_dir, work_dir, upstream_standin, "not where the recipe puts it")
