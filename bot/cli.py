@@ -311,7 +311,8 @@ def cmd_gpu_guard(args: argparse.Namespace) -> int:
     from bot.gpu_guard import guarded_commit
 
     settings = github_settings()
-    print(guarded_commit(args.repository, args.sha, GitHubClient(settings), settings))
+    client = GitHubClient(settings)
+    print(guarded_commit(args.repository, args.branch, args.sha, client, settings))
     return 0
 
 
@@ -320,7 +321,8 @@ def _add_gpu_guard(sub: argparse._SubParsersAction) -> None:
         "gpu-guard", help="print the commit the GPU runner may test; refuse all but the bot's"
     )
     p.add_argument("--repository", required=True, help="owner/name the dispatch asked for")
-    p.add_argument("--sha", required=True, help="the dispatch's commit or bot/ branch")
+    p.add_argument("--branch", required=True, help="the bot/ branch the plan publishes")
+    p.add_argument("--sha", required=True, help="the dispatch's commit or that branch")
     p.set_defaults(handler=cmd_gpu_guard)
 
 

@@ -1,15 +1,17 @@
-"""`bot gpu-guard`: the GPU runner checks out only a commit the bot itself pushed.
+"""`bot gpu-guard`: the GPU runner checks out only a commit the bot pushed for this plan.
 
-``gpu-verify.yml`` is dispatched with a repository and a ref. Before anything is checked out
-on the self-hosted runner, the guard asks GitHub (not the dispatch inputs) what the bot's
-branches on its fork point at, and answers with the commit to check out:
+``gpu-verify.yml`` is dispatched with a repository, the branch the plan publishes and a ref.
+Before anything is checked out on the self-hosted runner, the guard asks GitHub (not the
+dispatch inputs) what that one branch on the bot's fork points at, and answers with the commit
+to check out:
 
-- a ``bot/<recipe>/<class-slug>`` branch name: that branch's head on the fork;
-- a full commit sha: accepted when it is the head of one of those branches, or the head's
-  parent (the upstream commit the fix was built on, which the fail-before run tests).
+- the branch name itself: its head on the fork;
+- a full commit sha: accepted when it is that branch's head, or the head's parent (the
+  upstream commit the fix was built on, which the fail-before run tests).
 
-Everything else is refused: another repository (upstream included), ``refs/pull/*`` and any
-other ref, a short sha, a commit no bot branch points at.
+Everything else is refused: another repository (upstream included), a branch that is not
+``bot/<recipe>/<class-slug>``, ``refs/pull/*`` and any other ref, a short sha, the head of any
+other bot branch, a commit that branch does not point at.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import Protocol
 from bot.config import GitHubSettings
 from bot.errors import BotError
 
-BRANCH_PREFIX = "bot/"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 _BOT_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 
@@ -38,23 +39,25 @@ def bot_fork(settings: GitHubSettings) -> str:
 
 
 def guarded_commit(
-    repository: str, ref: str, client: BranchReader, settings: GitHubSettings
+    repository: str, branch: str, ref: str, client: BranchReader, settings: GitHubSettings
 ) -> str:
-    """The sha the GPU runner may check out for (``repository``, ``ref``), or BotError."""
+    """The sha the GPU runner may check out for (``repository``, ``branch``, ``ref``), or
+    BotError."""
     fork = bot_fork(settings)
     if repository != fork:
         raise BotError(f"refused: the GPU runner only tests the bot's fork {fork}")
+    if not _BOT_BRANCH.match(branch) or ".." in branch:
+        raise BotError("refused: the branch is not a bot/<recipe>/<class> branch")
     if ref.startswith("refs/") or ".." in ref:
-        raise BotError("refused: pass a bot/ branch or a full commit sha, never a ref")
-    if not (_SHA.match(ref) or _BOT_BRANCH.match(ref)):
-        raise BotError("refused: not a bot/<recipe>/<class> branch nor a full commit sha")
-    heads = client.branch_heads(fork, BRANCH_PREFIX)
-    if ref in heads:
-        return heads[ref]
-    if _SHA.match(ref):
-        if ref in heads.values():
-            return ref
-        for head in sorted(set(heads.values())):
-            if ref in client.commit_parents(fork, head):
-                return ref
-    raise BotError(f"refused: {ref[:60]} is not the head of a bot/ branch on {fork}")
+        raise BotError("refused: pass the bot/ branch or a full commit sha, never a ref")
+    if ref != branch and not _SHA.match(ref):
+        raise BotError("refused: neither the plan's branch nor a full commit sha")
+    # A prefix listing (GitHub matches refs by prefix): only the exact name counts.
+    head = client.branch_heads(fork, branch).get(branch)
+    if head is None:
+        raise BotError(f"refused: {branch} is not a branch on {fork}")
+    if ref in (branch, head):
+        return head
+    if ref in client.commit_parents(fork, head):
+        return ref
+    raise BotError(f"refused: {ref[:60]} is neither the head of {branch} on {fork} nor its parent")

@@ -23,7 +23,13 @@ from bot.git import CommitInfo, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.markdown import inline
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
-from bot.publish_checks import check_confined, check_hashes, check_plan_fields, commit_message
+from bot.publish_checks import (
+    check_approval,
+    check_confined,
+    check_hashes,
+    check_plan_fields,
+    commit_message,
+)
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
 _FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
@@ -110,6 +116,7 @@ def publish_plan(
     patch.diff and pr.md on disk (what the maintainer saw)."""
     planned = read_plan_dir(plan_dir)
     plan = planned.plan
+    check_approval(planned, approved_hash)  # before anything else is read from the plan
     if plan.status == NOTHING_TO_FIX:
         return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")
     settings = settings or github_settings()

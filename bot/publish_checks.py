@@ -19,7 +19,7 @@ from bot.codemods.base import CodemodRefused
 from bot.config import GitHubSettings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
-from bot.plan import READY, PlanDir
+from bot.plan import READY, Plan, PlanDir
 from bot.recipes.base import PublishedEdit, PublishRule
 
 # The reason is the commit body's paragraph: a finding's summary plus why no registry entry
@@ -96,9 +96,39 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
     identifier(plan.class_name, "class_name")
     if not isinstance(plan.fingerprint, str) or not _FINGERPRINT.match(plan.fingerprint):
         raise BotError("the plan's fingerprint is not a bot fingerprint")
+    check_identity(plan)
     pull_request_title(planned)
     commit_text(plan.reason, "reason", limit=REASON_LIMIT)
     check_pr_body(planned)
+
+
+def check_identity(plan: Plan) -> None:
+    """Branch and fingerprint are re-derived from the recipe, the class, its platform variant
+    and the base commit, as propose makes them: a plan cannot push to, or adopt the PR of,
+    another fix's branch."""
+    from bot.propose import branch_name  # propose imports the codemods: only when used
+    from bot.recipes.base import Finding, platform_variant
+
+    try:
+        finding = Finding.from_json(plan.finding or {})
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise BotError("the plan's finding is malformed; refusing to publish") from None
+    recipe, class_name = str(plan.recipe), str(plan.class_name)
+    for variant in dict.fromkeys((None, platform_variant(finding))):
+        fingerprint = (
+            f"{recipe}:{class_name}"
+            + (f"@{variant}" if variant else "")
+            + f":{(plan.base_commit or '')[:12]}"
+        )
+        if (plan.branch, plan.fingerprint) == (
+            branch_name(recipe, class_name, variant),
+            fingerprint,
+        ):
+            return
+    raise BotError(
+        "the plan's branch or fingerprint is not the one its recipe, class and base commit "
+        "give; refusing to publish it"
+    )
 
 
 def check_pr_body(planned: PlanDir) -> None:
@@ -129,19 +159,26 @@ def pull_request_title(planned: PlanDir) -> str:
     return title
 
 
+def check_approval(planned: PlanDir, approved_hash: str | None) -> None:
+    """With ``approved_hash``, the plan is what a maintainer reviewed: patch.diff, pr.md and
+    every plan.json field publish reads (any status: a plan turned into a question after
+    approval is not what was approved)."""
+    if approved_hash is not None and approved_hash != review_hash(
+        planned.patch, planned.pr_markdown, planned.plan
+    ):
+        raise BotError("the plan is not what the maintainer approved; review it again")
+
+
 def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:
-    """The patch is the one verification checked; with ``approved_hash``, the bytes a
-    maintainer reviewed (patch.diff and pr.md)."""
+    """The patch is the one verification checked; with ``approved_hash``, what a maintainer
+    reviewed (:func:`check_approval`)."""
+    check_approval(planned, approved_hash)
     verification = planned.plan.verification
     verified = verification.get("patch_hash") if isinstance(verification, dict) else None
     if not verified:
         raise BotError("the plan has not been verified: run `bot verify PLAN_DIR` first")
     if verified != patch_hash(planned.patch):
         raise BotError("patch.diff is not the patch that was verified; run `bot verify` again")
-    if approved_hash is not None and approved_hash != review_hash(
-        planned.patch, planned.pr_markdown
-    ):
-        raise BotError("the plan is not what the maintainer approved; review it again")
 
 
 def commit_message(planned: PlanDir, git_name: str, git_email: str) -> str:

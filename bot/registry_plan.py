@@ -90,7 +90,15 @@ def plan_registry_entry(
             draft = named
     if draft is None:
         return None, f"no registry entry: {choice.reason}"
-    known = load_known_models(tree)
+    return registry_entry_for(load_known_models(tree), arch, draft, catalogue)
+
+
+def registry_entry_for(
+    known: KnownModels, arch: str, draft: DraftEntry, catalogue: DraftCatalogue
+) -> tuple[RegistryEntryPlan | None, str]:
+    """The entry for ``arch`` with ``draft``, every field from the tree's registry (``known``)
+    or the draft's catalogue entry; ``catalogue`` holds the reviewed entries only (it picks
+    the sibling). Publish calls it again on the base text to re-derive the entry it checks."""
     section = _SECTION_FOR_METHOD.get(draft.method)
     if section is None:
         return None, f"no registry entry: no test-registry section for {draft.method} drafts"

@@ -675,14 +675,19 @@ class Journal:
         return target
 
     def as_published(self, proposal_id: int) -> Proposal:
-        """The proposal with patch.diff and pr.md as :meth:`materialise` would hand them to
-        publishing (read from the plan directory when it is still this proposal's): what the
-        dashboard shows for review, so that the review is of exactly what ships."""
+        """The proposal with patch.diff, pr.md and plan.json as :meth:`materialise` would hand
+        them to publishing (read from the plan directory when it is still this proposal's):
+        what the dashboard shows for review, so that the review is of exactly what ships."""
         proposal = self.proposal(proposal_id)
         original = _original_plan_dir(proposal)
         if original is None:
             return proposal
-        return replace(proposal, patch=original.patch, pr_markdown=original.pr_markdown)
+        return replace(
+            proposal,
+            plan=json.loads(original.plan.to_json()),
+            patch=original.patch,
+            pr_markdown=original.pr_markdown,
+        )
 
     # -- helpers ---------------------------------------------------------------------------
 

@@ -4,12 +4,21 @@ A subprocess may run upstream code (pytest, ``import vllm``, ruff's config, git 
 not see credentials or the Actions runner's command files (``GITHUB_TOKEN``, ``GITHUB_ENV``,
 ``GITHUB_OUTPUT``, ``ACTIONS_*``). Only what locating programs, certificates, locale, temporary
 files, the package index and the bot's own caches need is passed on.
+
+A subprocess that runs upstream code (pytest on a vLLM tree, the smoke harness) gets
+:func:`upstream_code_env` on top: a scratch ``HOME`` and nothing naming a place in the real one,
+so that no tool reads the operator's ``~/.git-credentials``, ``~/.netrc``, ``~/.config/gh`` or
+``~/.cache/huggingface/token`` on the code's behalf.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import pwd
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
 
 _KEEP = frozenset(
     {
@@ -54,3 +63,56 @@ def minimal_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     if extra:
         env.update(extra)
     return env
+
+
+# The bot's own data (journal, draft catalogue, trees): upstream code has no business there.
+_BOT_DIRS = frozenset({"BOT_HOME", "BOT_CACHE_DIR"})
+
+
+@contextmanager
+def scratch_home() -> Iterator[Path]:
+    """An empty, private directory to serve as ``HOME``; removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="bot-home-") as home:
+        yield Path(home)
+
+
+def upstream_code_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """:func:`minimal_env` for a process that runs upstream code: ``HOME`` (and the XDG
+    directories, where caches and configs go) is ``home``, and no variable but ``PATH`` may
+    name a place inside the real home directory or the bot's own data; then ``extra``."""
+    real_homes = _real_homes()
+    env = {
+        name: value
+        for name, value in minimal_env().items()
+        if name not in _BOT_DIRS
+        and not name.startswith("XDG_")
+        and (name == "PATH" or not _names_a_place_in(value, real_homes))
+    }
+    env.update(
+        {
+            "HOME": str(home),
+            "XDG_CACHE_HOME": str(home / ".cache"),
+            "XDG_CONFIG_HOME": str(home / ".config"),
+            "XDG_DATA_HOME": str(home / ".local" / "share"),
+        }
+    )
+    if extra:
+        env.update(extra)
+    return env
+
+
+def _real_homes() -> set[str]:
+    homes = {os.environ.get("HOME", ""), os.path.expanduser("~")}
+    with suppress(KeyError):
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    return {os.path.realpath(h) for h in homes if h and os.path.realpath(h) != "/"}
+
+
+def _names_a_place_in(value: str, homes: set[str]) -> bool:
+    for part in value.split(os.pathsep):
+        if part and any(
+            os.path.realpath(part) == h or os.path.realpath(part).startswith(h + os.sep)
+            for h in homes
+        ):
+            return True
+    return False

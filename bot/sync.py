@@ -122,7 +122,7 @@ def render_dashboard(journal: Journal) -> str:
         title = inline(proposal.title, limit=200)
         issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
         shown = journal.as_published(proposal.id)
-        digest = review_hash(shown.patch, shown.pr_markdown)
+        digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
         lines.append(
             f"- [ ] {title} — `{proposal.state}`{issue} "
             f"<!-- bot:approve={proposal.fingerprint} review={digest} -->"

@@ -54,13 +54,16 @@ def seed_patch(tree: Path) -> str:
 
 
 def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
+    base = git.Repo(tree).head.commit.hexsha
+    # What propose derives (and publish derives again): recipe, class and base commit.
+    fingerprint = f"eagle3-interface:{SEED_CLASS}:{base[:12]}"
     plan = Plan(
         status=READY,
         reason="Qwen3NextForCausalLM's model collects aux hidden states but lacks SupportsEagle3",
         recipe="eagle3-interface",
         class_name=SEED_CLASS,
         repo_path=str(tree),
-        base_commit=git.Repo(tree).head.commit.hexsha,
+        base_commit=base,
         vllm_version="0.23.0",
         issue_number=33329,
         issue_title="[Feature]: EAGLE-3 support for Qwen3-Next",
@@ -75,7 +78,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         edits=json.loads(_seed_proposal(tree)[1]),
         finding=json.loads(_seed_proposal(tree)[2]),
         branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
-        fingerprint="eagle3-interface:Qwen3NextForCausalLM:1e84f5b",
+        fingerprint=fingerprint,
         verification={
             "passed": verified,
             "patch_hash": patch_hash(seed_patch(tree)),
@@ -95,7 +98,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         "Declare `SupportsEagle3` on `Qwen3NextForCausalLM`.\n\n"
         "Fixes #33329.\n\n"
         "| check | result |\n|---|---|\n| CPU | passed |\n| GPU | passed |\n\n"
-        "<!-- bot:fingerprint=eagle3-interface:Qwen3NextForCausalLM:1e84f5b -->\n"
+        f"<!-- bot:fingerprint={fingerprint} -->\n"
     )
     path = root / "seed-plan"
     write_plan_dir(path, plan, seed_patch(tree), f"[Model] Qwen3-Next: support EAGLE-3\n\n{body}")

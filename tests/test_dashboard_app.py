@@ -225,7 +225,7 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     approvals = [e for e in journal.events(ids["seed"]) if e.to_state == APPROVED]
     assert len(approvals) == 1 and approvals[0].actor == "alice"
     shipped = read_plan_dir(Path(proposal.plan_path or ""))
-    assert review_hash(shipped.patch, shipped.pr_markdown) in approvals[0].note
+    assert review_hash(shipped.patch, shipped.pr_markdown, shipped.plan) in approvals[0].note
     assert forms[0]["review_hash"] in approvals[0].note
     assert 'id="approve"' not in page
 
@@ -240,7 +240,7 @@ def test_approve_is_refused_when_the_patch_changed_after_the_page_was_loaded(
     form = approve_form(page)
     plan_dir = Path(journal.proposal(ids["seed"]).plan_path or "")
     shown = read_plan_dir(plan_dir)
-    assert form["review_hash"] == review_hash(shown.patch, shown.pr_markdown)
+    assert form["review_hash"] == review_hash(shown.patch, shown.pr_markdown, shown.plan)
 
     (plan_dir / "patch.diff").write_text(shown.patch + EXTRA_HUNK, encoding="utf-8")
     done = client.post(f"/proposals/{ids['seed']}/approve", data=form, follow_redirects=True)

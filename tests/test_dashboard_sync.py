@@ -63,10 +63,8 @@ def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
     seed = journal.proposal(ids["seed"])
     shown = journal.as_published(ids["seed"])
     assert DASHBOARD_MARKER in body
-    assert (
-        f"<!-- bot:approve={seed.fingerprint} review={review_hash(shown.patch, shown.pr_markdown)}"
-        " -->" in body
-    )
+    digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
+    assert f"<!-- bot:approve={seed.fingerprint} review={digest} -->" in body
     assert "<script>" not in body and HOSTILE_TITLE not in body  # escaped as Markdown
 
     # A maintainer ticks the seed's box on GitHub.

@@ -15,6 +15,8 @@ from tests.github_standin import GitHubStandIn
 from tests.test_verify_local import commit_all
 
 BOT_BRANCH = "bot/eagle3-interface/foo-for-causal-lm"
+# Another fix's branch on the same fork: not the plan's, so not testable under its dispatch.
+OTHER_BOT_BRANCH = "bot/eagle3-interface/bar-for-causal-lm"
 IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@invalid",
@@ -44,7 +46,15 @@ def fork(github_standin: GitHubStandIn, tmp_path: Path) -> dict[str, str]:
         "base": base,
         "bot": _commit_on(repo, BOT_BRANCH, "vllm/fix.py"),
         "other": _commit_on(repo, "feature/other", "vllm/other.py"),
+        "other_bot": _commit_on(repo, OTHER_BOT_BRANCH, "vllm/bar.py"),
+        "longer": _commit_on(repo, BOT_BRANCH + "-amd", "vllm/amd.py"),
     }
+    repo.git.checkout("-q", "-b", "bot/eagle3-interface/bar-parent", "main")
+    (work / "vllm" / "bar_base.py").write_text("base\n")
+    repo.git.add("--all")
+    repo.git.commit("-q", "--no-gpg-sign", "-m", "other base", env=IDENTITY)
+    shas["other_base"] = repo.head.commit.hexsha
+    shas["other_on_base"] = _commit_on(repo, "bot/eagle3-interface/baz", "vllm/baz.py")
     repo.git.update_ref("refs/pull/1/head", shas["other"])
     github_standin.add_repo(UPSTREAM, seed_from=work)
     git_dir = github_standin.add_repo(FORK, seed_from=work)
@@ -52,8 +62,10 @@ def fork(github_standin: GitHubStandIn, tmp_path: Path) -> dict[str, str]:
     return shas
 
 
-def guard(repository: str, ref: str, capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
-    code = main(["gpu-guard", "--repository", repository, "--sha", ref])
+def guard(
+    repository: str, ref: str, capsys: pytest.CaptureFixture, branch: str = BOT_BRANCH
+) -> tuple[int, str, str]:
+    code = main(["gpu-guard", "--repository", repository, "--branch", branch, "--sha", ref])
     out, err = capsys.readouterr()
     return code, out.strip(), err.strip()
 
@@ -90,6 +102,36 @@ def test_anything_else_is_refused(
     code, out, err = guard(repository, ref, capsys)
     assert (code, out) == (2, "")
     assert err.startswith("bot: refused:") and "\n" not in err
+
+
+def test_another_bot_branch_or_its_commits_are_refused(
+    fork: dict[str, str], capsys: pytest.CaptureFixture
+) -> None:
+    """Dispatched for the plan's branch, the runner tests that branch's commits only: not
+    another fix's branch, its head or its head's parent, nor a branch whose name merely
+    starts with the plan's."""
+    for ref in (
+        OTHER_BOT_BRANCH,
+        fork["other_bot"],
+        fork["other_on_base"],
+        fork["other_base"],
+        fork["longer"],
+        BOT_BRANCH + "-amd",
+    ):
+        code, out, err = guard(FORK, ref, capsys)
+        assert (code, out) == (2, ""), ref
+        assert err.startswith("bot: refused:") and "\n" not in err
+    # The same commits are fine when the dispatch is for their own branch.
+    assert guard(FORK, fork["other_bot"], capsys, OTHER_BOT_BRANCH) == (0, fork["other_bot"], "")
+    assert guard(FORK, fork["longer"], capsys, BOT_BRANCH + "-amd") == (0, fork["longer"], "")
+
+
+@pytest.mark.parametrize("branch", ["feature/other", "main", "refs/heads/" + BOT_BRANCH, "bot/x"])
+def test_a_branch_that_is_not_a_bot_branch_is_refused(
+    fork: dict[str, str], capsys: pytest.CaptureFixture, branch: str
+) -> None:
+    code, out, err = guard(FORK, fork["bot"], capsys, branch)
+    assert (code, out) == (2, "") and err.startswith("bot: refused:")
 
 
 def test_a_commit_outside_the_bot_branch_or_a_short_sha_is_refused(

@@ -87,5 +87,5 @@ def test_a_publish_that_reaches_no_pr_hands_the_approval_back(
 
 def _shown(journal: Journal, proposal_id: int) -> str:
     """The review hash of what the dashboard shows the maintainer."""
-    proposal = journal.proposal(proposal_id)
-    return review_hash(proposal.patch, proposal.pr_markdown)
+    proposal = journal.as_published(proposal_id)
+    return review_hash(proposal.patch, proposal.pr_markdown, proposal.plan)

@@ -90,7 +90,7 @@ def test_seed_opens_one_draft_pr_then_reruns_change_nothing(
 def test_a_plan_other_than_the_approved_one_is_refused(seed, github_standin):
     plan_dir, work_dir = seed
     planned = read_plan_dir(plan_dir)
-    approved = review_hash(planned.patch, planned.pr_markdown)
+    approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
     (plan_dir / "pr.md").write_text(planned.pr_markdown + "\nOne more line.\n", encoding="utf-8")
     with pytest.raises(BotError, match="not what the maintainer approved"):
         publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=approved)

@@ -211,7 +211,7 @@ def test_only_the_verified_patch_is_published(seed, upstream_standin):
 def test_an_approved_hash_must_match_the_bytes_on_disk(seed, upstream_standin):
     plan_dir, work_dir = seed
     planned = read_plan_dir(plan_dir)
-    seen = review_hash(planned.patch, planned.pr_markdown)
+    seen = review_hash(planned.patch, planned.pr_markdown, planned.plan)
     (plan_dir / "pr.md").write_text(planned.pr_markdown + "\nA line nobody reviewed.\n")
     _refused(
         plan_dir, work_dir, upstream_standin, "not what the maintainer approved", approved_hash=seen
@@ -219,6 +219,54 @@ def test_an_approved_hash_must_match_the_bytes_on_disk(seed, upstream_standin):
     (plan_dir / "pr.md").write_text(planned.pr_markdown)
     result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=seen)
     assert result.action == "opened"
+
+
+# plan.json fields publish writes with, each changed (to a value that passes every other
+# check) after the maintainer approved: the approval covers them, so each is refused.
+CHANGED_AFTER_APPROVAL = {
+    "issue_number": 1,  # "Fixes #1" and the sticky comment on another issue
+    "issue_comment": "A fix is ready; nothing else to see.",
+    "reason": "A different commit body than the one reviewed",
+    "verification": "passed",  # the PR would leave draft without a GPU run
+    "status": "needs-info",  # questions posted instead of the reviewed PR
+    "edits": "dropped",
+}
+
+
+@pytest.mark.parametrize("field", CHANGED_AFTER_APPROVAL)
+def test_a_plan_field_changed_after_approval_is_refused(seed, upstream_standin, field):
+    plan_dir, work_dir = seed
+    planned = read_plan_dir(plan_dir)
+    seen = review_hash(planned.patch, planned.pr_markdown, planned.plan)
+    data = json.loads((plan_dir / "plan.json").read_text())
+    value = CHANGED_AFTER_APPROVAL[field]
+    if field == "verification":
+        value = {**data["verification"], "passed": True}
+    elif field == "status":
+        data["questions"] = ["Which model?"]
+    elif field == "edits":
+        value = data["edits"][:-1]
+    data[field] = value
+    (plan_dir / "plan.json").write_text(json.dumps(data))
+    _refused(
+        plan_dir, work_dir, upstream_standin, "not what the maintainer approved", approved_hash=seen
+    )
+    assert upstream_standin.comments(UPSTREAM, 1) == []
+    assert upstream_standin.comments(UPSTREAM, 33329) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("branch", "bot/eagle3-interface/llama-for-causal-lm"),  # another fix's branch and PR
+        ("fingerprint", "eagle3-interface:LlamaForCausalLM:0123456789ab"),
+    ],
+)
+def test_branch_and_fingerprint_are_re_derived(seed, upstream_standin, field, value):
+    # The Action publishes without a review hash: these are derived again, not trusted.
+    plan_dir, work_dir = seed
+    _edit_plan(plan_dir, **{field: value})
+    _refused(plan_dir, work_dir, upstream_standin, "branch or fingerprint is not the one")
 
 
 def test_a_plan_for_another_upstream_is_refused(seed, upstream_standin, monkeypatch, tmp_path):

@@ -22,6 +22,7 @@ import pytest
 from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
+from bot.propose import branch_name
 from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
@@ -224,10 +225,18 @@ def test_an_edit_kind_the_recipe_does_not_write_is_refused(_plans, standin, tmp_
     _refused(plan_dir, tmp_path, standin, match)
 
 
+def _consistent_identity(data: dict) -> None:
+    """Branch and fingerprint as the tampered recipe and class give them (publish re-derives
+    both), so that the check under test is the one that refuses."""
+    data["branch"] = branch_name(data["recipe"], data["class_name"], None)
+    data["fingerprint"] = f"{data['recipe']}:{data['class_name']}:{data['base_commit'][:12]}"
+
+
 def test_an_unknown_recipe_is_refused(_plans, standin, tmp_path):
     plan_dir = _copy(_plans, DELEGATE, tmp_path)
     data = json.loads((plan_dir / "plan.json").read_text())
     data["recipe"] = "eagle3-anything"
+    _consistent_identity(data)
     (plan_dir / "plan.json").write_text(json.dumps(data))
     _refused(plan_dir, tmp_path, standin, "no checks for recipe")
 
@@ -236,6 +245,7 @@ def test_a_class_name_other_than_the_findings_is_refused(_plans, standin, tmp_pa
     plan_dir = _copy(_plans, DELEGATE, tmp_path)
     data = json.loads((plan_dir / "plan.json").read_text())
     data["class_name"] = "KimiVLMultiModalProjector"
+    _consistent_identity(data)
     (plan_dir / "plan.json").write_text(json.dumps(data))
     _refused(plan_dir, tmp_path, standin, "not its finding's class")
 

@@ -14,6 +14,7 @@ import git
 import pytest
 
 from bot.content_hash import patch_hash
+from bot.drafts import DraftEntry, accept_draft, user_catalogue_path, write_catalogue_file
 from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import publish_plan
@@ -80,6 +81,45 @@ TAMPERED_PATCHES = {
         "        trust_remote_code=True,\n    ),\n    # [Eagle]",
         "trust_remote_code",
     ),
+    # The registry entry's fields are re-derived at publish from the base text and the bot's
+    # own reviewed draft catalogue; the plan's registry_entry is never read.
+    "registry-entry-unknown-draft": (
+        REGISTRY,
+        '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",',
+        '        speculative_model="mallory/Qwen3-Coder-Next-DFlash",',
+        "draft mallory/Qwen3-Coder-Next-DFlash is not in the bot's draft catalogue",
+    ),
+    "registry-entry-other-target": (
+        REGISTRY,
+        '        "Qwen/Qwen3-Coder-Next",\n        speculative_model=',
+        '        "mallory/Qwen3-Coder-Next",\n        speculative_model=',
+        "target checkpoint .* is not 'Qwen/Qwen3-Coder-Next'",
+    ),
+    "registry-entry-changed-field": (
+        REGISTRY,
+        "        max_model_len=8192,\n        max_num_seqs=32,\n        min_transformers",
+        "        max_model_len=65536,\n        max_num_seqs=32,\n        min_transformers",
+        "field max_model_len is not the value derived",
+    ),
+    "registry-entry-extra-field": (
+        REGISTRY,
+        _ENTRY_END,
+        '        min_transformers_version="4.56.3",\n'
+        '        revision="refs/pr/1",\n    ),\n    # [Eagle]',
+        "field revision comes from neither",
+    ),
+    "registry-entry-dropped-field": (
+        REGISTRY,
+        "        max_num_seqs=32,\n        min_transformers",
+        "        min_transformers",
+        "lacks max_num_seqs",
+    ),
+    "registry-entry-other-key": (
+        REGISTRY,
+        '    "DFlashQwen3NextDraftModel": _HfExamplesInfo(',
+        '    "DFlashQwen3NextDraftModelX": _HfExamplesInfo(',
+        "key DFlashQwen3NextDraftModelX is not DFlashQwen3NextDraftModel",
+    ),
     "registry-entry-runs-code": (
         REGISTRY,
         '        speculative_model="z-lab/Qwen3-Coder-Next-DFlash",',
@@ -135,3 +175,82 @@ def test_a_question_cannot_ping_anyone(seed, upstream_standin):
     with pytest.raises(BotError, match="@mention"):
         publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
     assert upstream_standin.comments(UPSTREAM, 33329) == []
+
+
+HUB_DRAFT = "hub-user/Qwen3-Next-DFlash-b"
+
+
+def test_a_registry_entry_from_an_unreviewed_hub_draft_waits_for_acceptance(
+    seed, upstream_standin, monkeypatch, tmp_path
+):
+    """The patch's entry is exactly what the bot derives for a Hub draft: refused while the
+    catalogue entry is unreviewed (refreshed), published once a maintainer accepts it."""
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        REGISTRY,
+        lambda s: s.replace("z-lab/Qwen3-Coder-Next-DFlash", HUB_DRAFT, 1).replace(
+            '        "Qwen/Qwen3-Coder-Next",\n        speculative_model=',
+            '        "hub-user/Qwen3-Next-Base",\n        speculative_model=',
+            1,
+        ),
+    )
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))  # the bot's configured cache
+    hub = DraftEntry(
+        repo_id=HUB_DRAFT,
+        method="dflash",
+        target_repo_id="hub-user/Qwen3-Next-Base",
+        target_arch="Qwen3NextForCausalLM",
+        source="hub: model card",
+        reviewed=False,
+    )
+    write_catalogue_file(user_catalogue_path(), [hub], "refreshed")
+    _refused(plan_dir, work_dir, upstream_standin, f"draft {HUB_DRAFT} is an unreviewed")
+
+    accept_draft(HUB_DRAFT)
+    assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
+
+
+def test_a_refreshed_card_does_not_change_the_reviewed_target(
+    seed, upstream_standin, monkeypatch, tmp_path
+):
+    """A Hub refresh re-opens the curated draft with another target: the patch that follows the
+    card is refused, the reviewed facts still decide."""
+    plan_dir, work_dir = seed
+    _rewrite(
+        plan_dir,
+        REGISTRY,
+        lambda s: s.replace(
+            '        "Qwen/Qwen3-Coder-Next",\n        speculative_model=',
+            '        "hub-user/Qwen3-Coder-Next-trojan",\n        speculative_model=',
+            1,
+        ),
+    )
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
+    refreshed = DraftEntry(
+        repo_id="z-lab/Qwen3-Coder-Next-DFlash",
+        method="dflash",
+        target_repo_id="hub-user/Qwen3-Coder-Next-trojan",
+        target_arch="Qwen3NextForCausalLM",
+        source="hub: model card",
+        reviewed=False,
+    )
+    write_catalogue_file(user_catalogue_path(), [refreshed], "refreshed")
+    _refused(plan_dir, work_dir, upstream_standin, "is not 'Qwen/Qwen3-Coder-Next'")
+
+
+def test_the_derived_entry_in_another_place_of_the_dict_is_refused(seed, upstream_standin):
+    plan_dir, work_dir = seed
+    entry_start = '    "DFlashQwen3NextDraftModel": _HfExamplesInfo(\n'
+    entry_end = '        min_transformers_version="4.56.3",\n    ),\n'
+
+    def move_to_the_top(text: str) -> str:
+        start = text.index(entry_start)
+        end = text.index(entry_end, start) + len(entry_end)
+        entry = text[start:end]
+        text = text[:start] + text[end:]
+        top = "_SPECULATIVE_DECODING_EXAMPLE_MODELS = {\n"
+        return text.replace(top, top + entry, 1)
+
+    _rewrite(plan_dir, REGISTRY, move_to_the_top)
+    _refused(plan_dir, work_dir, upstream_standin, "not where the recipe puts it")

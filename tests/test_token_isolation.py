@@ -20,7 +20,7 @@ import pytest
 from bot.cli import main
 from bot.errors import BotError
 from bot.gitrepo import Repo
-from bot.plan import READY, Plan, write_plan_dir
+from bot.plan import READY, Plan, read_plan_dir, update_plan, write_plan_dir
 from bot.verify import VerifyOptions, verify_plan
 from tests.synthetic import make_tree
 from tests.test_verify_local import FOO_MODEL, PR_MARKDOWN, commit_all, finding_for, make_patch
@@ -122,6 +122,55 @@ def test_upstream_code_run_by_verify_sees_no_token(tmp_path: Path, runner_env: P
     # git, under the blanked environment, still cleaned up its scratch worktree.
     with Repo(tmp_path / "vllm-spy") as repo:
         assert len(repo.git.worktree("list", "--porcelain").split("\n\n")) == 1
+
+
+CREDENTIAL = "https://mallory:ghp_planted_credential@github.com"
+HOME_SPY = """
+import os, pathlib
+home = pathlib.Path.home()
+found = {{}}
+for name in (".git-credentials", ".netrc", ".config/gh/hosts.yml", ".cache/huggingface/token"):
+    path = home / name
+    found[name] = path.read_text() if path.is_file() else None
+out = pathlib.Path({out!r})
+out.mkdir(parents=True, exist_ok=True)
+(out / f"home-{{os.getpid()}}.json").write_text(
+    __import__("json").dumps({{"home": str(home), "found": found, "env": dict(os.environ)}})
+)
+"""
+
+
+def test_upstream_code_run_by_verify_cannot_read_credentials_in_home(
+    tmp_path: Path, runner_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's HOME holds the usual credential files; the planted vllm/__init__.py,
+    imported by the local GPU test, looks for them in its HOME and finds none."""
+    home = tmp_path / "operator-home"
+    for name in (".git-credentials", ".netrc", ".config/gh/hosts.yml", ".cache/huggingface/token"):
+        (home / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / name).write_text(CREDENTIAL + "\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    seen = tmp_path / "seen"
+    plan_dir = _spy_plan(tmp_path, seen)
+    init = Path(read_plan_dir(plan_dir).plan.repo_path) / "vllm" / "__init__.py"
+    init.write_text(HOME_SPY.format(out=str(seen)))
+    commit_all(init.parents[1])
+    plan = read_plan_dir(plan_dir)
+    plan.plan.base_commit = Repo(init.parents[1]).head.commit.hexsha
+    update_plan(plan_dir, plan.plan)
+
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+
+    records = [json.loads(p.read_text()) for p in sorted(seen.glob("home-*.json"))]
+    assert records, verification
+    assert verification["gpu"]["conclusion"] == "success", verification["gpu"]
+    for record in records:
+        assert record["found"] == dict.fromkeys(record["found"])  # nothing found
+        assert not Path(record["home"]).is_relative_to(home)
+        assert all(str(home) not in value for value in record["env"].values())
+        assert not any(CREDENTIAL in value for value in record["env"].values())
 
 
 def test_git_started_by_the_bot_sees_no_token(tmp_path: Path, runner_env: Path) -> None:

@@ -76,6 +76,7 @@ def test_dispatch_fail_before_pass_after(tmp_path: Path, standin: GitHubStandIn)
     assert gpu["run_url"].startswith(standin.web_url + f"/{BOT_REPO}/actions/runs/")
     inputs = [standin.run_inputs(run["id"]) for run in standin.runs()]
     assert {i["sha"] for i in inputs} == {"bot/eagle3-foo", base}
+    assert {i["branch"] for i in inputs} == {"bot/eagle3-foo"}  # the guard's one branch
     assert all(i["tests"] == GPU_NODE and i["repository"] == "bot-fork/vllm" for i in inputs)
     assert all(i["request_id"] in run["display_title"] for i, run in zip(inputs, standin.runs()))
 
@@ -139,5 +140,5 @@ def test_dispatch_without_a_pushed_commit_is_one_line(
 ) -> None:
     plan_dir = synthetic_plan(tmp_path)
     assert main(["verify", str(plan_dir), "--gpu", "dispatch"]) == 2
-    assert "--target-ref" in capsys.readouterr().err
+    assert "needs the plan's branch" in capsys.readouterr().err
     assert standin.runs() == []

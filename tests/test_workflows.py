@@ -71,7 +71,7 @@ def test_gpu_workflow_is_dispatch_only_on_the_gpu_runner() -> None:
     workflow = load("gpu-verify.yml")
     assert list(workflow["on"]) == ["workflow_dispatch"]
     inputs = workflow["on"]["workflow_dispatch"]["inputs"]
-    assert {"repository", "sha", "tests", "request_id"} <= set(inputs)
+    assert {"repository", "branch", "sha", "tests", "request_id"} <= set(inputs)
     assert all(spec["type"] == "string" for spec in inputs.values())
     assert "inputs.request_id" in workflow["run-name"]
     (job,) = workflow["jobs"].values()
@@ -137,6 +137,9 @@ def test_gpu_runner_checks_out_only_what_the_guard_allowed() -> None:
     vllm = next(i for i, s in enumerate(job["steps"]) if s.get("with", {}).get("path") == "vllm")
     assert guard < vllm, names
     assert job["steps"][guard]["id"] == "guard"
+    # The guard is told the plan's branch and tests only that branch's head (or its parent).
+    assert job["steps"][guard]["env"]["BRANCH"] == "${{ inputs.branch }}"
+    assert '--branch "$BRANCH"' in job["steps"][guard]["run"]
     assert job["steps"][vllm]["with"]["ref"] == "${{ steps.guard.outputs.sha }}"
     assert "inputs.sha" not in yaml.safe_dump(job["steps"][vllm])
     assert "pip install -e ./vllm" not in "\n".join(s.get("run", "") for s in job["steps"][:vllm])

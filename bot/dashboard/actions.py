@@ -67,7 +67,7 @@ def approve(
     try:
         plan_dir = journal.materialise(proposal_id)
         shipping = read_plan_dir(plan_dir)
-        if review_hash(shipping.patch, shipping.pr_markdown) != approved_hash:
+        if review_hash(shipping.patch, shipping.pr_markdown, shipping.plan) != approved_hash:
             _hand_back(journal, proposal_id, left, "refused: the content changed after review")
             return Outcome(
                 False,

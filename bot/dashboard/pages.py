@@ -96,7 +96,7 @@ def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
         request,
         "proposal.html",
         proposal=proposal,
-        review_hash=review_hash(proposal.patch, proposal.pr_markdown),
+        review_hash=review_hash(proposal.patch, proposal.pr_markdown, proposal.plan),
         triage=proposal.plan.get("triage") or {},
         verification=proposal.plan.get("verification") or {},
         verifications=journal.verifications(proposal_id),

@@ -32,6 +32,7 @@ from bot.recipes.publish_rules import (
     statement_gaps,
 )
 from bot.recipes.publish_rules import names as names_of
+from bot.recipes.registry_edit import check_derived_entry
 from bot.registry_plan import DICT_NAME as REGISTRY_DICT
 from bot.registry_plan import REGISTRY_FILE
 
@@ -72,7 +73,8 @@ def registry_entry(edit: PublishedEdit) -> None:
     same_other_statements(
         edit.before, edit.after, allowed={REGISTRY_DICT: (ast.Assign, ast.AnnAssign)}
     )
-    _only_one_new_literal_entry(edit.before, edit.after)
+    key, call = _only_one_new_literal_entry(edit.before, edit.after)
+    check_derived_entry(edit.before, edit.after, key, call, edit.finding, edit.class_name)
 
 
 def regression_test(edit: PublishedEdit) -> None:
@@ -135,7 +137,7 @@ PUBLISH_RULES: dict[str, PublishRule] = {
 }
 
 
-def _only_one_new_literal_entry(before: str, after: str) -> None:
+def _only_one_new_literal_entry(before: str, after: str) -> tuple[str, ast.Call]:
     """The registry dict gains exactly one ``"Key": Callee(literal, ..., name=literal)``
     entry, with the callee of its existing entries; every existing entry is unchanged, and
     ``trust_remote_code`` is on only if upstream's own entry for the same checkpoint has it."""
@@ -162,6 +164,7 @@ def _only_one_new_literal_entry(before: str, after: str) -> None:
             "the new registry entry sets trust_remote_code, which upstream's own entry for "
             "its checkpoint does not"
         )
+    return added[0], value
 
 
 def _registry_values(source: str) -> dict[str, ast.expr]:

@@ -49,6 +49,7 @@ class GpuTarget:
     workflow_ref: str  # the bot repository's branch to run the workflow from
     repository: str  # the vLLM repository holding the commit to test
     sha: str
+    branch: str  # the bot's branch the plan publishes: the runner's guard tests only its commits
     smoke_target: str = ""  # module:Class for the runner's CPU smoke check before the GPU tests
 
 
@@ -66,6 +67,7 @@ def start_gpu_run(client: ActionsClient, target: GpuTarget, node_ids: list[str])
     inputs = {
         "repository": target.repository,
         "sha": target.sha,
+        "branch": target.branch,
         "tests": " ".join(node_ids),
         "request_id": request_id,
     }

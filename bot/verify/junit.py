@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
-from bot.subprocess_env import minimal_env
+from bot.subprocess_env import scratch_home, upstream_code_env
 
 # A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
 # optional parametrisation. No leading dash, so a node id can never become a pytest option.
@@ -61,10 +61,11 @@ def run_pytest(
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
     junit_path.parent.mkdir(parents=True, exist_ok=True)
-    # Upstream code runs here: it gets no token and none of the runner's command files.
-    env = minimal_env(extra_env)
+    # Upstream code runs here: it gets no token, none of the runner's command files, and a
+    # scratch HOME (no ~/.git-credentials, ~/.netrc, gh or Hugging Face tokens).
+    extra = dict(extra_env or {})
     if pythonpath is not None and extra_env is None:
-        env["PYTHONPATH"] = str(pythonpath)
+        extra["PYTHONPATH"] = str(pythonpath)
     command = [
         str(python or sys.executable),
         "-m",
@@ -78,9 +79,16 @@ def run_pytest(
         *node_ids,
     ]
     try:
-        result = subprocess.run(
-            command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        with scratch_home() as home:
+            result = subprocess.run(
+                command,
+                cwd=cwd,
+                env=upstream_code_env(home, extra),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
     except subprocess.TimeoutExpired:
         return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")
     if junit_path.is_file():

@@ -196,9 +196,9 @@ def _dispatch_stage(
         if not settings.fork_owner:
             raise BotError("--gpu dispatch needs --target-repo or BOT_FORK_OWNER")
         target_repo = f"{settings.fork_owner}/{settings.upstream.split('/')[-1]}"
+    if not plan.branch:
+        raise BotError("--gpu dispatch needs the plan's branch, pushed by `bot publish`")
     target_ref = options.target_ref or plan.branch
-    if not target_ref:
-        raise BotError("--gpu dispatch needs the patched commit pushed: pass --target-ref")
     workflow_ref = os.environ.get("BOT_WORKFLOW_REF") or _default_branch(client, settings.bot_repo)
     smoke_target = smoke.target_of(plan)
     after_target = GpuTarget(
@@ -206,13 +206,16 @@ def _dispatch_stage(
         workflow_ref,
         target_repo,
         target_ref,
+        plan.branch,
         smoke_target=str(smoke_target) if isinstance(smoke_target, smoke.SmokeTarget) else "",
     )
     # Dispatch both runs first: they can run side by side on a pool of GPU runners.
     pending_after = start_gpu_run(client, after_target, gpu_tests)
     pending_before = None
     if options.before:
-        before_target = GpuTarget(settings.bot_repo, workflow_ref, target_repo, plan.base_commit)
+        before_target = GpuTarget(
+            settings.bot_repo, workflow_ref, target_repo, plan.base_commit, plan.branch
+        )
         pending_before = start_gpu_run(client, before_target, gpu_tests)
     deadline = options.poll.clock() + options.poll.timeout
     result = wait_for_run(client, pending_after, options.poll, deadline)
