@@ -38,6 +38,7 @@ import git
 from bot.config import GitHubSettings
 from bot.errors import BotError
 from bot.git import FORK_REMOTE, _auth_env, _git_errors
+from bot.gitrepo import Repo
 
 LOCK_BRANCH = "bot-publish-lock"
 _LOCK_REF = f"refs/heads/{LOCK_BRANCH}"
@@ -69,7 +70,7 @@ def fork_lock(
     budget (``BOT_GITHUB_MAX_WAIT``) is spent, so waiting for the lock is bounded too.
     """
     ttl = lock_ttl() if ttl is None else ttl
-    repo = git.Repo(work_dir)
+    repo = Repo(work_dir)
     mine = _lock_commit(repo, settings)
     held = False
     unexplained = 0  # refused although nobody holds the lock: a push problem, not a lock
@@ -101,7 +102,7 @@ def fork_lock(
             _push(repo, settings, f"--force-with-lease={_LOCK_REF}:{mine}", f":{_LOCK_REF}")
 
 
-def _lock_commit(repo: git.Repo, settings: GitHubSettings) -> str:
+def _lock_commit(repo: Repo, settings: GitHubSettings) -> str:
     identity = {
         "GIT_AUTHOR_NAME": settings.git_name,
         "GIT_AUTHOR_EMAIL": settings.git_email,
@@ -113,7 +114,7 @@ def _lock_commit(repo: git.Repo, settings: GitHubSettings) -> str:
         return repo.git.commit_tree(_EMPTY_TREE, "-m", note)
 
 
-def _push(repo: git.Repo, settings: GitHubSettings, lease: str, refspec: str) -> bool:
+def _push(repo: Repo, settings: GitHubSettings, lease: str, refspec: str) -> bool:
     """True when the push was accepted; False when refused or its answer was lost."""
     try:
         with _auth_env(repo, settings):
@@ -123,13 +124,13 @@ def _push(repo: git.Repo, settings: GitHubSettings, lease: str, refspec: str) ->
     return True
 
 
-def _holder(repo: git.Repo, settings: GitHubSettings) -> str | None:
+def _holder(repo: Repo, settings: GitHubSettings) -> str | None:
     with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
         line = repo.git.ls_remote(FORK_REMOTE, _LOCK_REF).strip()
     return line.split()[0] if line else None
 
 
-def _age(repo: git.Repo, settings: GitHubSettings, sha: str) -> float:
+def _age(repo: Repo, settings: GitHubSettings, sha: str) -> float:
     with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
         repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
         fetched = repo.commit(repo.git.rev_parse("FETCH_HEAD"))
