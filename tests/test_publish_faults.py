@@ -107,9 +107,13 @@ def test_an_earlier_runs_unlabelled_pr_gets_its_label_comment_and_a_true_report(
 def test_an_earlier_pr_under_an_older_slug_is_the_one_pr(seed, github_standin, state):
     """Found by its fingerprint among the bot's PRs (two a page), not by the branch name."""
     plan = read_plan_dir(seed).plan
+    old = "2020-01-01T00:00:00Z"  # outside the hourly window: the caps leave room
     for n in range(3):  # other PRs of the bot's, so the match is on a later page
         github_standin.add_pull(
-            UPSTREAM, f"{STANDIN_FORK_OWNER}:bot/x/other-{n}", user=STANDIN_BOT_LOGIN
+            UPSTREAM,
+            f"{STANDIN_FORK_OWNER}:bot/x/other-{n}",
+            user=STANDIN_BOT_LOGIN,
+            created_at=old,
         )
     number = github_standin.add_pull(
         UPSTREAM,
@@ -118,10 +122,14 @@ def test_an_earlier_pr_under_an_older_slug_is_the_one_pr(seed, github_standin, s
         state=state,
         body=f"old words\n\n{fingerprint_marker(plan.fingerprint)}\n",
         labels=[LABEL],
+        created_at=old,
     )
     for n in range(3):
         github_standin.add_pull(
-            UPSTREAM, f"{STANDIN_FORK_OWNER}:bot/x/newer-{n}", user=STANDIN_BOT_LOGIN
+            UPSTREAM,
+            f"{STANDIN_FORK_OWNER}:bot/x/newer-{n}",
+            user=STANDIN_BOT_LOGIN,
+            created_at=old,
         )
     result = pipeline.publish(seed, reviewer="maintainer1")
     assert len(github_standin.pulls(UPSTREAM)) == 7  # no new PR
@@ -224,3 +232,18 @@ def test_the_open_pr_cap_counts_the_bots_open_prs_on_github(seed, github_standin
 
     github_standin.close_pull(UPSTREAM, 1, merged=True)
     assert pipeline.publish(seed, reviewer="maintainer1").action == "opened"
+
+
+def test_a_push_whose_answer_is_lost_is_taken_as_pushed(seed, github_standin):
+    """The fork's receive-pack dies right after updating the branch, before it reports: git
+    says the remote hung up, yet the branch is ours. The run looks again and carries on."""
+    hook = Path(github_standin.state.repos[FORK].git_dir) / "hooks" / "reference-transaction"
+    hook.write_text(
+        '#!/bin/sh\nif [ "$1" = committed ] && grep -q refs/heads/bot/; then kill -9 $PPID; fi\n'
+    )
+    hook.chmod(0o755)
+    result = pipeline.publish(seed, reviewer="maintainer1")
+    hook.unlink()
+    assert result.action == "opened"
+    pulls = github_standin.pulls(UPSTREAM)
+    assert len(pulls) == 1 and pulls[0]["head"]["sha"] == _fork_sha(github_standin, BRANCH)
