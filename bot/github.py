@@ -692,10 +692,7 @@ def _unclear_or_raise(action: str, refusals: tuple[int, ...] = ()) -> Iterator[N
 
 
 def _gave_up(action: str, detail: str) -> BotError:
-    return BotError(
-        f"{action} failed: {detail}, {_WRITE_ATTEMPTS} times, and GitHub shows nothing "
-        "written; run again later"
-    )
+    return BotError(f"{action} failed: {detail}, {_WRITE_ATTEMPTS} times; run again later")
 
 
 def network_detail(exc: BaseException) -> str:
