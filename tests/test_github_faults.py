@@ -304,3 +304,30 @@ def test_a_lost_dispatch_answer_is_not_sent_again(standin) -> None:
     with pytest.raises(BotError, match="not dispatched again"):
         GitHubClient().dispatch_workflow(BOT_REPO, "gpu-test.yml", "main", {"m": "1"})
     assert len(standin.runs()) == 1
+
+
+def test_an_unreachable_github_is_one_line_and_exit_2(standin, monkeypatch, capsys) -> None:
+    import socket
+
+    from bot.cli import main
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("GITHUB_API_URL", f"http://127.0.0.1:{port}/api/v3")
+    monkeypatch.setenv("BOT_GITHUB_RETRIES", "1")
+    assert main(["sync"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bot: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_a_reset_read_is_retried_and_a_cut_off_read_is_one_line(standin) -> None:
+    standin.inject("GET", r"/issues/7/comments$", 0, kind="reset", when="before")
+    assert GitHubClient().get_issue(7)["title"] == "EAGLE3 for Foo"  # urllib3 retried it
+    # A body cut off mid-way is read by requests after urllib3's retries are done: the read
+    # fails as one line (the next run reads again), never with a traceback.
+    standin.inject("GET", r"/issues/7$", 0, kind="truncate", when="after")
+    with pytest.raises(BotError) as caught:
+        GitHubClient().get_issue(7)
+    assert "ChunkedEncodingError" in str(caught.value) and "\n" not in str(caught.value)
+    assert not [f for f in standin.state.faults if f.times]
