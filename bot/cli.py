@@ -467,6 +467,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
+        from bot.github import NETWORK_ERRORS, network_detail
+
+        if isinstance(exc, NETWORK_ERRORS):  # any library's, should one slip past the edge
+            print(f"bot: network error: {network_detail(exc)}", file=sys.stderr)
+            return 2
         if os.environ.get("BOT_DEBUG"):
             raise
         detail = redact(f"{exc.__class__.__name__}: {exc}").splitlines()[0][:300]

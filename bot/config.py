@@ -34,6 +34,7 @@ class GitHubSettings:
     git_email: str
     max_prs_per_run: int
     max_prs_per_hour: int
+    max_open_prs: int = 10
 
     @property
     def token(self) -> str | None:
@@ -54,6 +55,7 @@ def github_settings() -> GitHubSettings:
         git_email=env("BOT_GIT_EMAIL", "vllm-eagle3-bot@users.noreply.github.com"),
         max_prs_per_run=_count("BOT_MAX_PRS_PER_RUN", 3),
         max_prs_per_hour=_count("BOT_MAX_PRS_PER_HOUR", 5),
+        max_open_prs=_count("BOT_MAX_OPEN_PRS", 10),
     )
 
 

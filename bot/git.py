@@ -132,13 +132,22 @@ def push_branch(
         return False
     repo = Repo(work_dir or default_work_dir(settings))
     lease = f"refs/heads/{commit.branch}:{commit.remote_sha or ''}"
-    with _git_errors(f"pushing {commit.branch} to the fork"), _auth_env(repo, settings):
-        repo.git.push(
-            "--porcelain",
-            f"--force-with-lease={lease}",
-            FORK_REMOTE,
-            f"{commit.sha}:refs/heads/{commit.branch}",
-        )
+    action = f"pushing {commit.branch} to the fork"
+    try:
+        with _git_errors(action), _auth_env(repo, settings):
+            repo.git.push(
+                "--porcelain",
+                f"--force-with-lease={lease}",
+                FORK_REMOTE,
+                f"{commit.sha}:refs/heads/{commit.branch}",
+            )
+    except BotError:
+        # The push may have landed with only its answer lost (a dropped connection): look
+        # again, and take the branch at our commit as pushed rather than failing the run.
+        with _git_errors(action), _auth_env(repo, settings):
+            now = repo.git.ls_remote(FORK_REMOTE, f"refs/heads/{commit.branch}").split()
+        if now[:1] != [commit.sha]:
+            raise
     return True
 
 

@@ -1,17 +1,27 @@
 """Publish a plan: one pull request per fix, never a duplicate, plus one sticky issue comment.
 
-Every step is safe to re-run. Earlier PRs are found by their head branch and by the hidden
-fingerprint marker in their body: an open one is updated in place (only when the body's hash
-changed), a closed unmerged one means a maintainer said no (nothing is reopened), a merged one
-means there is nothing left to do. A crash between the push and the PR leaves a pushed branch,
-which the next run reuses.
+Every step is safe to re-run. Earlier PRs are found by the hidden fingerprint marker in their
+body, among all the bot's own PRs (by author, every page) and those from the plan's head
+branch, so a PR opened under an older branch name (slug) is found too: an open one is updated
+in place on its own branch (only when the body's hash changed), a closed unmerged one means a
+maintainer said no (nothing is reopened), a merged one means there is nothing left to do. A
+crash between the push and the PR leaves a pushed branch, which the next run reuses; a PR whose
+create answer was lost is adopted and finished (label, comment, journal) like one just opened.
+
+Caps (Renovate's prConcurrentLimit and prHourlyLimit, plus a per-run cap): open bot PRs and PRs
+opened in the last hour are counted on GitHub, first as an early check and then again under
+the fork's publish lock (:mod:`bot.publish_lock`) right before the create request, so runs
+started together cannot all see room.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import html
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,7 +29,7 @@ from typing import Any
 
 from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
-from bot.git import CommitInfo, prepare_branch, push_branch
+from bot.git import CommitInfo, default_work_dir, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.markdown import inline
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
@@ -30,17 +40,20 @@ from bot.publish_checks import (
     check_plan_fields,
     commit_message,
 )
+from bot.publish_lock import fork_lock
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
 _FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
 _BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+_BOT_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 
 
 # What each publishing outcome says about the PR on GitHub, in the journal's words; the other
 # outcomes (needs-info-commented, nothing-to-do, rate-limited) leave no PR behind.
 PR_STATE_AFTER = {
     "opened": "open",
+    "adopted": "open",
     "updated": "open",
     "unchanged": "open",
     "merged": "merged",
@@ -50,7 +63,7 @@ PR_STATE_AFTER = {
 
 @dataclass(frozen=True)
 class PublishResult:
-    action: str  # opened | updated | unchanged | closed-by-maintainer | merged |
+    action: str  # opened | adopted | updated | unchanged | closed-by-maintainer | merged |
     # needs-info-commented | nothing-to-do | rate-limited
     pr_number: int | None = None
     pr_url: str | None = None
@@ -72,10 +85,17 @@ def status_marker(issue_number: int) -> str:
 
 
 class PublishBudget:
-    """Renovate-style caps: at most ``max_prs_per_run`` PRs opened by one budget object (share
-    one across a batch) and ``max_prs_per_hour`` across runs. The hourly count is read from
-    GitHub (PRs on the upstream from the fork owner or by the bot's login, created in the last
-    hour): a file would start empty in every Actions run."""
+    """Renovate-style caps, one object per run (share it across every plan a run publishes):
+
+    * ``BOT_MAX_PRS_PER_RUN``: PRs this object has let open;
+    * ``BOT_MAX_OPEN_PRS``: the bot's PRs open on the upstream now (author: the bot's login);
+    * ``BOT_MAX_PRS_PER_HOUR``: the upstream's PRs created in the last hour from the fork
+      owner's branches or by the bot's login.
+
+    Both GitHub counts are read from GitHub, never from a file (a file starts empty in every
+    Actions run), and read again under the fork's publish lock right before a create
+    (:meth:`claim`), so that concurrent runs cannot each count the same free slot.
+    """
 
     def __init__(self, settings: GitHubSettings, client: GitHubClient | None = None) -> None:
         self.settings = settings
@@ -85,20 +105,45 @@ class PublishBudget:
     def refusal(self) -> str | None:
         if self.opened_this_run >= self.settings.max_prs_per_run:
             return f"already opened {self.opened_this_run} PR(s) this run (BOT_MAX_PRS_PER_RUN)"
-        client = self.client or GitHubClient(self.settings)
+        client = self._client()
+        upstream = self.settings.upstream
+        if client.authenticated:
+            open_now = len(client.own_pulls(upstream, state="open"))
+            if open_now >= self.settings.max_open_prs:
+                return f"{open_now} of the bot's PRs are open (BOT_MAX_OPEN_PRS)"
         since = datetime.now(UTC) - timedelta(hours=1)
         recent = client.pulls_created_since(
             since,
             head_owner=self.settings.fork_owner,
             author=client.login if client.authenticated else None,
-            repo=self.settings.upstream,
+            repo=upstream,
         )
         if len(recent) >= self.settings.max_prs_per_hour:
             return f"{len(recent)} PR(s) opened in the last hour (BOT_MAX_PRS_PER_HOUR)"
         return None
 
+    @contextmanager
+    def claim(self, work_dir: Path) -> Iterator[str | None]:
+        """Hold the fork's publish lock and count again; yields a refusal, or None to go on.
+
+        The lock is held while the caller creates its PR, and released after."""
+        client = self._client()
+        with fork_lock(work_dir, self.settings, may_wait=client.may_wait) as held:
+            if not held:
+                yield (
+                    "another run holds the fork's publish lock and BOT_GITHUB_MAX_WAIT is "
+                    "spent waiting for it"
+                )
+            else:
+                yield self.refusal()
+
     def record(self) -> None:
         self.opened_this_run += 1
+
+    def _client(self) -> GitHubClient:
+        if self.client is None:
+            self.client = GitHubClient(self.settings)
+        return self.client
 
 
 def publish_plan(
@@ -142,7 +187,8 @@ def publish_plan(
         raise BotError("no fork configured: set BOT_FORK_OWNER")
     body = compose_body(planned.pr_body, title, plan, reviewer)
     head = f"{settings.fork_owner}:{plan.branch}"
-    earlier = _earlier_pulls(client, head, fingerprint_marker(plan.fingerprint), plan.upstream)
+    marker = fingerprint_marker(plan.fingerprint)
+    earlier = _earlier_pulls(client, head, marker, plan.upstream)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
         return _result("merged", merged[0], f"PR #{merged[0]['number']} was merged already")
@@ -154,13 +200,16 @@ def publish_plan(
             "so nothing is reopened"
         )
         return _result("closed-by-maintainer", closed, message)
+    budget = budget or PublishBudget(settings, client)
     if not open_pulls:
-        budget = budget or PublishBudget(settings, client)
         refusal = budget.refusal()
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
+    work_dir = work_dir or default_work_dir(settings)
+    # An earlier PR keeps its own branch, which may carry an older slug of the class name.
+    branch_plan = _on_branch_of(plan, open_pulls[0], settings) if open_pulls else plan
     commit = prepare_branch(
-        plan,
+        branch_plan,
         planned.patch,
         work_dir,
         settings,
@@ -169,30 +218,47 @@ def publish_plan(
     )
     pushed = push_branch(commit, work_dir, settings)
     if open_pulls:
-        return _update(client, plan, open_pulls[0], title, body, commit, pushed)
-    try:
-        pull = client.create_pull(
-            title=title,
-            body=body,
-            head=head,
-            base=client.default_branch(plan.upstream),
-            draft=not _verified(plan),
-            repo=plan.upstream,
-        )
-    except PullRequestExists:
-        # Opened by a run that died before it could report; adopt it.
-        again = _earlier_pulls(client, head, None, plan.upstream)
-        open_now = [p for p in again if p["state"] == "open"]
-        if not open_now:
-            raise
-        return _update(client, plan, open_now[0], title, body, commit, pushed)
-    if budget is not None:
+        return _update(client, settings, plan, open_pulls[0], title, body, commit, pushed)
+    with budget.claim(work_dir) as refusal:
+        if refusal:
+            return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
+        try:
+            pull, adopted = client.create_pull(
+                title=title,
+                body=body,
+                head=head,
+                base=client.default_branch(plan.upstream),
+                draft=not _verified(plan),
+                marker=marker,
+                repo=plan.upstream,
+            )
+        except PullRequestExists:
+            # Opened by a run that died before it could report (or without our marker).
+            again = _earlier_pulls(client, head, None, plan.upstream)
+            open_now = [p for p in again if p["state"] == "open"]
+            if not open_now:
+                raise
+            return _update(
+                client, settings, plan, open_now[0], title, body, commit, pushed, adopted=True
+            )
         budget.record()
+    if adopted:
+        return _update(client, settings, plan, pull, title, body, commit, pushed, adopted=True)
     labelled = client.add_labels(pull["number"], [settings.label], repo=plan.upstream)
-    comment_url = _comment_on_issue(client, plan, pull)
+    comment_url, _ = _comment_on_issue(client, plan, pull)
     note = "" if labelled else f" (could not add label {settings.label!r})"
     draft = " as a draft" if pull.get("draft") else ""
     return _result("opened", pull, f"opened PR #{pull['number']}{draft}{note}", comment_url)
+
+
+def _on_branch_of(plan: Plan, pull: dict[str, Any], settings: GitHubSettings) -> Plan:
+    """The plan, aimed at the branch ``pull`` comes from when that is a bot branch of ours."""
+    head = pull.get("head") or {}
+    owner = ((head.get("repo") or {}).get("owner") or {}).get("login")
+    ref = str(head.get("ref") or "")
+    if owner == settings.fork_owner and _BOT_BRANCH.match(ref) and ref != plan.branch:
+        return dataclasses.replace(plan, branch=ref)
+    return plan
 
 
 def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str:
@@ -222,23 +288,33 @@ def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str
 def _earlier_pulls(
     client: GitHubClient, head: str, marker: str | None, upstream: str
 ) -> list[dict[str, Any]]:
-    """PRs from our head branch that carry our fingerprint (any state), newest first."""
-    pulls = client.find_pulls(head, repo=upstream)
+    """PRs (any state, newest first) that carry our fingerprint: the bot's own PRs on any
+    branch, plus those from our head branch; with ``marker`` None, every PR from the head."""
+    pulls = {p["number"]: p for p in client.find_pulls(head, repo=upstream)}
     if marker is not None:
-        pulls = [p for p in pulls if marker in (p.get("body") or "")]
-    return sorted(pulls, key=lambda p: p["number"], reverse=True)
+        pulls = {n: p for n, p in pulls.items() if marker in (p.get("body") or "")}
+        for item in client.own_pulls(upstream):
+            if item["number"] not in pulls and marker in (item.get("body") or ""):
+                pulls[item["number"]] = client.get_pull(item["number"], repo=upstream)
+    return sorted(pulls.values(), key=lambda p: p["number"], reverse=True)
 
 
 def _update(
     client: GitHubClient,
+    settings: GitHubSettings,
     plan: Plan,
     pull: dict[str, Any],
     title: str,
     body: str,
     commit: CommitInfo,
     pushed: bool,
+    *,
+    adopted: bool = False,
 ) -> PublishResult:
+    """Bring an open PR of ours up to date: body, readiness, label, the issue comment."""
     changes: list[str] = []
+    if adopted:
+        changes.append("adopted it (GitHub had opened it; the answer to that was lost)")
     if pushed:
         changes.append("pushed a new commit")
     if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
@@ -248,27 +324,39 @@ def _update(
         client.mark_ready_for_review(pull["number"], repo=plan.upstream)
         pull = client.get_pull(pull["number"], repo=plan.upstream)
         changes.append("marked ready for review")
-    comment_url = _comment_on_issue(client, plan, pull)
+    labels = {str(label.get("name")) for label in pull.get("labels") or []}
+    if settings.label not in labels:
+        if client.add_labels(pull["number"], [settings.label], repo=plan.upstream):
+            changes.append(f"added label {settings.label}")
+        else:
+            changes.append(f"could not add label {settings.label!r}")
+    comment_url, commented = _comment_on_issue(client, plan, pull)
+    if commented in ("created", "updated"):
+        changes.append(f"{commented} the comment on #{plan.issue_number}")
     if commit.human_edited:
         changes.append("left the branch alone: someone else has committed to it")
-    changed = pushed or any(c.startswith(("updated", "marked")) for c in changes)
-    action = "updated" if changed else "unchanged"
+    changed = pushed or any(
+        c.startswith(("updated", "marked", "added", "created")) for c in changes
+    )
+    action = "adopted" if adopted else "updated" if changed else "unchanged"
     message = f"PR #{pull['number']}: " + ("; ".join(changes) if changes else "already up to date")
     return _result(action, pull, message, comment_url)
 
 
-def _comment_on_issue(client: GitHubClient, plan: Plan, pull: dict[str, Any]) -> str | None:
+def _comment_on_issue(
+    client: GitHubClient, plan: Plan, pull: dict[str, Any]
+) -> tuple[str | None, str]:
+    """The sticky comment's URL and what was done to it (created/updated/unchanged/none)."""
     if not plan.issue_number:
-        return None
+        return None, "none"
     state = "a draft until GPU verification passes" if pull.get("draft") else "ready for review"
     body = (
         f"{status_marker(plan.issue_number)}\n"
         f"A fix is proposed in #{pull['number']}: {_fix_wording(plan)} The PR is {state}.\n"
     )
-    url, _ = client.upsert_issue_comment(
+    return client.upsert_issue_comment(
         plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
     )
-    return url
 
 
 def _fix_wording(plan: Plan) -> str:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bot.content_hash import review_hash
 from bot.dashboard import actions
@@ -21,6 +22,9 @@ from bot.errors import BotError
 from bot.github import BodyRevision, GitHubClient
 from bot.markdown import inline
 from bot.store import PENDING, Journal
+
+if TYPE_CHECKING:
+    from bot.publish import PublishResult
 
 DASHBOARD_MARKER = "<!-- bot:dashboard -->"
 DASHBOARD_TITLE = "vLLM EAGLE-3 bot: dashboard"
@@ -67,8 +71,29 @@ def sync(
     if github.settings.bot_repo:
         if maintainers is None:
             maintainers = maintainers_from_env()
+        publish = publish or run_publisher(github)
         _dashboard_issue(journal, github, github.settings.bot_repo, report, publish, maintainers)
     return report
+
+
+def run_publisher(github: GitHubClient) -> actions.Publisher:
+    """A publisher for every box ticked in one run, sharing one :class:`PublishBudget`, so
+    ``BOT_MAX_PRS_PER_RUN`` limits the run and not each plan."""
+    from bot.publish import PublishBudget, publish_plan
+
+    budget = PublishBudget(github.settings, github)
+
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> PublishResult:
+        return publish_plan(
+            plan_dir,
+            reviewer=reviewer,
+            approved_hash=approved_hash,
+            client=github,
+            settings=github.settings,
+            budget=budget,
+        )
+
+    return publish
 
 
 def _rebuild(journal: Journal, github: GitHubClient, report: SyncReport) -> None:

@@ -33,8 +33,10 @@ def github_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     Repositories are not created here (``standin.add_repo(...)``), so each test decides
     whether the fork is seeded from a vLLM tree. ``GITHUB_TOKEN`` is set to ``STANDIN_TOKEN``,
     known to the stand-in as ``STANDIN_BOT_LOGIN``; retries and pacing wait zero seconds.
+    Lists come two items a page, so every listing the bot relies on must follow pages.
     """
     standin = GitHubStandIn(tmp_path / "standin").start()
+    standin.state.page_size = 2
     standin.add_token(STANDIN_TOKEN, STANDIN_BOT_LOGIN)
     monkeypatch.setenv("GITHUB_TOKEN", STANDIN_TOKEN)
     monkeypatch.setenv("GITHUB_API_URL", standin.api_url)

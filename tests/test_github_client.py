@@ -26,7 +26,8 @@ def standin(github_standin):
     return github_standin
 
 
-def test_issue_with_comments_survives_faults(standin):
+def test_issue_with_comments_survives_faults(standin, monkeypatch):
+    monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "2")  # Retry-After: 1 fits
     standin.add_issue(UPSTREAM, 33329, "EAGLE3 for Qwen3-Next", "body <script>")
     standin.inject("GET", r"/issues/33329$", 503, times=2)
     standin.inject("GET", r"/issues/33329$", 403, {"Retry-After": "1"}, times=1)

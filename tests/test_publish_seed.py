@@ -137,8 +137,11 @@ def test_body_change_updates_in_place_and_verification_marks_ready(seed, github_
         ("POST", r"/comments$", 403, {"Retry-After": "1"}),
     ],
 )
-def test_transient_faults_end_with_one_pr(seed, github_standin, method, path, status, headers):
+def test_transient_faults_end_with_one_pr(
+    seed, github_standin, method, path, status, headers, monkeypatch
+):
     plan_dir, work_dir = seed
+    monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "4")  # two Retry-After: 1 waits fit
     github_standin.inject(method, path, status, headers, times=2)
     assert _publish(plan_dir, work_dir).action == "opened"
     assert len(github_standin.pulls(UPSTREAM)) == 1

@@ -9,12 +9,15 @@ from __future__ import annotations
 import io
 import json
 import re
+import socket
+import struct
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import git
 
@@ -72,13 +75,63 @@ class _Handler(BaseHTTPRequestHandler):
                 {"method": method, "path": split.path, "query": split.query, "login": login}
             )
             fault = self._take_fault(state, method, split.path)
-            if fault is not None:
-                self._send(fault.status, {"message": fault.message}, fault.headers)
-                return
-            status, payload, headers = self._route(
-                state, method, split.path, split.query, body, login
-            )
-        self._send(status, payload, headers)
+            response = None
+            if fault is None or fault.when == "after":
+                response = self._route(state, method, split.path, split.query, body, login)
+                if method == "GET":
+                    response = self._page(state, split.path, split.query, *response)
+        if fault is None:
+            assert response is not None
+            self._send(*response)
+        else:
+            self._fail(fault, response)
+
+    def _page(
+        self, state: State, path: str, query: str, status: int, payload: Any, headers: dict
+    ) -> tuple[int, Any, dict[str, str]]:
+        """Lists come a page at a time, with GitHub's ``Link`` header to the next one."""
+        if status != 200 or not isinstance(payload, list):
+            return status, payload, headers
+        params = dict(parse_qsl(query))
+        size = min(int(params.get("per_page") or 30), state.page_size or 100)
+        page = max(1, int(params.get("page") or 1))
+        chunk = payload[(page - 1) * size : page * size]
+        last = max(1, -(-len(payload) // size))
+        links = []
+        for rel, number in (("next", page + 1), ("last", last)):
+            if number <= last and (rel == "last" or page < last):
+                url = f"{self.server.state.web_url}{path}?{urlencode({**params, 'page': number})}"
+                links.append(f'<{url}>; rel="{rel}"')
+        return status, chunk, {**headers, **({"Link": ", ".join(links)} if links else {})}
+
+    def _fail(self, fault: Fault, response: tuple[int, Any, dict[str, str]] | None) -> None:
+        """Answer as a failing GitHub or network would, before or after the effect."""
+        if fault.kind == "status":
+            self._send(fault.status, {"message": fault.message}, fault.headers)
+        elif fault.kind == "timeout":
+            time.sleep(fault.delay)  # longer than the client's timeout: it has given up
+            self._abort()
+        elif fault.kind == "truncate" and response is not None:
+            status, payload, headers = response
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"%x\r\n" % len(data) + data[: len(data) // 2])
+            self.wfile.flush()
+            self._abort()
+        else:  # reset
+            self._abort()
+
+    def _abort(self) -> None:
+        """Drop the connection with a TCP reset (SO_LINGER 0), as a failing proxy would."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
 
     @staticmethod
     def _take_fault(state: State, method: str, path: str) -> Fault | None:
@@ -133,6 +186,9 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     state: State
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # injected resets and timeouts break connections on purpose
 
 
 class GitHubStandIn:
@@ -210,6 +266,9 @@ class GitHubStandIn:
         user: str,
         created_at: str | None = None,
         state: str = "open",
+        title: str | None = None,
+        body: str = "",
+        labels: list[str] | None = None,
     ) -> int:
         """A pull request opened earlier (e.g. by another run), from ``head`` = owner:branch."""
         owner, _, ref = head.partition(":")
@@ -217,11 +276,11 @@ class GitHubStandIn:
             number = new_number(self.state, repo)
             self.state.issues[(repo, number)] = {
                 "id": next(self.state.ids),
-                "title": f"earlier PR from {head}",
-                "body": "",
+                "title": title or f"earlier PR from {head}",
+                "body": body,
                 "state": state,
                 "user": user,
-                "labels": [],
+                "labels": list(labels or []),
                 "created_at": created_at or now_iso(),
                 "updated_at": created_at or now_iso(),
                 "pull": {
@@ -255,7 +314,17 @@ class GitHubStandIn:
         headers: dict[str, str] | None = None,
         times: int = 1,
         message: str | None = None,
+        *,
+        when: str = "before",
+        kind: str = "status",
+        delay: float = 0.0,
     ) -> None:
+        """Fail the next ``times`` matching requests. ``kind``: ``status`` (answer ``status``
+        with ``headers``), ``reset`` (drop the connection), ``timeout`` (hold the reply back
+        ``delay`` seconds, then drop it) or ``truncate`` (cut the chunked body in half; after
+        only). ``when``: ``before`` the request takes effect or ``after`` it did."""
+        if kind == "truncate" and when != "after":
+            raise ValueError("a truncated reply needs a reply: use when='after'")
         if message is None:
             message = {
                 403: "You have exceeded a secondary rate limit. Please wait a few minutes.",
@@ -263,7 +332,17 @@ class GitHubStandIn:
             }.get(status, "Server Error")
         with self.state.lock:
             self.state.faults.append(
-                Fault(method, re.compile(path_regex), status, dict(headers or {}), message, times)
+                Fault(
+                    method,
+                    re.compile(path_regex),
+                    status,
+                    dict(headers or {}),
+                    message,
+                    times,
+                    when,
+                    kind,
+                    delay,
+                )
             )
 
     # --- maintainers' and runners' actions ----------------------------------------------

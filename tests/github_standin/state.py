@@ -29,6 +29,9 @@ class Fault:
     headers: dict[str, str]
     message: str
     times: int
+    when: str = "before"  # "before" the request takes effect, or "after" it did
+    kind: str = "status"  # status | reset | timeout | truncate
+    delay: float = 0.0  # for "timeout": how long the reply is held back
 
 
 @dataclass
@@ -74,6 +77,7 @@ class State:
         self.runs: dict[int, Run] = {}
         self.run_name_templates: dict[tuple[str, str], str] = {}
         self.faults: list[Fault] = []
+        self.page_size: int | None = None  # caps per_page on list endpoints, like GitHub's 100
         self.requests: list[dict[str, Any]] = []
 
     def branch_sha(self, full_name: str, branch: str) -> str | None:

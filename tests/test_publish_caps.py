@@ -1,0 +1,132 @@
+"""The PR caps on every publishing path, with three different real plans (vLLM 0.34.0).
+
+* three publishes started together with ``BOT_MAX_PRS_PER_HOUR=1`` open exactly one PR (the
+  count is read again under the fork's publish lock, so they cannot all see room);
+* one ``bot sync`` acting on three ticked dashboard boxes with ``BOT_MAX_PRS_PER_RUN=1``
+  opens one PR: the run has one budget, not one per plan.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import git
+import pytest
+
+from bot.github import GitHubClient
+from bot.plan import read_plan_dir, update_plan
+from bot.store import PR_OPEN, VERIFIED, Journal
+from bot.sync import sync
+from bot.tree.fetch import release_tree
+from bot.verify import VerifyOptions, verify_plan
+from tests.conftest import FORK, UPSTREAM
+from tests.github_standin import STANDIN_BOT_LOGIN, GitHubStandIn
+
+pytestmark = pytest.mark.vllm_tree
+
+VERSION = "0.34.0"
+CLASSES = (
+    "KimiVLForConditionalGeneration",
+    "LlavaNextForConditionalGeneration",
+    "InternVLChatModel",
+)
+ALICE_TOKEN = "ghp_aliceTOKEN0123456789abcdefghijklmn"
+
+
+@pytest.fixture(scope="module")
+def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The bot's own verified plans (`bot propose --class`, local checks) for three classes."""
+    from bot import pipeline
+
+    root = tmp_path_factory.mktemp("cap-plans")
+    checkout = root / "checkout"
+    git.Repo.clone_from(str(release_tree(VERSION)), str(checkout), shared=True).close()
+    plans = {}
+    for name in CLASSES:
+        out = root / name
+        pipeline.propose(checkout, out, class_name=name, upstream=UPSTREAM)
+        verified = verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
+        assert verified["local_passed"], verified["message"]
+        plans[name] = out
+    return plans
+
+
+@pytest.fixture
+def standin(
+    github_standin: GitHubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> GitHubStandIn:
+    tree = release_tree(VERSION)
+    github_standin.add_repo(UPSTREAM, seed_from=tree)
+    github_standin.add_repo(FORK, seed_from=tree)
+    remotes = tmp_path / "standin" / "remotes"
+    monkeypatch.setenv("BOT_FORK_URL", f"{remotes / FORK}.git")
+    monkeypatch.setenv("BOT_UPSTREAM_URL", f"{remotes / UPSTREAM}.git")
+    return github_standin
+
+
+def test_three_publishes_started_together_open_one_pr_with_an_hourly_cap_of_one(
+    _plans, standin, tmp_path, monkeypatch
+):
+    """Three `bot publish` processes (as three Actions jobs would be), each with its own home."""
+    monkeypatch.setenv("BOT_MAX_PRS_PER_HOUR", "1")
+    monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "60")  # the losers wait for the lock, recount
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "bot", "publish", str(_plans[name]), "--reviewer", "m1"],
+            env={**os.environ, "BOT_HOME": str(tmp_path / f"home-{name}")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in CLASSES
+    ]
+    outputs = [run.communicate(timeout=600) for run in runs]
+
+    assert [run.returncode for run in runs] == [0, 0, 0], outputs
+    actions = sorted(out.split(":", 1)[0] for out, _ in outputs)
+    assert actions == ["opened", "rate-limited", "rate-limited"], outputs
+    assert len(standin.pulls(UPSTREAM)) == 1
+    assert sum("BOT_MAX_PRS_PER_HOUR" in out for out, _ in outputs) == 2
+    fork = git.Repo(standin.state.repos[FORK].git_dir)
+    assert "bot-publish-lock" not in [h.name for h in fork.heads]  # released
+
+
+def _gpu_verified(plan_dir: Path, tmp_path: Path) -> Path:
+    """A copy of the plan as the GPU run would leave it (the dashboard lists verified ones)."""
+    copy = Path(shutil.copytree(plan_dir, tmp_path / "plans" / plan_dir.name))
+    plan = read_plan_dir(copy).plan
+    plan.verification = {**(plan.verification or {}), "passed": True}
+    update_plan(copy, plan)
+    return copy
+
+
+def test_one_sync_with_three_ticked_boxes_opens_as_many_prs_as_the_run_cap(
+    _plans, standin, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("BOT_MAX_PRS_PER_RUN", "1")
+    monkeypatch.setenv("BOT_REPO", "example/bot")
+    monkeypatch.setenv("BOT_MAINTAINERS", "alice")
+    standin.add_repo("example/bot")
+    standin.add_token(ALICE_TOKEN, "alice")
+    journal = Journal(tmp_path / "journal.sqlite3")
+    ids = [journal.record_proposal(_gpu_verified(_plans[name], tmp_path)) for name in CLASSES]
+    assert {journal.proposal(i).state for i in ids} == {VERIFIED}
+    github = GitHubClient()
+    sync(journal, github)
+    issue = next(
+        i for i in github.list_issues("example/bot", creator=STANDIN_BOT_LOGIN, state="open")
+    )
+    ticked = issue["body"].replace("- [ ] ", "- [x] ")
+    assert ticked.count("- [x] ") == 3
+    GitHubClient(token=ALICE_TOKEN).edit_issue("example/bot", issue["number"], body=ticked)
+
+    report = sync(journal, GitHubClient())
+
+    assert len(report.approved) == 1, report.lines()
+    assert len(standin.pulls(UPSTREAM)) == 1
+    assert sum("BOT_MAX_PRS_PER_RUN" in line for line in report.refused) == 2
+    assert sorted(journal.proposal(i).state for i in ids) == [PR_OPEN, VERIFIED, VERIFIED]
