@@ -10,7 +10,7 @@ import ast
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 8
+EXTRACT_VERSION = 9
 
 FileFacts = dict[str, Any]
 
@@ -203,7 +203,13 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     returned_names: list[str] = []
     local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
     pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
+    calls: set[str] = set()  # `self.a.b(...)` -> "a.b"; `super().<this method>(...)` -> "super()"
     for node in ast.walk(func):
+        if isinstance(node, ast.Call):
+            if (path := _self_path(node.func)) is not None:
+                calls.add(path)
+            elif _is_super_call(node.func, func.name):
+                calls.add("super()")
         if isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
             assignment_count[node.target.id] = assignment_count.get(node.target.id, 0) + 1
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
@@ -261,6 +267,7 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         "returns": returns,
         "passthrough": sorted(set(passthrough)),
         "returned_self": sorted(set(returned_self)),
+        "calls": sorted(calls),
     }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
