@@ -169,3 +169,46 @@ def test_bad_priority_options_are_one_line_errors(
     result = run_bot("scan", str(tree), *args)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_dashboard_shows_the_demand_and_the_report_only_findings(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from bot.dashboard.app import DashboardSettings, create_app
+
+    journal = Journal(tmp_path / "journal.sqlite3")
+    finding = {"path": "vllm/model_executor/models/m.py", "line": 3, "evidence": {}}
+    journal.record_findings(
+        [
+            {
+                **finding,
+                "recipe": "eagle3-interface",
+                "class": "WantedForCausalLM",
+                "architectures": ["WantedForCausalLM"],
+                "summary": "lacks the interface",
+            },
+            {
+                **finding,
+                "recipe": "eagle3-broken-claim",
+                "class": "ClaimsForCausalLM",
+                "architectures": ["ClaimsForCausalLM"],
+                "summary": "declares but would fail",
+            },
+        ],  # fmt: skip
+        tmp_path,
+        "abc123",
+        "0.34.0",
+    )
+    journal.record_triaged_issue(
+        TriagedIssue(5, "<b>x</b>", "https://example.invalid/5", "open", "WantedForCausalLM")
+    )
+    settings = DashboardSettings(
+        maintainers=frozenset({"alice"}), api_url="http://127.0.0.1:9/unused", secret_key="k"
+    )
+    page = TestClient(create_app(journal, settings), base_url="http://127.0.0.1:8765").get("/")
+    rows = {row.split("<code>")[1].split("</code>")[0]: row for row in page.text.split("<tr>")[1:]
+            if "<code>" in row}  # fmt: skip
+    assert "open issue #5" in rows["WantedForCausalLM"]
+    assert "report only" in rows["ClaimsForCausalLM"]
+    assert "report only" not in rows["WantedForCausalLM"]
+    assert "declares but would fail" in rows["ClaimsForCausalLM"]
