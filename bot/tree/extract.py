@@ -10,7 +10,7 @@ import ast
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 9
+EXTRACT_VERSION = 10
 
 FileFacts = dict[str, Any]
 
@@ -22,10 +22,76 @@ _REGISTERED_FACTORY = "init_vllm_registered_model"
 
 def extract_file(source: str, module: str, is_package: bool) -> FileFacts:
     """Parse ``source`` and return its imports, aliases and classes as plain data."""
-    tree = ast.parse(source)
+    tree = _parse_skipping_functions(source)
     facts: FileFacts = {"imports": {}, "aliases": {}, "classes": {}}
     _collect(tree.body, module, is_package, facts)
     return facts
+
+
+# -- parsing less -----------------------------------------------------------------------------
+# Module-level functions (a quarter of the model packages' lines: kernels, helpers) carry no
+# fact the index keeps, and parsing them is most of a cold scan's cost. They are blanked before
+# parsing, line for line (line numbers stay true). The cut is textual, so it is checked: a file
+# whose cut could fall inside a string, or that does not parse once cut, is parsed whole.
+
+_FUNCTION_STARTS = ("def ", "async def ", "@")
+_CLOSERS = (")", "]", "}")
+_TRIPLE_QUOTES = ('"""', "'''")
+
+
+def _parse_skipping_functions(source: str) -> ast.Module:
+    blanked = blank_top_level_functions(source)
+    if blanked is not None:
+        try:
+            return ast.parse(blanked)
+        except SyntaxError:
+            pass  # the cut misjudged the file: the whole text decides
+    return ast.parse(source)
+
+
+def blank_top_level_functions(source: str) -> str | None:
+    """``source`` with each module-level function (decorators included) replaced by blank
+    lines, or None when nothing is cut or a cut might not be where the function ends."""
+    lines = source.splitlines(keepends=True)
+    out: list[str] = []
+    cut = False
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith(_FUNCTION_STARTS):
+            out.append(lines[i])
+            i += 1
+            continue
+        body = _after_decorators(lines, i)
+        if body >= len(lines) or not lines[body].startswith(("def ", "async def ")):
+            out.extend(lines[i:body])  # a decorated class (or a stray decorator): kept
+            i = body
+            continue
+        end = _after_block(lines, body + 1)
+        block = "".join(lines[i:end])
+        if any(block.count(q) % 2 for q in _TRIPLE_QUOTES) or "\\\n" in block:
+            return None  # a string or a continuation may cross the cut
+        out.extend("\n" for _ in range(end - i))
+        cut = True
+        i = end
+    return "".join(out) if cut else None
+
+
+def _after_decorators(lines: list[str], i: int) -> int:
+    while i < len(lines) and lines[i].startswith("@"):
+        i = _after_block(lines, i + 1)
+    return i
+
+
+def _after_block(lines: list[str], i: int) -> int:
+    while i < len(lines) and _continues(lines[i]):
+        i += 1
+    return i
+
+
+def _continues(line: str) -> bool:
+    """A line inside a block begun at column 0: indented, blank, a comment, or a bracket
+    closing a multi-line signature or decorator."""
+    return line[:1] in (" ", "\t", "\n", "\r", "#", "") or line.startswith(_CLOSERS)
 
 
 def _collect(body: list[ast.stmt], module: str, is_package: bool, facts: FileFacts) -> None:
