@@ -211,10 +211,14 @@ def judge(ctx: ScanContext, ref: ClassRef, defaults: ProtocolDefaults) -> Verdic
     holder = resolution.holder
     if mixin_chain(index, holder) is None:
         where = locate(index, holder)
+        fails = (
+            f"the assert in {INTERFACES_PATH}:{defaults.assert_line} fails"
+            if defaults.assert_line
+            else f"its _set_aux_hidden_state_layers call ({INTERFACES_PATH}:{defaults.line}) fails"
+        )
         why = (
             f"the interface's default set_aux_hidden_state_layers reaches {_path_text(resolution)}"
-            f" = {holder.name} ({where.path}:{where.line}), which lacks EagleModelMixin: the "
-            f"assert in {INTERFACES_PATH}:{defaults.assert_line or defaults.line} fails"
+            f" = {holder.name} ({where.path}:{where.line}), which lacks EagleModelMixin: {fails}"
         )
         return Verdict(NO_MIXIN, why, evidence)
     decoder_forward = _forward(index, holder)
