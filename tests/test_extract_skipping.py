@@ -112,3 +112,11 @@ def test_every_file_of_0_34_0_has_the_facts_of_a_full_parse() -> None:
             source, module, is_package
         ), path
     assert cut > 500  # the cut is really made on most files with functions
+
+
+def test_the_method_walk_sees_what_ast_walk_sees_in_the_same_order() -> None:
+    root = release_tree("0.34.0")
+    for path in model_files(root)[::10]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        wanted = [n for n in ast.walk(tree) if type(n) in extract._METHOD_NODES]
+        assert [n for n in extract._walk(tree) if type(n) in extract._METHOD_NODES] == wanted
