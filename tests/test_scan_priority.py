@@ -212,3 +212,25 @@ def test_the_dashboard_shows_the_demand_and_the_report_only_findings(tmp_path: P
     assert "report only" in rows["ClaimsForCausalLM"]
     assert "report only" not in rows["WantedForCausalLM"]
     assert "declares but would fail" in rows["ClaimsForCausalLM"]
+
+
+def test_proposing_for_an_issue_records_its_triage_as_demand(tmp_path: Path) -> None:
+    from tests.cli import propose_issue
+
+    tree = release_tree("0.23.0")
+    result = propose_issue(tree, tmp_path / "plan")
+    assert result.returncode == 0, result.stderr
+    assert Journal().triaged_issues() == [
+        TriagedIssue(
+            33329,
+            Journal().triaged_issues()[0].title,
+            "https://github.com/vllm-project/vllm/issues/33329",
+            "open",
+            "Qwen3NextForCausalLM",
+            Journal().triaged_issues()[0].recorded_at,
+        )
+    ]
+    found = json.loads(run_bot("scan", str(tree), "--json", "--top", "1").stdout)
+    assert found[0]["class"] == "Qwen3NextForCausalLM"
+    assert found[0]["priority"]["why"].startswith("open issue #33329")
+    assert [i["number"] for i in found[0]["priority"]["open_issues"]] == [33329]
