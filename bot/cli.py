@@ -20,18 +20,42 @@ def cmd_scan(args: argparse.Namespace) -> int:
     from bot import pipeline
     from bot.report import findings_json, findings_table
 
+    if args.propose_top is not None and args.plans is None:
+        raise BotError("--propose-top needs --plans DIR (where the plans are written)")
     result = pipeline.scan(Path(args.path), use_cache=not args.no_cache, record=True)
     for problem in result.problems:
         print(f"bot: skipped {problem}", file=sys.stderr)
+    ranked = pipeline.prioritise(result.findings)
+    shown = ranked[: args.top] if args.top is not None else ranked
     if args.matrix:
         from bot.verify.matrix import matrix_from_findings
 
-        print(json.dumps(matrix_from_findings([f.to_json() for f in result.findings])))
+        fixable = [r.finding.to_json() for r in ranked if r.fixable]  # a report has no plan
+        print(json.dumps(matrix_from_findings(fixable[: args.top] if args.top else fixable)))
     elif args.json:
-        print(findings_json(result.findings))
+        print(findings_json(shown))
     else:
-        print(findings_table(result.findings))
+        print(findings_table(shown))
+    if args.propose_top:
+        for item, out, outcome in pipeline.propose_top(
+            Path(args.path), ranked, args.propose_top, Path(args.plans)
+        ):
+            print(
+                f"plan #{item.rank} {item.finding.class_name} ({item.demand.explain()}): "
+                f"{out} ({outcome})",
+                file=sys.stderr,
+            )
     return 0
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative")
+    return value
 
 
 def _add_scan(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +64,14 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print findings as a JSON array")
     p.add_argument("--no-cache", action="store_true", help="ignore the per-file index cache")
     p.add_argument("--matrix", action="store_true", help="print a GitHub Actions matrix (JSON)")
+    p.add_argument("--top", type=_count, metavar="N", help="show only the first N by priority")
+    p.add_argument(
+        "--propose-top",
+        type=_count,
+        metavar="N",
+        help="also write plans (no PRs) for the first N fixable findings, into --plans DIR",
+    )
+    p.add_argument("--plans", metavar="DIR", help="where --propose-top writes plan directories")
     p.set_defaults(handler=cmd_scan)
 
 

@@ -14,7 +14,9 @@ from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
 from bot.scan import scan as scan  # the first stage; `bot scan` calls it from here
 
 if TYPE_CHECKING:
+    from bot.priority import Ranked
     from bot.publish import PublishResult
+    from bot.recipes import Finding
     from bot.store import Journal
 
 
@@ -22,6 +24,16 @@ def _journal() -> Journal:
     from bot.store import Journal
 
     return Journal()
+
+
+def prioritise(findings: tuple[Finding, ...] | list[Finding]) -> list[Ranked]:
+    """The findings in priority order, each with its demand signal (bot/priority.py)."""
+    from bot.drafts import load_catalogue
+    from bot.priority import rank
+    from bot.recipes import RECIPES, fixes
+
+    fixable = frozenset(r.name for r in RECIPES if fixes(r))
+    return rank(list(findings), _journal().triaged_issues(), load_catalogue(), fixable)
 
 
 # -- propose ---------------------------------------------------------------------------------
@@ -62,9 +74,51 @@ def propose(
         catalogue=catalogue,
     )
     write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    if record and issue is not None and triage is not None:
+        _record_triage(issue, triage.architecture)
     if record and proposal.plan.status != NOTHING_TO_FIX:
         _journal().record_proposal(out)
     return proposal.plan
+
+
+def _record_triage(issue: dict[str, Any], architecture: str | None) -> None:
+    """The issue's triage, as demand for the findings of ``architecture`` (bot/priority.py)."""
+    from bot.store import TriagedIssue
+
+    number = issue.get("number")
+    if not isinstance(number, int):
+        return
+    state = issue.get("state") if issue.get("state") in ("open", "closed") else "unknown"
+    _journal().record_triaged_issue(
+        TriagedIssue(
+            number=number,
+            title=str(issue.get("title") or ""),
+            url=str(issue.get("html_url") or ""),
+            state=str(state),
+            architecture=architecture,
+        )
+    )
+
+
+def propose_top(
+    repo: Path, ranked: list[Ranked], n: int, plans: Path
+) -> list[tuple[Ranked, Path, str]]:
+    """Plans (never PRs) for the first ``n`` fixable findings, one directory per class under
+    ``plans``; publishing stays with a maintainer's approval. One class that cannot be planned
+    does not stop the others: its line says why."""
+    from bot.errors import BotError
+    from bot.priority import top_fixable
+
+    written = []
+    for item in top_fixable(ranked, n):
+        out = plans / _safe_name(f"class-{item.finding.class_name}")
+        try:
+            plan = propose(repo, out, class_name=item.finding.class_name, record=True)
+            outcome = f"{plan.status}: {plan.reason}"
+        except BotError as exc:
+            outcome = f"not planned: {exc}"
+        written.append((item, out, outcome))
+    return written
 
 
 def publish(
@@ -98,8 +152,11 @@ def default_plan_dir(issue: int | None, class_name: str | None) -> Path:
     from bot.config import home_dir
 
     name = f"issue-{issue}" if issue is not None else f"class-{class_name}"
-    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-    return home_dir() / "plans" / safe
+    return home_dir() / "plans" / _safe_name(name)
+
+
+def _safe_name(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
 def demo(out: Path, *, version: str = "0.23.0") -> tuple[Plan, str]:

@@ -6,6 +6,8 @@ after applying the patch) use it without importing the pipeline that calls them.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +74,23 @@ def scan(root: Path, *, use_cache: bool = True, record: bool = False) -> ScanRes
 
 
 def _head_or_none(root: Path) -> str | None:
-    from bot.tree.worktree import head_commit
-
+    """The checkout's HEAD commit, or None for a plain directory (findings are still worth
+    keeping). One ``git rev-parse`` instead of GitPython: importing it costs more than the
+    whole warm scan's index load."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     try:
-        return head_commit(root)
-    except BotError:
-        return None  # a plain directory: findings are still worth keeping
+        done = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel", "HEAD"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != root.resolve():
+        return None  # not a checkout, or a directory inside another one
+    return lines[1].strip() or None

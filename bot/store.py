@@ -109,6 +109,14 @@ CREATE TABLE IF NOT EXISTS events (
     to_state TEXT,
     note TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS triaged_issues (
+    number INTEGER PRIMARY KEY,
+    title TEXT NOT NULL,
+    url TEXT NOT NULL,
+    state TEXT NOT NULL,
+    architecture TEXT,
+    recorded_at TEXT NOT NULL
+);
 CREATE INDEX IF NOT EXISTS events_by_proposal ON events (proposal_id, id);
 CREATE INDEX IF NOT EXISTS verifications_by_proposal ON verifications (proposal_id, id);
 """
@@ -196,6 +204,18 @@ class FindingRow:
     recorded_at: str
     proposal_id: int | None = None
     proposal_state: str | None = None
+
+
+@dataclass(frozen=True)
+class TriagedIssue:
+    """An upstream issue and the architecture triage tied it to (None: triage could not)."""
+
+    number: int
+    title: str
+    url: str
+    state: str  # GitHub's: "open" or "closed"
+    architecture: str | None
+    recorded_at: str = ""
 
 
 @dataclass
@@ -345,6 +365,29 @@ class Journal:
                 rows,
             )
         return len(rows)
+
+    def record_triaged_issue(self, issue: TriagedIssue) -> None:
+        """Keep what triage said about one issue (the latest triage of a number wins); a
+        finding whose architectures include it gains demand (bot/priority.py)."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO triaged_issues"
+                " (number, title, url, state, architecture, recorded_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    int(issue.number),
+                    issue.title[:300],
+                    issue.url[:500],
+                    issue.state,
+                    issue.architecture,
+                    _now(),
+                ),
+            )
+
+    def triaged_issues(self) -> list[TriagedIssue]:
+        with self._connect() as conn:
+            rows = conn.execute("SELECT * FROM triaged_issues ORDER BY number").fetchall()
+        return [TriagedIssue(**dict(row)) for row in rows]
 
     def record_proposal(self, plan_dir: Path, actor: str = "bot") -> int:
         """Store a plan directory's content; the same fingerprint again updates that row."""

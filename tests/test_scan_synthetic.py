@@ -365,7 +365,10 @@ def test_unparseable_file_is_reported_and_skipped(tmp_path: Path) -> None:
         tmp_path,
         {
             "model_executor/models/foo.py": source,
-            "model_executor/models/broken.py": "def broken(:\n",
+            "model_executor/models/broken.py": "class Broken(:\n",
+            # Module-level functions are blanked before parsing (bot/tree/extract.py), so an
+            # error inside one is not seen: the file's classes are indexed as usual.
+            "model_executor/models/odd.py": "def odd(:\n    pass\n\n\nclass Odd:\n    pass\n",
         },
         {TEXT: {"FooForCausalLM": ("foo", "FooForCausalLM")}},
     )
@@ -373,6 +376,7 @@ def test_unparseable_file_is_reported_and_skipped(tmp_path: Path) -> None:
     assert [f.class_name for f in result.findings] == ["FooForCausalLM"]
     assert len(result.problems) == 1
     assert result.problems[0].startswith("vllm/model_executor/models/broken.py: does not parse")
+    assert "Odd" in result.context.index.modules["vllm.model_executor.models.odd"].facts["classes"]
 
 
 def test_cli_rejects_a_path_that_is_not_a_vllm_tree(tmp_path: Path) -> None:

@@ -205,3 +205,16 @@ def test_init_workflows_writes_and_refuses_to_clobber(
     assert (dest / "gpu-verify.yml").read_text() == "changed\n"
     assert main(["init-workflows", str(dest), "--force"]) == 0
     assert (dest / "gpu-verify.yml").read_bytes() == (WORKFLOWS / "gpu-verify.yml").read_bytes()
+
+
+def test_scheduled_scan_plans_the_top_findings_without_a_token() -> None:
+    workflow = load("scheduled-scan.yml")
+    assert workflow["env"]["BOT_SCAN_PROPOSE_TOP"].startswith("${{ vars.BOT_SCAN_PROPOSE_TOP")
+    named = {s["name"]: (i, s) for i, (_, s) in enumerate(steps(workflow))}
+    index, scan = named["Scan and plan the top findings"]
+    assert '--propose-top "$BOT_SCAN_PROPOSE_TOP" --plans out/plans' in scan["run"]
+    assert "env" not in scan, "the scan runs the plans' codemods: no token in its environment"
+    assert named["Triage open issues"][0] < index  # the scan ranks by what triage recorded
+    job = workflow["jobs"]["scan"]
+    assert set(job["permissions"].values()) == {"read"}
+    assert "bot publish" not in "\n".join(s.get("run", "") for _, s in steps(workflow))

@@ -8,9 +8,10 @@ import pytest
 
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import changed_lines_confined
+from bot.codemods.spans import AfterClassBody
 from bot.drafts import load_catalogue
 from bot.recipes.base import Declined, PlanContext
-from bot.recipes.eagle3_wrapper import RECIPE, AfterClassBody, assess_all
+from bot.recipes.eagle3_wrapper import RECIPE, assess_all
 from bot.scan import scan_context
 from tests.synthetic import READY_DECODER, make_tree
 

@@ -26,6 +26,7 @@ from bot.store import (
     REVERIFIABLE,
     STATES,
     FindingFilter,
+    FindingRow,
     Journal,
     Proposal,
 )
@@ -74,16 +75,44 @@ def overview(
     recipes, versions = journal.finding_facets()
     where = FindingFilter(recipe=recipe or None, version=version or None, text=q or None)
     proposals = journal.proposals([state] if state in STATES else None)
+    findings = journal.findings(where)
     return render(
         request,
         "overview.html",
         summary=journal.summary(),
         proposals=proposals,
-        findings=journal.findings(where),
+        findings=findings,
+        demand=_demand(journal, findings),
+        report_only=_report_only_recipes(),
         recipes=recipes,
         versions=versions,
         chosen={"recipe": recipe, "version": version, "q": q, "state": state},
     )
+
+
+def _demand(journal: Journal, findings: list[FindingRow]) -> dict[int, str]:
+    """Finding id -> its demand signal as `bot scan` explains it (bot/priority.py)."""
+    from bot.drafts import load_catalogue
+    from bot.priority import demand_for
+    from bot.recipes import Finding
+
+    issues, catalogue = journal.triaged_issues(), load_catalogue()
+    shown: dict[int, str] = {}
+    for row in findings:
+        finding = Finding(
+            row.recipe, row.class_name, "", row.path, row.line or 0,
+            tuple(row.architectures), row.evidence, row.summary,
+        )  # fmt: skip
+        demand = demand_for(finding, issues, catalogue)
+        if demand.issues or demand.drafts:
+            shown[row.id] = demand.explain()
+    return shown
+
+
+def _report_only_recipes() -> frozenset[str]:
+    from bot.recipes import RECIPES, fixes
+
+    return frozenset(r.name for r in RECIPES if not fixes(r))
 
 
 @router.get("/proposals/{proposal_id}", response_class=HTMLResponse)

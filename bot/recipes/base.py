@@ -14,11 +14,11 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
 
-from bot.codemods.spans import Span
 from bot.tree.index import ClassIndex
 from bot.tree.model_registry import ModelRegistry
 
 if TYPE_CHECKING:
+    from bot.codemods.spans import Span  # libcst: only what plans and publishes needs it
     from bot.drafts import DraftCatalogue
     from bot.registry_plan import RegistryEntryPlan
 

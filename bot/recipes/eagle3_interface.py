@@ -11,18 +11,8 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.codemods.bases import append_base_class
-from bot.codemods.imports import add_import_name
-from bot.codemods.regression_test import (
-    REGISTRY_TEST,
-    REGISTRY_TEST_FUNCTION,
-    add_advertises_test,
-    add_eagle3_regression_test,
-    add_registry_eagle3_test,
-)
-from bot.codemods.spans import BetweenTopLevel, ClassHeader, Imports, Span, TopLevel
 from bot.recipes.base import (
     FileEdit,
     Finding,
@@ -47,13 +37,19 @@ from bot.recipes.eagle3_analysis import (
     locate,
     mixin_chain,
 )
-from bot.recipes.eagle3_interface_publish import PUBLISH_RULES
 from bot.recipes.interface_status import already_fixed, missing_variants
-from bot.recipes.registry_edit import registry_entry_edit
 from bot.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 from bot.tree.signatures import error_signatures
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from bot.codemods.spans import Span
+    from bot.recipes.base import PublishRule
+
+# The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 
 NAME = "eagle3-interface"
 DECODER_ATTRIBUTE = "model"
@@ -65,7 +61,12 @@ TEMPLATES = "recipes/eagle3-interface"
 class Eagle3Interface:
     name = NAME
     description = "declare SupportsEagle3 on a model whose decoder already supports EAGLE-3"
-    publish_rules = PUBLISH_RULES
+
+    @property
+    def publish_rules(self) -> Mapping[str, PublishRule]:
+        from bot.recipes.eagle3_interface_publish import PUBLISH_RULES
+
+        return PUBLISH_RULES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         findings: list[Finding] = []
@@ -85,6 +86,8 @@ class Eagle3Interface:
         """Import the interface and add it as the last base of the class (and of each of its
         platform variants), add the registry entry that puts the model under the GPU test, and
         a CPU regression test asserting ``supports_eagle3``."""
+        from bot.recipes.registry_edit import registry_entry_edit
+
         group = ctx.group or (finding,)
         variant = platform_variant(finding) if len(group) == 1 else None
         entry, entry_why = plan_registry_entry(
@@ -143,6 +146,10 @@ class Eagle3Interface:
 
 
 def _declare_interface(ctx: PlanContext, finding: Finding) -> FileEdit:
+    from bot.codemods.bases import append_base_class
+    from bot.codemods.imports import add_import_name
+    from bot.codemods.spans import ClassHeader, Imports
+
     source = (ctx.root / finding.path).read_text(encoding="utf-8")
     module = _interfaces_module(source, finding.path)
     return FileEdit(
@@ -172,6 +179,15 @@ def _regression_test(
 ) -> tuple[FileEdit, tuple[str, ...]]:
     """The CPU test asserting the class advertises the interface: the model package's own
     test file when it has one, else the parametrized test in tests/models/test_registry.py."""
+    from bot.codemods.regression_test import (
+        REGISTRY_TEST,
+        REGISTRY_TEST_FUNCTION,
+        add_advertises_test,
+        add_eagle3_regression_test,
+        add_registry_eagle3_test,
+    )
+    from bot.codemods.spans import BetweenTopLevel, Imports, TopLevel
+
     planned = add_eagle3_regression_test(
         ctx.root,
         class_name=finding.class_name,

@@ -13,24 +13,8 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
-from bot.codemods.imports import add_import_name
-from bot.codemods.regression_test import (
-    REGISTRY_TEST,
-    REGISTRY_TEST_FUNCTION,
-    add_eagle3_regression_test,
-    add_registry_eagle3_test,
-)
-from bot.codemods.spans import (
-    AfterClassBody,
-    BetweenTopLevel,
-    ClassBody,
-    Imports,
-    Span,
-    TopLevel,
-)
 from bot.recipes.base import (
     Declined,
     FileEdit,
@@ -52,8 +36,6 @@ from bot.recipes.eagle3_interface import (
     is_multimodal,
     registered_targets,
 )
-from bot.recipes.eagle3_wrapper_publish import PUBLISH_RULES
-from bot.recipes.registry_edit import registry_entry_edit
 from bot.recipes.wrapper_analysis import (
     DELEGATE,
     INTERFACE_ONLY,
@@ -68,6 +50,13 @@ from bot.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from bot.codemods.spans import Span
+    from bot.recipes.base import PublishRule
+
+# The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 NAME = "eagle3-wrapper"
 TEMPLATES = "recipes/eagle3-wrapper"
 SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
@@ -76,7 +65,12 @@ SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 class Eagle3Wrapper:
     name = NAME
     description = "multimodal wrapper whose language model already supports EAGLE-3"
-    publish_rules = PUBLISH_RULES
+
+    @property
+    def publish_rules(self) -> Mapping[str, PublishRule]:
+        from bot.recipes.eagle3_wrapper_publish import PUBLISH_RULES
+
+        return PUBLISH_RULES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]
@@ -84,6 +78,8 @@ class Eagle3Wrapper:
     def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
         """Declare the interface on the wrapper (or the family base that builds the language
         model for several wrappers), with the registry entry and a CPU regression test."""
+        from bot.recipes.registry_edit import registry_entry_edit
+
         shape = finding.evidence.get("shape")
         if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
             return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
@@ -295,6 +291,9 @@ def _finding(
 
 def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:
     """The declaration plus the two protocol methods forwarding to ``self.<attribute>``."""
+    from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+    from bot.codemods.spans import AfterClassBody, ClassBody
+
     return replace(
         edit,
         kind="declare-interface-and-delegate",
@@ -313,6 +312,10 @@ def _with_guarded_delegation(
     edit: FileEdit, finding: Finding, attribute: str, guard: Guard
 ) -> FileEdit:
     """The declaration, the tree's guard and the two methods calling it before forwarding."""
+    from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+    from bot.codemods.imports import add_import_name
+    from bot.codemods.spans import AfterClassBody, ClassBody
+
     module = dict(edit.steps[0].args)["module"]
     return replace(
         edit,
@@ -345,6 +348,14 @@ def _wrapper_regression_test(
 ) -> tuple[FileEdit, tuple[str, ...]]:
     """One wrapper: the same test the interface recipe adds. A family base: the registry
     test for every architecture it covers (each registered wrapper must advertise it)."""
+    from bot.codemods.regression_test import (
+        REGISTRY_TEST,
+        REGISTRY_TEST_FUNCTION,
+        add_eagle3_regression_test,
+        add_registry_eagle3_test,
+    )
+    from bot.codemods.spans import BetweenTopLevel, Imports, TopLevel
+
     if len(finding.architectures) <= 1:
         return _regression_test(ctx, finding, variant)
     archs = tuple(finding.architectures)

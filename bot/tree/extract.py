@@ -7,10 +7,13 @@ cached by content hash. Cross-file resolution happens in :mod:`bot.tree.index`.
 from __future__ import annotations
 
 import ast
+from collections import deque
+from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 8
+EXTRACT_VERSION = 10
 
 FileFacts = dict[str, Any]
 
@@ -22,10 +25,78 @@ _REGISTERED_FACTORY = "init_vllm_registered_model"
 
 def extract_file(source: str, module: str, is_package: bool) -> FileFacts:
     """Parse ``source`` and return its imports, aliases and classes as plain data."""
-    tree = ast.parse(source)
+    tree = _parse_skipping_functions(source)
     facts: FileFacts = {"imports": {}, "aliases": {}, "classes": {}}
     _collect(tree.body, module, is_package, facts)
     return facts
+
+
+# -- parsing less -----------------------------------------------------------------------------
+# Module-level functions (a quarter of the model packages' lines: kernels, helpers) carry no
+# fact the index keeps, and parsing them is most of a cold scan's cost. They are blanked before
+# parsing, line for line (line numbers stay true). The cut is textual, so it is checked: a file
+# whose cut could fall inside a string, or that does not parse once cut, is parsed whole. The
+# price: a syntax error inside a module-level function is not seen here (the file's classes are
+# indexed); propose's libcst parse and verify's py_compile still refuse such a file.
+
+_FUNCTION_STARTS = ("def ", "async def ", "@")
+_CLOSERS = (")", "]", "}")
+_TRIPLE_QUOTES = ('"""', "'''")
+
+
+def _parse_skipping_functions(source: str) -> ast.Module:
+    blanked = blank_top_level_functions(source)
+    if blanked is not None:
+        try:
+            return ast.parse(blanked)
+        except SyntaxError:
+            pass  # the cut misjudged the file: the whole text decides
+    return ast.parse(source)
+
+
+def blank_top_level_functions(source: str) -> str | None:
+    """``source`` with each module-level function (decorators included) replaced by blank
+    lines, or None when nothing is cut or a cut might not be where the function ends."""
+    lines = source.splitlines(keepends=True)
+    out: list[str] = []
+    cut = False
+    i = 0
+    while i < len(lines):
+        if not lines[i].startswith(_FUNCTION_STARTS):
+            out.append(lines[i])
+            i += 1
+            continue
+        body = _after_decorators(lines, i)
+        if body >= len(lines) or not lines[body].startswith(("def ", "async def ")):
+            out.extend(lines[i:body])  # a decorated class (or a stray decorator): kept
+            i = body
+            continue
+        end = _after_block(lines, body + 1)
+        block = "".join(lines[i:end])
+        if any(block.count(q) % 2 for q in _TRIPLE_QUOTES) or "\\\n" in block:
+            return None  # a string or a continuation may cross the cut
+        out.extend("\n" for _ in range(end - i))
+        cut = True
+        i = end
+    return "".join(out) if cut else None
+
+
+def _after_decorators(lines: list[str], i: int) -> int:
+    while i < len(lines) and lines[i].startswith("@"):
+        i = _after_block(lines, i + 1)
+    return i
+
+
+def _after_block(lines: list[str], i: int) -> int:
+    while i < len(lines) and _continues(lines[i]):
+        i += 1
+    return i
+
+
+def _continues(line: str) -> bool:
+    """A line inside a block begun at column 0: indented, blank, a comment, or a bracket
+    closing a multi-line signature or decorator."""
+    return line[:1] in (" ", "\t", "\n", "\r", "#", "") or line.startswith(_CLOSERS)
 
 
 def _collect(body: list[ast.stmt], module: str, is_package: bool, facts: FileFacts) -> None:
@@ -182,6 +253,33 @@ def _self_target(node: ast.expr) -> str | None:
     return None
 
 
+# The node types _method_facts reads; every other node is only walked through.
+_METHOD_NODES = frozenset(
+    {ast.Call, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Attribute, ast.Name}
+)
+
+
+def _walk(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk``'s nodes in its order, less the ``Load``/``Store`` context leaves (a third of
+    all nodes, none of them read here) and without its per-node generators: the method walk is
+    most of a cold scan after the parse."""
+    todo = deque([node])
+    while todo:
+        current = todo.popleft()
+        for field in _child_fields(type(current)):
+            value = getattr(current, field, None)
+            if type(value) is list:
+                todo.extend([item for item in value if isinstance(item, ast.AST)])
+            elif isinstance(value, ast.AST):
+                todo.append(value)
+        yield current
+
+
+@cache
+def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
+    return tuple(field for field in kind._fields if field != "ctx")
+
+
 def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
     local_refs: dict[str, str] = {}
     args = func.args
@@ -203,7 +301,15 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     returned_names: list[str] = []
     local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
     pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
-    for node in ast.walk(func):
+    calls: set[str] = set()  # `self.a.b(...)` -> "a.b"; `super().<this method>(...)` -> "super()"
+    for node in _walk(func):
+        if type(node) not in _METHOD_NODES:
+            continue
+        if isinstance(node, ast.Call):
+            if (path := _self_path(node.func)) is not None:
+                calls.add(path)
+            elif _is_super_call(node.func, func.name):
+                calls.add("super()")
         if isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
             assignment_count[node.target.id] = assignment_count.get(node.target.id, 0) + 1
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
@@ -261,6 +367,7 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         "returns": returns,
         "passthrough": sorted(set(passthrough)),
         "returned_self": sorted(set(returned_self)),
+        "calls": sorted(calls),
     }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}

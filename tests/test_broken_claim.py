@@ -1,0 +1,263 @@
+"""eagle3-broken-claim: classes that declare SupportsEagle3 but would fail when used.
+
+Synthetic trees hold one shape each (broken and fine side by side); the real 0.34.0 tree checks
+the reports against its own source lines.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.recipes.eagle3_broken_claim import (
+    FORWARD_DROPS,
+    NAME,
+    NO_CAPTURE,
+    NO_MIXIN,
+    protocol_defaults,
+)
+from bot.scan import scan
+from bot.tree.fetch import release_tree
+from tests.synthetic import READY_DECODER, make_tree
+
+TEXT = "_TEXT_GENERATION_MODELS"
+MM = "_MULTIMODAL_MODELS"
+HEADER = """
+from torch import nn
+
+from .interfaces import EagleModelMixin, SupportsEagle3, SupportsMultiModal, SupportsPP
+"""
+PLAIN_DECODER = """
+class {name}(nn.Module):
+    def forward(self, input_ids, positions):
+        return input_ids
+"""
+
+
+def target(name: str, decoder: str, forward: str = "return self.model(input_ids, positions)",
+           bases: str = "nn.Module, SupportsPP, SupportsEagle3") -> str:  # fmt: skip
+    return f"""
+class {name}({bases}):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = {decoder}(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions):
+        {forward}
+"""
+
+
+def claims(tmp_path: Path, source: str, classes: list[str], mm: list[str] = ()) -> list[dict]:
+    registry = {TEXT: {name: ("foo", name) for name in classes}}
+    if mm:
+        registry[MM] = {name: ("foo", name) for name in mm}
+    make_tree(tmp_path, {"model_executor/models/foo.py": HEADER + source}, registry)
+    found = [f.to_json() for f in scan(tmp_path, use_cache=False).findings]
+    return [f for f in found if f["recipe"] == NAME]
+
+
+def line_of(tmp_path: Path, text: str) -> int:
+    source = (tmp_path / "vllm/model_executor/models/foo.py").read_text().splitlines()
+    return next(i for i, line in enumerate(source, 1) if text in line)
+
+
+def test_decoder_without_the_mixin_is_reported_with_its_evidence(tmp_path: Path) -> None:
+    source = (
+        PLAIN_DECODER.format(name="PlainModel")
+        + target("BrokenForCausalLM", "PlainModel")
+        + READY_DECODER.format(name="GoodModel")
+        + target("GoodForCausalLM", "GoodModel")
+    )
+    found = claims(tmp_path, source, ["BrokenForCausalLM", "GoodForCausalLM"])
+    assert [(f["class"], f["evidence"]["broken"]) for f in found] == [
+        ("BrokenForCausalLM", NO_MIXIN)
+    ]
+    ev = found[0]["evidence"]
+    assert ev["declared"]["line"] == line_of(tmp_path, "class BrokenForCausalLM(")
+    assert not ev["declared"]["inherited"]
+    assert ev["decoder"]["name"] == "PlainModel"
+    assert ev["decoder"]["line"] == line_of(tmp_path, "class PlainModel(")
+    assert ev["decoder"]["reached_as"] == "self.model"
+    assert ev["decoder"]["assigned_at"]["line"] == line_of(tmp_path, "self.model = PlainModel(")
+    assert ev["interface"]["path"] == "vllm/model_executor/models/interfaces.py"
+    assert "lacks EagleModelMixin" in found[0]["summary"]
+
+
+def test_decoder_with_the_mixin_but_no_capture_is_reported(tmp_path: Path) -> None:
+    decoder = """
+class NoCaptureModel(nn.Module, EagleModelMixin):
+    def forward(self, input_ids, positions):
+        for layer in self.layers:
+            input_ids = layer(input_ids)
+        return input_ids
+"""
+    found = claims(tmp_path, decoder + target("NcForCausalLM", "NoCaptureModel"), ["NcForCausalLM"])
+    assert [(f["class"], f["evidence"]["broken"]) for f in found] == [("NcForCausalLM", NO_CAPTURE)]
+    forward = found[0]["evidence"]["decoder_forward"]
+    assert forward["line"] == line_of(tmp_path, "def forward(self, input_ids, positions):")
+
+
+@pytest.mark.parametrize(
+    "decoder",
+    [
+        # hands its answer to the parent's forward, which captures
+        READY_DECODER.format(name="ParentModel")
+        + """
+class ChildModel(ParentModel):
+    def forward(self, input_ids, positions):
+        return super().forward(input_ids, positions)
+""",
+        # hands it to a helper method that captures
+        """
+class ChildModel(nn.Module, EagleModelMixin):
+    def forward(self, input_ids, positions):
+        return self._stock_forward(input_ids, positions)
+
+    def _stock_forward(self, input_ids, positions):
+        aux_hidden_states = []
+        for idx, layer in enumerate(self.layers):
+            if idx in self.aux_hidden_state_layers:
+                aux_hidden_states.append(input_ids)
+        return input_ids, aux_hidden_states
+""",
+        # its layers module collects and hands the aux states back
+        """
+class ChildModel(nn.Module, EagleModelMixin):
+    def forward(self, input_ids, positions):
+        hidden_states, aux_hidden_states = self.layers(input_ids, positions)
+        if aux_hidden_states:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+""",
+    ],
+    ids=["super-forward", "helper-method", "layers-module"],
+)
+def test_capture_reached_through_delegation_is_not_reported(tmp_path: Path, decoder: str) -> None:
+    assert (
+        claims(tmp_path, decoder + target("DgForCausalLM", "ChildModel"), ["DgForCausalLM"]) == []
+    )
+
+
+def test_a_base_forward_that_never_calls_the_decoder_is_reported_on_the_subclass(
+    tmp_path: Path,
+) -> None:
+    source = READY_DECODER.format(name="ReadyModel") + (
+        target(
+            "BaseForCausalLM",
+            "ReadyModel",
+            forward="return self.embed(input_ids)",
+        )
+        + """
+class SubForCausalLM(BaseForCausalLM):
+    pass
+"""
+    )
+    found = claims(tmp_path, source, ["SubForCausalLM"])
+    assert [(f["class"], f["evidence"]["broken"]) for f in found] == [
+        ("SubForCausalLM", FORWARD_DROPS)
+    ]
+    ev = found[0]["evidence"]
+    assert ev["declared"] == {
+        "name": "BaseForCausalLM",
+        "path": "vllm/model_executor/models/foo.py",
+        "line": line_of(tmp_path, "class BaseForCausalLM("),
+        "inherited": True,
+    }
+    assert ev["forward"]["name"] == "BaseForCausalLM.forward"
+    # the template's forward is five lines below its class line
+    assert ev["forward"]["line"] == line_of(tmp_path, "class BaseForCausalLM(") + 5
+    assert "never calls self.model" in ev["why"]
+
+
+def test_a_forward_that_reworks_the_output_is_left_unjudged(tmp_path: Path) -> None:
+    # It may handle the tuple (vLLM has such forwards): a report here would be a guess.
+    source = READY_DECODER.format(name="ReadyModel") + target(
+        "ReworkForCausalLM",
+        "ReadyModel",
+        forward="out = self.model(input_ids, positions)\n        return self.norm(out)",
+    )
+    assert claims(tmp_path, source, ["ReworkForCausalLM"]) == []
+
+
+def test_overridden_protocol_methods_are_not_judged(tmp_path: Path) -> None:
+    source = PLAIN_DECODER.format(name="PlainModel") + target("OwnForCausalLM", "PlainModel")
+    source += """
+    def set_aux_hidden_state_layers(self, layers):
+        self.model.taps = layers
+
+    def get_eagle3_default_aux_hidden_state_layers(self):
+        return (1,)
+"""
+    assert claims(tmp_path, source, ["OwnForCausalLM"]) == []
+
+
+WRAPPER = """
+class {name}(nn.Module, SupportsMultiModal, SupportsEagle3):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.language_model = {lm}(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions):
+        return self.language_model.model(input_ids, positions)
+
+
+class {name}Sub({name}):
+    pass
+"""
+
+
+def test_wrapper_is_judged_by_its_language_models_decoder(tmp_path: Path) -> None:
+    source = (
+        READY_DECODER.format(name="ReadyModel")
+        + target("ReadyLm", "ReadyModel", bases="nn.Module, SupportsPP")
+        + PLAIN_DECODER.format(name="PlainModel")
+        + target("PlainLm", "PlainModel", bases="nn.Module, SupportsPP")
+        + WRAPPER.format(name="GoodVL", lm="ReadyLm")
+        + WRAPPER.format(name="BadVL", lm="PlainLm")
+    )
+    found = claims(tmp_path, source, [], mm=["GoodVLSub", "BadVLSub"])
+    assert [(f["class"], f["evidence"]["broken"]) for f in found] == [("BadVLSub", NO_MIXIN)]
+    ev = found[0]["evidence"]
+    assert ev["declared"]["name"] == "BadVL" and ev["declared"]["inherited"]
+    assert ev["decoder"]["reached_as"] == "self.language_model.model"
+    assert ev["language_model"]["name"] == "PlainLm"
+    assert ev["language_model"]["assigned_at"]["line"] == line_of(
+        tmp_path, "self.language_model = PlainLm("
+    )
+
+
+def test_the_tree_says_how_its_defaults_unwrap() -> None:
+    old, new = protocol_defaults(release_tree("0.23.0")), protocol_defaults(release_tree("0.34.0"))
+    assert old is not None and new is not None
+    assert (old.unwrap, new.unwrap) == ("required", "optional")
+    assert old.follows_get_language_model and new.follows_get_language_model
+    interfaces = release_tree("0.34.0") / "vllm/model_executor/models/interfaces.py"
+    assert "EagleModelMixin" in interfaces.read_text().splitlines()[new.assert_line - 1]
+
+
+def test_real_reports_on_0_34_0_point_at_the_lines_they_name() -> None:
+    root = release_tree("0.34.0")
+    found = [f for f in scan(root).findings if f.recipe == NAME]
+    kinds = {(f.class_name, f.evidence["broken"]) for f in found}
+    # Read by hand (see the report): each decoder named lacks the mixin, or MiMoModel's forward
+    # overrides Qwen2Model's without the capture.
+    assert kinds == {
+        ("CohereCompassForConditionalGeneration", NO_MIXIN),
+        ("Exaone4_5_ForConditionalGeneration", NO_MIXIN),
+        ("Qwen4ExpForConditionalGeneration", NO_MIXIN),
+        ("MiMoForCausalLM", NO_CAPTURE),
+    }
+    for finding in found:
+        ev = finding.evidence
+        declared = _line(root, ev["declared"]["path"], ev["declared"]["line"])
+        assert declared.startswith(f"class {ev['declared']['name']}(")
+        decoder = _line(root, ev["decoder"]["path"], ev["decoder"]["line"])
+        assert decoder.startswith(f"class {ev['decoder']['name']}(")
+        assert "EagleModelMixin" not in decoder or ev["broken"] != NO_MIXIN
+        interface = _line(root, ev["interface"]["path"], ev["interface"]["line"])
+        assert "EagleModelMixin" in interface
+
+
+def _line(root: Path, path: str, line: int) -> str:
+    return (root / path).read_text(encoding="utf-8").splitlines()[line - 1].strip()
