@@ -9,8 +9,10 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
+
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 8
+EXTRACT_VERSION = 20  # 9-19 may be taken by parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -264,4 +266,25 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
+    if func.name == "forward":
+        # The decoder loop's shape (eagle3-enable), cached with the rest of the file's facts.
+        if (shape := forward_shape(func)) is not None:
+            facts["shape"] = shape
+        facts["layer_returns"] = layer_returns(func)
+    elif func.name == "__init__":
+        facts["built_from"] = _built_from(func)
     return facts
+
+
+def _built_from(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
+    """``self.<attr>`` -> the class-like names its assigned value calls (tuple targets too)."""
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                attr = _self_target(element)
+                if attr is not None and (names := built_from(node.value)):
+                    found[attr] = sorted(set(found.get(attr, [])) | set(names))
+    return found
