@@ -24,6 +24,7 @@ from bot.github import GitHubClient, PullRequestExists
 from bot.markdown import inline
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
 from bot.publish_checks import check_confined, check_hashes, check_plan_fields, commit_message
+from bot.verify.evidence import require_evidence
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
 _FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
@@ -123,6 +124,7 @@ def publish_plan(
         )
     if plan.status == READY:
         check_hashes(planned, approved_hash)
+        require_evidence(plan)  # a recipe's required checks (eagle3-enable: the smoke check)
     client = client or GitHubClient(settings)
     if not client.authenticated:
         raise BotError("publishing needs a token: set GITHUB_TOKEN")

@@ -92,6 +92,8 @@ class Eagle3Enable:
     name = NAME
     description = "teach the decoder to collect aux hidden states and declare SupportsEagle3"
     publish_rules = PUBLISH_RULES
+    # The edit changes the decoder's forward: verify and publish require the CPU forward check.
+    required_checks = ("smoke",)
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [_finding(ctx.index, c) for c in candidates(ctx)]

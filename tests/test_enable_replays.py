@@ -1,0 +1,129 @@
+"""eagle3-enable replayed on real releases: the plan matches what upstream merged next.
+
+For each window (MiniMax-M2 0.19.1 -> 0.20.0, Granite 0.31.0 -> 0.32.0, MiMoV2Flash 0.24.0 ->
+0.25.0) the bot proposes on the older tree, the patch is applied to a scratch checkout, and
+the EAGLE-relevant lines are compared with the next release's file: the mixin on the decoder,
+the interface on the target, the capture points (what is captured, with which residual, where),
+and the return. Other lines changed upstream in the same windows and are not compared.
+
+One known difference, by design: upstream's MiniMax-M2 and Granite fixes count the capture
+from ``0`` with a plain ``enumerate``; the bot follows the absolute form these releases' own
+newer decoders use (``self.start_layer`` and ``enumerate(..., start=self.start_layer)``). The
+two are equal whenever the decoder is one pipeline stage (``start_layer == 0``), which is all
+these fixes support; the comparison below maps both to "the first layer's input" and "after
+layer i".
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.tree.fetch import release_tree
+from bot.tree.worktree import head_commit, scratch_worktree
+from tests.cli import propose_class
+
+pytestmark = pytest.mark.vllm_tree
+
+MODELS = "vllm/model_executor/models"
+WINDOWS = [
+    ("0.19.1", "0.20.0", "MiniMaxM2ForCausalLM", "MiniMaxM2Model", "minimax_m2.py"),
+    ("0.31.0", "0.32.0", "GraniteForCausalLM", "GraniteModel", "granite.py"),
+    ("0.24.0", "0.25.0", "MiMoV2FlashForCausalLM", "MiMoV2Model", "mimo_v2.py"),
+]
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def _bases(cls: ast.ClassDef) -> set[str]:
+    return {ast.unparse(b) for b in cls.bases}
+
+
+def _first_index(node: ast.expr) -> str:
+    """``0`` and ``self.start_layer`` both mean the first layer's input on one stage."""
+    text = ast.unparse(node)
+    return "first" if text in ("0", "self.start_layer") else text
+
+
+def eagle_lines(source: str, decoder: str, target: str) -> dict[str, object]:
+    """The EAGLE-relevant facts of a decoder and its target, formatting-free."""
+    module = ast.parse(source)
+    decoder_cls, target_cls = _class(module, decoder), _class(module, target)
+    forward = next(
+        n for n in decoder_cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"
+    )
+    captures = []
+    loop_index = None
+    for node in ast.walk(forward):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Tuple):
+            loop_index = ast.unparse(node.target.elts[0])
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "self._maybe_add_hidden_state":
+            where, index, stream, residual = node.args
+            in_loop = ast.unparse(index) == f"{loop_index} + 1"
+            captures.append(
+                (
+                    "list" if ast.unparse(where) == "[]" else ast.unparse(where),
+                    "after layer" if in_loop else _first_index(index),
+                    ast.unparse(stream),
+                    ast.unparse(residual),
+                )
+            )
+    guarded_returns = [
+        ast.unparse(n.body[0].value)
+        for n in ast.walk(forward)
+        if isinstance(n, ast.If)
+        and ast.unparse(n.test) == "len(aux_hidden_states) > 0"
+        and isinstance(n.body[0], ast.Return)
+        and n.body[0].value is not None
+    ]
+    last = forward.body[-1]
+    return {
+        "decoder_mixin": "EagleModelMixin" in _bases(decoder_cls),
+        "target_interface": "SupportsEagle3" in _bases(target_cls),
+        "imports": sorted(
+            a.name
+            for n in module.body
+            if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("interfaces")
+            for a in n.names
+            if a.name in ("EagleModelMixin", "SupportsEagle3")
+        ),
+        "captures": sorted(captures),
+        "tuple_return": guarded_returns,
+        "plain_return": ast.unparse(last),
+    }
+
+
+def _patched(tree: Path, patch: str, path: str) -> str:
+    with scratch_worktree(tree, head_commit(tree)) as scratch:
+        subprocess.run(["git", "apply", "-"], cwd=scratch, input=patch, text=True, check=True)
+        return (scratch / path).read_text()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "target", "decoder", "filename"), WINDOWS, ids=[w[2] for w in WINDOWS]
+)
+def test_replay_matches_the_next_release(
+    tmp_path: Path, old: str, new: str, target: str, decoder: str, filename: str
+) -> None:
+    tree = release_tree(old)
+    out = tmp_path / "plan"
+    result = propose_class(tree, target, out)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["status"] == "ready", plan["reason"]
+    assert plan["recipe"] == "eagle3-enable"
+    path = f"{MODELS}/{filename}"
+    ours = eagle_lines(_patched(tree, (out / "patch.diff").read_text(), path), decoder, target)
+    upstream = eagle_lines((release_tree(new) / path).read_text(), decoder, target)
+    before = eagle_lines((tree / path).read_text(), decoder, target)
+    assert before["captures"] == [] and not before["decoder_mixin"]  # the gap was real
+    assert ours == upstream
