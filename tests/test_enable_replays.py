@@ -23,6 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.codemods.base import CodemodRefused
+from bot.recipes.base import PublishedEdit
+from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import head_commit, scratch_worktree
 from tests.cli import propose_class
@@ -127,3 +130,70 @@ def test_replay_matches_the_next_release(
     before = eagle_lines((tree / path).read_text(), decoder, target)
     assert before["captures"] == [] and not before["decoder_mixin"]  # the gap was real
     assert ours == upstream
+
+
+@pytest.fixture(scope="module")
+def minimax(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
+    """The bot's own MiniMax-M2 plan on 0.19.1: plan.json, the model file before and after."""
+    tree = release_tree("0.19.1")
+    out = tmp_path_factory.mktemp("minimax") / "plan"
+    result = propose_class(tree, "MiniMaxM2ForCausalLM", out)
+    assert result.returncode == 0, result.stderr
+    path = f"{MODELS}/minimax_m2.py"
+    after = _patched(tree, (out / "patch.diff").read_text(), path)
+    return json.loads((out / "plan.json").read_text()), (tree / path).read_text(), after
+
+
+def _published(plan: dict, before: str, after: str) -> PublishedEdit:
+    (edit,) = [e for e in plan["edits"] if e["path"].endswith("minimax_m2.py")]
+    return PublishedEdit(
+        path=edit["path"],
+        kind=edit["kind"],
+        before=before,
+        after=after,
+        class_name=plan["class_name"],
+        finding=plan["finding"],
+    )
+
+
+def test_publish_accepts_the_bots_own_decoder_edit(minimax: tuple[dict, str, str]) -> None:
+    plan, before, after = minimax
+    edit = _published(plan, before, after)
+    assert edit.kind == "enable-decoder-and-declare"
+    PUBLISH_RULES[edit.kind](edit)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        (
+            "aux_hidden_states, idx + 1, hidden_states, residual",
+            "aux_hidden_states, idx + 2, hidden_states, residual",
+            "not the mixin and the aux capture",
+        ),
+        (
+            "            return hidden_states, aux_hidden_states\n",
+            "            return hidden_states, aux_hidden_states[::-1]\n",
+            "not the mixin and the aux capture",
+        ),
+        (
+            "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+            "        hidden_states, _ = self.norm(hidden_states * 2, residual)\n",
+            "not the mixin and the aux capture",
+        ),
+        (
+            "from .interfaces import EagleModelMixin,",
+            "import os\nfrom .interfaces import EagleModelMixin,",
+            "imports os",
+        ),
+    ],
+    ids=["capture index", "reordered aux list", "stream changed", "extra import"],
+)
+def test_publish_refuses_a_tampered_decoder_edit(
+    minimax: tuple[dict, str, str], old: str, new: str, why: str
+) -> None:
+    plan, before, after = minimax
+    assert old in after
+    edit = _published(plan, before, after.replace(old, new, 1))
+    with pytest.raises(CodemodRefused, match=why):
+        PUBLISH_RULES[edit.kind](edit)
