@@ -157,9 +157,15 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
     nor collects, with the decoder's shape or the reason it is refused."""
     index = ctx.index
     targets = registered_targets(ctx)
+    # Each target's decoder classes, once: every candidate checks every other target.
+    others = _Targets(
+        decoders={t: {c.cls for c in constructed(index, t, DECODER_ATTRIBUTE)} for t in targets},
+        ancestors={t: set(index.ancestors(t)) for t in targets},
+        declared={t for t in targets if declares_eagle3(index, t)},
+    )
     found: list[Candidate] = []
     for ref, entries in targets.items():
-        if is_multimodal(index, ref) or declares_eagle3(index, ref):
+        if is_multimodal(index, ref) or ref in others.declared:
             continue
         built = _decoder_of(index, ref)
         if built is None:
@@ -181,7 +187,7 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
                 "need the two delegating methods, which this recipe does not write yet"
             )
         else:
-            verdict = _target_refusal(ctx, targets, ref, decoder) or decoder_shape(index, decoder)
+            verdict = _target_refusal(index, others, ref, decoder) or decoder_shape(index, decoder)
         if isinstance(verdict, DecoderShape) and verdict.layers_attr != "layers":
             verdict = Refusal(
                 f"the layers are self.{verdict.layers_attr}, not self.layers: the interface's "
@@ -204,20 +210,28 @@ def _decoder_of(index: ClassIndex, ref: ClassRef) -> tuple[str, list[Any]] | Non
     return None
 
 
+@dataclass(frozen=True)
+class _Targets:
+    """The registered targets' decoders, ancestors and declarations, computed once per scan."""
+
+    decoders: dict[ClassRef, set[ClassRef]]
+    ancestors: dict[ClassRef, set[Any]]
+    declared: set[ClassRef]
+
+
 def _target_refusal(
-    ctx: ScanContext,
-    targets: dict[ClassRef, list[RegistryEntry]],
+    index: ClassIndex,
+    others: _Targets,
     ref: ClassRef,
     decoder: ClassRef,
 ) -> Refusal | None:
     """Why declaring the interface on ``ref`` would be wrong for it or for a class below it."""
-    index = ctx.index
     if not forwards_decoder_output(index, ref):
         return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged")
-    for other in sorted(targets):
+    for other, theirs in sorted(others.decoders.items()):
         if other == ref:
             continue
-        if ref in index.ancestors(other):
+        if ref in others.ancestors[other]:
             # A registered subclass inherits the interface: it must be ready the same way.
             if is_multimodal(index, other):
                 return Refusal(f"the interface would reach the multimodal subclass {other.name}")
@@ -226,15 +240,13 @@ def _target_refusal(
                     f"the subclass {other.name} overrides forward and does not hand the "
                     "decoder's output back"
                 )
-            theirs = {c.cls for c in constructed(index, other, DECODER_ATTRIBUTE)}
             if theirs != {decoder}:
                 return Refusal(f"the subclass {other.name} builds another decoder")
             continue
-        if declares_eagle3(index, other):
+        if other in others.declared:
             continue
-        for construction in constructed(index, other, DECODER_ATTRIBUTE):
-            shared = construction.cls == decoder or decoder in index.ancestors(construction.cls)
-            if shared:
+        for cls in sorted(theirs):
+            if cls == decoder or decoder in index.ancestors(cls):
                 return Refusal(
                     f"{decoder.name} is also the decoder of {other.name}, which would gain the "
                     "capture without the interface; fix them together"
