@@ -197,3 +197,15 @@ def test_publish_refuses_a_tampered_decoder_edit(
     edit = _published(plan, before, after.replace(old, new, 1))
     with pytest.raises(CodemodRefused, match=why):
         PUBLISH_RULES[edit.kind](edit)
+
+
+def test_a_refused_decoder_on_the_newest_release_gets_no_patch(tmp_path: Path) -> None:
+    """0.34.0's BailingMoeModel returns from its loop's tail in a way the analysis does not
+    model: the plan says a human is needed, is not ready, and carries no patch."""
+    out = tmp_path / "plan"
+    result = propose_class(release_tree("0.34.0"), "BailingMoeForCausalLM", out)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["status"] != "ready"
+    assert plan["reason"].startswith("needs a human: BailingMoeModel.forward")
+    assert (out / "patch.diff").read_text() == ""
