@@ -23,9 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from bot.codemods.aux_capture import add_aux_capture
 from bot.codemods.base import CodemodRefused
+from bot.codemods.bases import append_base_class
+from bot.codemods.imports import add_import_name
 from bot.recipes.base import PublishedEdit
+from bot.recipes.eagle3_enable import Candidate, candidates
+from bot.recipes.eagle3_enable_analysis import DecoderShape
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+from bot.recipes.eagle3_interface import _interfaces_module
+from bot.scan import scan_context
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import head_commit, scratch_worktree
 from tests.cli import propose_class
@@ -209,3 +216,45 @@ def test_a_refused_decoder_on_the_newest_release_gets_no_patch(tmp_path: Path) -
     assert plan["status"] != "ready"
     assert plan["reason"].startswith("needs a human: BailingMoeModel.forward")
     assert (out / "patch.diff").read_text() == ""
+
+
+def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compiles() -> None:
+    """The codemods on every decoder 0.34.0's analysis finds ready: the second run changes
+    nothing, the result compiles, and the capture sits in the decoder's forward only."""
+    tree = release_tree("0.34.0")
+    ctx = scan_context(tree)
+    ready = [c for c in candidates(ctx) if isinstance(c.verdict, DecoderShape)]
+    assert len(ready) >= 10
+    for candidate in ready:
+        path = ctx.index.path_of(candidate.decoder)
+        source = (tree / path).read_text()
+        edit = _decoder_edit(source, path, candidate)
+        once = edit(source)
+        assert once != source, candidate.ref.name
+        assert edit(once) == once, candidate.ref.name
+        compile(once, path, "exec")
+        module = ast.parse(once)
+        forward = next(
+            n
+            for n in _class(module, candidate.decoder.name).body
+            if isinstance(n, ast.FunctionDef) and n.name == "forward"
+        )
+        calls = [
+            n
+            for n in ast.walk(forward)
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "self._maybe_add_hidden_state"
+        ]
+        assert len(calls) == 2, candidate.ref.name
+        assert once.count("_maybe_add_hidden_state") == source.count("_maybe_add_hidden_state") + 2
+
+
+def _decoder_edit(source: str, path: str, candidate: Candidate):  # noqa: ANN202
+    shape = candidate.verdict
+    assert isinstance(shape, DecoderShape)
+
+    def edit(text: str) -> str:
+        text = add_import_name(text, _interfaces_module(source, path), "EagleModelMixin")
+        text = append_base_class(text, candidate.decoder.name, "EagleModelMixin")
+        return add_aux_capture(text, candidate.decoder.name, shape.residual_name, True)
+
+    return edit
