@@ -188,14 +188,14 @@ def _statement(stmt: ast.stmt) -> dict[str, Any]:
     return {"kind": type(stmt).__name__.lower(), "line": stmt.lineno}
 
 
-def forward_shape(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any] | None:
-    """The loops over ``self.<container>`` in ``forward`` and what follows the main one.
-
-    None when forward has no such loop (cheap: most methods stop at the first walk).
-    """
+def forward_shape(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, fors: list[ast.For]
+) -> dict[str, Any] | None:
+    """The loops over ``self.<container>`` in ``forward`` (``fors``: its ``for`` statements,
+    collected by the caller's walk) and what follows the main one; None without such a loop."""
     loops: list[tuple[ast.For, dict[str, Any]]] = []
-    for node in ast.walk(func):
-        if isinstance(node, ast.For) and (loop := _loop(node)) is not None:
+    for node in fors:
+        if (loop := _loop(node)) is not None:
             loops.append((node, loop))
     if not loops:
         return None
@@ -222,7 +222,9 @@ def forward_shape(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     }
 
 
-def layer_returns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
+def layer_returns(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, returns: list[ast.Return]
+) -> dict[str, Any]:
     """What a layer's ``forward`` returns: the tuple arity of each return, and for a returned
     tuple whether its first name was last assigned from a sum (the stream already summed)."""
     arities: set[int] = set()
@@ -235,8 +237,8 @@ def layer_returns(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
                 sums[name] = isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)
         elif isinstance(node, ast.AugAssign) and (name := _dotted(node.target)):
             sums[name] = isinstance(node.op, ast.Add)
-    for node in ast.walk(func):
-        if isinstance(node, ast.Return) and node.value is not None:
+    for node in returns:
+        if node.value is not None:
             value = node.value
             if isinstance(value, ast.Tuple):
                 arities.add(len(value.elts))

@@ -12,7 +12,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 20  # 9-19 may be taken by parallel branches sharing this cache
+EXTRACT_VERSION = 21  # 9-20 may be taken by parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -205,7 +205,20 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     returned_names: list[str] = []
     local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
     pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
+    fors: list[ast.For] = []  # for the decoder-loop facts, collected in this one walk
+    return_nodes: list[ast.Return] = []
+    self_assigns: list[ast.Assign] = []
     for node in ast.walk(func):
+        if isinstance(node, ast.For):
+            fors.append(node)
+        elif isinstance(node, ast.Return):
+            return_nodes.append(node)
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Attribute | ast.Tuple) for t in node.targets)
+        ):
+            self_assigns.append(node)
         if isinstance(node, ast.AugAssign | ast.AnnAssign) and isinstance(node.target, ast.Name):
             assignment_count[node.target.id] = assignment_count.get(node.target.id, 0) + 1
         if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
@@ -268,20 +281,18 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
     if func.name == "forward":
         # The decoder loop's shape (eagle3-enable), cached with the rest of the file's facts.
-        if (shape := forward_shape(func)) is not None:
+        if fors and (shape := forward_shape(func, fors)) is not None:
             facts["shape"] = shape
-        facts["layer_returns"] = layer_returns(func)
+        facts["layer_returns"] = layer_returns(func, return_nodes)
     elif func.name == "__init__":
-        facts["built_from"] = _built_from(func)
+        facts["built_from"] = _built_from(self_assigns)
     return facts
 
 
-def _built_from(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
-    """``self.<attr>`` -> the class-like names its assigned value calls (tuple targets too)."""
+def _built_from(assigns: list[ast.Assign]) -> dict[str, list[str]]:
+    """``self.<attr>`` -> the class-like names its assigned call calls (tuple targets too)."""
     found: dict[str, list[str]] = {}
-    for node in ast.walk(func):
-        if not isinstance(node, ast.Assign):
-            continue
+    for node in assigns:
         for target in node.targets:
             for element in target.elts if isinstance(target, ast.Tuple) else [target]:
                 attr = _self_target(element)
