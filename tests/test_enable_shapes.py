@@ -274,3 +274,15 @@ def test_the_decoder_and_target_edit(tmp_path: Path) -> None:
     )
     assert model_edit.apply(patched) == patched
     compile(patched, "demo.py", "exec")
+
+
+def test_a_pooling_registration_is_never_a_target(tmp_path: Path) -> None:
+    source = (
+        HEADER + LAYER_PAIR + "\n\n" + decoder(ISLICE + PAIR_CALL, FUSED_NORM) + "\n\n" + TARGET
+    )
+    registry = {"_EMBEDDING_MODELS": {"DemoForCausalLM": ("demo", "DemoForCausalLM")}}
+    tree = make_tree(tmp_path, {"model_executor/models/demo.py": source}, registry)
+    assert _enable_findings(tree) == []
+    registry = {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}}
+    tree = make_tree(tmp_path / "text", {"model_executor/models/demo.py": source}, registry)
+    assert len(_enable_findings(tree)) == 1  # the same model, registered for generation
