@@ -41,6 +41,7 @@ from bot.publish_checks import (
     commit_message,
 )
 from bot.publish_lock import fork_lock
+from bot.verify.evidence import require_evidence
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
 _FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
@@ -175,6 +176,7 @@ def publish_plan(
         )
     if plan.status == READY:
         check_hashes(planned, approved_hash)
+        require_evidence(plan)  # a recipe's required checks (eagle3-enable: the smoke check)
     client = client or GitHubClient(settings)
     if not client.authenticated:
         raise BotError("publishing needs a token: set GITHUB_TOKEN")

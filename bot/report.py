@@ -47,9 +47,14 @@ def _evidence_line(finding: Finding) -> str:
         return f"declared {declared['path']}:{declared['line']}; {ev['why']}"
     if "decoder" in ev:
         decoder = ev["decoder"]
-        text = f"self.model = {decoder['name']} ({decoder['path']}:{decoder['line']})"
+        attribute = decoder.get("attribute", "self.model")
+        text = f"{attribute} = {decoder['name']} ({decoder['path']}:{decoder['line']})"
         if ev.get("sibling"):
             text += f"; sibling {ev['sibling']['name']}"
+        if ev.get("refused"):  # eagle3-enable: why a human is needed, or the decoder's shape
+            text += f"; {ev['refused']}"
+        elif ev.get("shape"):
+            text += f"; {ev['shape']['loop']} loop, {ev['shape']['residual']}"
         return text
     if "language_model" in ev:
         lm = ev["language_model"]

@@ -33,6 +33,7 @@ def test_every_codemod_has_a_no_change_case_and_a_change_case() -> None:
         "registry_entry",
         "regression_test",
         "delegate_methods",
+        "aux_capture",
     }
     for module in modules:
         cases = [case for name, case in _CASES if name == module]

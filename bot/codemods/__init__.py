@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bot.codemods import bases, delegate_methods, imports, registry_entry, regression_test
+from bot.codemods import (
+    aux_capture,
+    bases,
+    delegate_methods,
+    imports,
+    registry_entry,
+    regression_test,
+)
 from bot.codemods.base import Case, CodemodRefused
 from bot.codemods.bases import append_base_class
 from bot.codemods.diff import unified_diff
@@ -22,7 +29,14 @@ __all__ = [
     "unified_diff",
 ]
 
-_MODULES_WITH_CASES = (imports, bases, registry_entry, regression_test, delegate_methods)
+_MODULES_WITH_CASES = (
+    imports,
+    bases,
+    registry_entry,
+    regression_test,
+    delegate_methods,
+    aux_capture,
+)
 
 
 def all_cases() -> list[tuple[str, Case]]:

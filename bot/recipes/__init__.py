@@ -1,6 +1,6 @@
 """The fix classes the bot knows. A new recipe is one module here plus one line below."""
 
-from bot.recipes import eagle3_broken_claim, eagle3_interface, eagle3_wrapper
+from bot.recipes import eagle3_broken_claim, eagle3_enable, eagle3_interface, eagle3_wrapper
 from bot.recipes.base import (
     Declined,
     Finding,
@@ -15,6 +15,7 @@ from bot.recipes.base import (
 RECIPES: tuple[Recipe, ...] = (
     eagle3_interface.RECIPE,
     eagle3_wrapper.RECIPE,
+    eagle3_enable.RECIPE,
     eagle3_broken_claim.RECIPE,
 )
 

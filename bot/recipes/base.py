@@ -83,6 +83,18 @@ def platform_variant(finding: Finding) -> str | None:
     return None
 
 
+def follows_from(finding: Finding, fixed_class: str) -> bool:
+    """Whether ``finding`` is a follow-up a fix on ``fixed_class`` makes possible, not harm: a
+    multimodal wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
+    to declare it too (the re-scans of propose and verify accept exactly these new findings)."""
+    language_model = finding.evidence.get("language_model")
+    return (
+        finding.recipe == "eagle3-wrapper"
+        and isinstance(language_model, dict)
+        and language_model.get("name") == fixed_class
+    )
+
+
 # -- the fix a recipe plans ------------------------------------------------------------------
 
 

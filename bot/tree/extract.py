@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
+from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
+
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 10
+EXTRACT_VERSION = 22  # 9-21 were used by parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -302,9 +304,24 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
     pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
     calls: set[str] = set()  # `self.a.b(...)` -> "a.b"; `super().<this method>(...)` -> "super()"
+    fors: list[ast.For] = []  # for the decoder-loop facts, collected in this one walk
+    return_nodes: list[ast.Return] = []
+    self_assigns: list[ast.Assign] = []
     for node in _walk(func):
-        if type(node) not in _METHOD_NODES:
+        node_type = type(node)
+        if node_type is ast.For:
+            fors.append(node)
             continue
+        if node_type not in _METHOD_NODES:
+            continue
+        if node_type is ast.Return:
+            return_nodes.append(node)
+        if (
+            node_type is ast.Assign
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(t, ast.Attribute | ast.Tuple) for t in node.targets)
+        ):
+            self_assigns.append(node)
         if isinstance(node, ast.Call):
             if (path := _self_path(node.func)) is not None:
                 calls.add(path)
@@ -371,4 +388,23 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
+    if func.name == "forward":
+        # The decoder loop's shape (eagle3-enable), cached with the rest of the file's facts.
+        if fors and (shape := forward_shape(func, fors)) is not None:
+            facts["shape"] = shape
+        facts["layer_returns"] = layer_returns(func, return_nodes)
+    elif func.name == "__init__":
+        facts["built_from"] = _built_from(self_assigns)
     return facts
+
+
+def _built_from(assigns: list[ast.Assign]) -> dict[str, list[str]]:
+    """``self.<attr>`` -> the class-like names its assigned call calls (tuple targets too)."""
+    found: dict[str, list[str]] = {}
+    for node in assigns:
+        for target in node.targets:
+            for element in target.elts if isinstance(target, ast.Tuple) else [target]:
+                attr = _self_target(element)
+                if attr is not None and (names := built_from(node.value)):
+                    found[attr] = sorted(set(found.get(attr, [])) | set(names))
+    return found

@@ -51,8 +51,10 @@ def scratch_worktree(
             repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
         else:
             repo.git.worktree("add", "--detach", "--quiet", "--no-checkout", str(path), commit)
+            # Older releases lack some paths (vllm/models/ came in 0.20): check out the rest.
+            present = repo.git.ls_tree("--name-only", commit, "--", *paths).splitlines()
             with Repo(path) as scratch:
-                scratch.git.checkout(commit, "--", ":(glob)*", *paths)
+                scratch.git.checkout(commit, "--", ":(glob)*", *present)
         yield path
     finally:
         with suppress(git.GitCommandError):

@@ -20,6 +20,7 @@ from bot.tree.worktree import scratch_worktree
 from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
+from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
 from bot.verify.render import render_results, replace_results_section
 
@@ -140,7 +141,7 @@ def _checks_in_tree(
     if failure:
         return [Check("apply", False, failure)], {}
     result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}")]
-    after = _scan_keys(tree)
+    after = _scan_keys(tree, follow_ups_of=plan.class_name)
     if isinstance(before, str) or isinstance(after, str):
         reason = before if isinstance(before, str) else after
         result.append(Check("rescan", False, str(reason)))
@@ -149,6 +150,8 @@ def _checks_in_tree(
     result.append(checks.compile_check(tree, files))
     result.append(checks.ruff_check(ruff_before, checks.ruff_violations(tree, files)))
     result.extend(stage.run_after(tree, work))
+    if (evidence := evidence_check(plan.recipe, result)) is not None:
+        result.append(evidence)
     local_gpu: dict[str, Any] = {}
     if options.gpu == "local":
         after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
@@ -156,13 +159,18 @@ def _checks_in_tree(
     return result, local_gpu
 
 
-def _scan_keys(tree: Path) -> list[FindingKey] | str:
+def _scan_keys(tree: Path, follow_ups_of: str | None = None) -> list[FindingKey] | str:
+    """The scan's finding keys; with ``follow_ups_of``, without the follow-ups a fix on that
+    class makes possible (:func:`bot.recipes.base.follows_from`)."""
+    from bot.recipes.base import follows_from
     from bot.scan import scan
 
     try:
         found = scan(tree, use_cache=True).findings
     except BotError as exc:
         return f"scan failed: {exc}"
+    if follow_ups_of:
+        found = tuple(f for f in found if not follows_from(f, follow_ups_of))
     return [checks.finding_key(f.to_json()) for f in found]
 
 

@@ -1,0 +1,353 @@
+"""Recipe ``eagle3-enable``: the decoder learns to collect aux hidden states, the target declares
+``SupportsEagle3``.
+
+Candidates are the classes vLLM loads for text generation (never pooling, never multimodal:
+those are ``eagle3-wrapper``'s) that lack the interface, whose decoder lacks ``EagleModelMixin``
+and does not collect. Each is reported; the ones whose decoder loop the analysis
+(:mod:`bot.recipes.eagle3_enable_analysis`) names a shape for, and whose target and registered
+subclasses hand the decoder's output back, are planned; the others carry "needs a human:
+<reason>" in their finding and plan, and are never patched.
+
+The edit follows the release's own enabled decoders: the mixin imported the way the file
+imports from ``interfaces``, the capture counted from ``self.start_layer`` when the tree's
+decoders use ``enumerate(..., start=self.start_layer)`` (from ``0`` otherwise), the tuple
+returned only when aux states were collected. Pipeline parallelism is left at the mixin's
+default (``supports_aux_hidden_states_over_pp`` false where the release has it): EAGLE-3 with
+PP > 1 stays refused by vLLM for this model, which the write-up says.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any
+
+from bot.codemods.aux_capture import add_aux_capture
+from bot.codemods.bases import append_base_class
+from bot.codemods.imports import add_import_name
+from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
+from bot.recipes.base import (
+    Declined,
+    FileEdit,
+    Finding,
+    FixPlan,
+    FixTests,
+    PlanContext,
+    RegistryDecision,
+    ScanContext,
+    WriteUp,
+    platform_variant,
+    step,
+)
+from bot.recipes.eagle3_analysis import (
+    EAGLE_MODEL_MIXIN,
+    aux_collection,
+    class_finding,
+    constructed,
+    declares_eagle3,
+    locate,
+    mixin_chain,
+)
+from bot.recipes.eagle3_enable_analysis import (
+    DecoderShape,
+    Refusal,
+    absolute_convention,
+    decoder_shape,
+)
+from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+from bot.recipes.eagle3_interface import (
+    INTERFACE,
+    _declare_interface,
+    _interfaces_module,
+    _regression_test,
+    forwards_decoder_output,
+    is_multimodal,
+    registered_targets,
+)
+from bot.recipes.registry_edit import registry_entry_edit
+from bot.registry_plan import plan_registry_entry
+from bot.tree.index import ClassIndex, ClassRef
+from bot.tree.model_registry import RegistryEntry
+
+NAME = "eagle3-enable"
+MIXIN = "EagleModelMixin"
+TEMPLATES = "recipes/eagle3-enable"
+DECODER_ATTRIBUTE = "model"
+# Where a decoder under another name lives; those need the two delegating methods.
+OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    ref: ClassRef
+    entries: list[RegistryEntry]
+    decoder: ClassRef
+    attribute: str
+    assigned_line: int
+    assigned_owner: ClassRef
+    verdict: DecoderShape | Refusal
+
+
+class Eagle3Enable:
+    name = NAME
+    description = "teach the decoder to collect aux hidden states and declare SupportsEagle3"
+    publish_rules = PUBLISH_RULES
+    # The edit changes the decoder's forward: verify and publish require the CPU forward check.
+    required_checks = ("smoke",)
+
+    def detect(self, ctx: ScanContext) -> list[Finding]:
+        return [_finding(ctx.index, c) for c in candidates(ctx)]
+
+    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
+        refused = finding.evidence.get("refused")
+        if refused:
+            return Declined(str(refused))
+        group = ctx.group or (finding,)
+        if len(group) > 1:
+            return Declined(
+                f"needs a human: {finding.class_name} has {len(group)} platform variants"
+            )
+        found = [c for c in candidates(ctx.scan) if c.ref.name == finding.class_name]
+        found = [c for c in found if ctx.scan.index.path_of(c.ref) == finding.path]
+        if len(found) != 1 or not isinstance(found[0].verdict, DecoderShape):
+            return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
+        candidate = found[0]
+        shape = found[0].verdict
+        assert isinstance(shape, DecoderShape)
+        absolute = absolute_convention(ctx.scan.index, _enabled_decoders(ctx.scan))
+        edits = _edits(ctx, finding, candidate, shape, absolute)
+        entry, entry_why = plan_registry_entry(
+            ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
+        )
+        if entry is not None:
+            edits.append(registry_entry_edit(entry))
+        variant = platform_variant(finding)
+        test_edit, cpu_tests = _regression_test(ctx, finding, variant)
+        edits.append(test_edit)
+        return FixPlan(
+            recipe=NAME,
+            finding=finding,
+            resolves=(finding,),
+            variant=variant,
+            edits=tuple(edits),
+            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            registry=RegistryDecision(entry, entry_why),
+            writeup=WriteUp(
+                sections={
+                    "summary": f"{TEMPLATES}/summary.j2",
+                    "claims": f"{TEMPLATES}/claims.j2",
+                    "root_cause": f"{TEMPLATES}/root_cause.j2",
+                },
+                context=_writeup_context(ctx, finding, shape, absolute),
+            ),
+            commit_title=(
+                f"[Model][Spec Decode] Support EAGLE-3 in {finding.class_name}"
+                + (f" ({variant} variant)" if variant else "")
+            ),
+            issue_comment=(
+                f"its decoder `{html.escape(candidate.decoder.name)}` collects the aux hidden "
+                f"states and `{html.escape(finding.class_name)}` declares `{INTERFACE}`, so "
+                "EAGLE-3 speculative decoding can load it."
+            ),
+        )
+
+
+def candidates(ctx: ScanContext) -> list[Candidate]:
+    """Every text-generation target without the interface whose decoder neither has the mixin
+    nor collects, with the decoder's shape or the reason it is refused."""
+    index = ctx.index
+    targets = registered_targets(ctx)
+    # Each target's decoder classes, once: every candidate checks every other target.
+    others = _Targets(
+        decoders={t: {c.cls for c in constructed(index, t, DECODER_ATTRIBUTE)} for t in targets},
+        ancestors={t: set(index.ancestors(t)) for t in targets},
+        declared={t for t in targets if declares_eagle3(index, t)},
+    )
+    found: list[Candidate] = []
+    for ref, entries in targets.items():
+        if is_multimodal(index, ref) or ref in others.declared:
+            continue
+        built = _decoder_of(index, ref)
+        if built is None:
+            continue
+        attribute, constructions = built
+        decoders = sorted({c.cls for c in constructions})
+        decoder = decoders[0]
+        if any(mixin_chain(index, d) for d in decoders):
+            continue  # the interface (or broken-claim) recipes' case
+        if any((aux := aux_collection(index, d)) is not None and aux.collects for d in decoders):
+            continue
+        verdict: DecoderShape | Refusal
+        if len(decoders) > 1:
+            names = ", ".join(d.name for d in decoders)
+            verdict = Refusal(f"{ref.name} builds one of several decoders ({names})")
+        elif attribute != DECODER_ATTRIBUTE:
+            verdict = Refusal(
+                f"the decoder is self.{attribute}, not self.model: the interface's defaults "
+                "need the two delegating methods, which this recipe does not write yet"
+            )
+        else:
+            verdict = _target_refusal(index, others, ref, decoder) or decoder_shape(index, decoder)
+        if isinstance(verdict, DecoderShape) and verdict.layers_attr != "layers":
+            verdict = Refusal(
+                f"the layers are self.{verdict.layers_attr}, not self.layers: the interface's "
+                "defaults need the two delegating methods, which this recipe does not write yet"
+            )
+        construction = constructions[0]
+        found.append(
+            Candidate(
+                ref, entries, decoder, attribute, construction.line, construction.owner, verdict
+            )
+        )
+    return found
+
+
+def _decoder_of(index: ClassIndex, ref: ClassRef) -> tuple[str, list[Any]] | None:
+    for attribute in (DECODER_ATTRIBUTE, *OTHER_DECODER_ATTRIBUTES):
+        constructions = constructed(index, ref, attribute)
+        if constructions:
+            return attribute, constructions
+    return None
+
+
+@dataclass(frozen=True)
+class _Targets:
+    """The registered targets' decoders, ancestors and declarations, computed once per scan."""
+
+    decoders: dict[ClassRef, set[ClassRef]]
+    ancestors: dict[ClassRef, set[Any]]
+    declared: set[ClassRef]
+
+
+def _target_refusal(
+    index: ClassIndex,
+    others: _Targets,
+    ref: ClassRef,
+    decoder: ClassRef,
+) -> Refusal | None:
+    """Why declaring the interface on ``ref`` would be wrong for it or for a class below it."""
+    if not forwards_decoder_output(index, ref):
+        return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged")
+    for other, theirs in sorted(others.decoders.items()):
+        if other == ref:
+            continue
+        if ref in others.ancestors[other]:
+            # A registered subclass inherits the interface: it must be ready the same way.
+            if is_multimodal(index, other):
+                return Refusal(f"the interface would reach the multimodal subclass {other.name}")
+            if not forwards_decoder_output(index, other):
+                return Refusal(
+                    f"the subclass {other.name} overrides forward and does not hand the "
+                    "decoder's output back"
+                )
+            if theirs != {decoder}:
+                return Refusal(f"the subclass {other.name} builds another decoder")
+            continue
+        if other in others.declared:
+            continue
+        for cls in sorted(theirs):
+            if cls == decoder or decoder in index.ancestors(cls):
+                return Refusal(
+                    f"{decoder.name} is also the decoder of {other.name}, which would gain the "
+                    "capture without the interface; fix them together"
+                )
+    return None
+
+
+def _enabled_decoders(ctx: ScanContext) -> list[ClassRef]:
+    index = ctx.index
+    return [ref for ref in index.classes() if EAGLE_MODEL_MIXIN in index.bases(ref)]
+
+
+def _edits(
+    ctx: PlanContext,
+    finding: Finding,
+    candidate: Candidate,
+    shape: DecoderShape,
+    absolute: bool,
+) -> list[FileEdit]:
+    index = ctx.scan.index
+    decoder = candidate.decoder
+    path = index.path_of(decoder)
+    source = (ctx.root / path).read_text(encoding="utf-8")
+    module = _interfaces_module(source, path)
+    steps = [
+        step(add_import_name, module=module, name=MIXIN),
+        step(append_base_class, class_name=decoder.name, base=MIXIN),
+        step(
+            add_aux_capture,
+            class_name=decoder.name,
+            residual=shape.residual_name,
+            absolute=absolute,
+        ),
+    ]
+    spans: list[Span] = [Imports(), ClassHeader(decoder.name), ClassBody(decoder.name)]
+    kind = "enable-decoder"
+    description = (
+        f"{decoder.name} takes {MIXIN} and collects the aux hidden states in forward "
+        f"({shape.loop} loop, {shape.residual})"
+    )
+    if path != finding.path:
+        return [
+            FileEdit(path, kind, description, tuple(steps), tuple(spans)),
+            _declare_interface(ctx, finding),
+        ]
+    steps += [
+        step(add_import_name, module=module, name=INTERFACE),
+        step(append_base_class, class_name=finding.class_name, base=INTERFACE),
+    ]
+    spans.append(ClassHeader(finding.class_name))
+    description += f"; {finding.class_name} declares {INTERFACE}"
+    return [FileEdit(path, "enable-decoder-and-declare", description, tuple(steps), tuple(spans))]
+
+
+def _writeup_context(
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool
+) -> dict[str, Any]:
+    url = ctx.url
+    ev = finding.evidence
+    decoder = ev["decoder"]
+    has_pp_flag = bool(
+        ctx.scan.index.find_class_attr(EAGLE_MODEL_MIXIN, "supports_aux_hidden_states_over_pp")
+    )
+    return {
+        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "decoder": {**decoder, "url": url(decoder["path"], decoder["line"])},
+        "shape": shape.to_json(),
+        "loop_url": url(decoder["path"], shape.loop_line),
+        "norm_url": url(decoder["path"], shape.norm_line),
+        "absolute": absolute,
+        "pp_flag": has_pp_flag,
+    }
+
+
+def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
+    ref, decoder, verdict = candidate.ref, candidate.decoder, candidate.verdict
+    where = locate(index, decoder)
+    evidence: dict[str, Any] = {
+        "decoder": {
+            **where.to_json(),
+            "attribute": f"self.{candidate.attribute}",
+            "assigned_at": {
+                "path": index.path_of(candidate.assigned_owner),
+                "line": candidate.assigned_line,
+            },
+        },
+        "shape": verdict.to_json() if isinstance(verdict, DecoderShape) else None,
+        "refused": str(verdict) if isinstance(verdict, Refusal) else None,
+    }
+    if isinstance(verdict, Refusal):
+        summary = (
+            f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} does not collect "
+            f"aux hidden states; {verdict}"
+        )
+    else:
+        summary = (
+            f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} lacks "
+            f"EagleModelMixin; its forward ({verdict.loop} loop, {verdict.residual}) can "
+            "collect the aux hidden states"
+        )
+    return class_finding(NAME, index, ref, candidate.entries, evidence, summary)
+
+
+RECIPE = Eagle3Enable()

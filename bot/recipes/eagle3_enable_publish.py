@@ -1,0 +1,120 @@
+"""What ``bot publish`` re-checks for the edit kinds of the ``eagle3-enable`` recipe.
+
+The decoder's change is re-derived, not trusted: on the base text, the mixin appended to the
+decoder's bases and :func:`bot.codemods.aux_capture.add_aux_capture` applied (with a residual
+of ``None`` or of the finding's name, counted from ``self.start_layer`` or from ``0``) must give
+the patched class exactly, by AST (so ruff's formatting does not matter and anything else
+does). Imports: only the mixin (and the interface, when the target is in the same file).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any
+
+from bot.codemods.aux_capture import add_aux_capture
+from bot.codemods.base import CodemodRefused
+from bot.codemods.bases import append_base_class
+from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
+from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.eagle3_interface_publish import (
+    INTERFACE,
+    declare_interface,
+    from_interfaces,
+    registry_entry,
+    regression_test,
+)
+from bot.recipes.publish_rules import (
+    IDENTIFIER,
+    MODEL_FILE,
+    confined,
+    dump,
+    module_class,
+    only_new_imports,
+    same_other_statements,
+)
+
+MIXIN = "EagleModelMixin"
+
+
+def enable_decoder(edit: PublishedEdit) -> None:
+    _enable(edit, declares=False)
+
+
+def enable_decoder_and_declare(edit: PublishedEdit) -> None:
+    _enable(edit, declares=True)
+
+
+def _enable(edit: PublishedEdit, declares: bool) -> None:
+    path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
+    if not MODEL_FILE.match(path):
+        raise CodemodRefused("not a model file; decoders are edited in model files only")
+    decoder = _decoder_name(edit.finding)
+    module_class(before, decoder)  # the finding's decoder must be a class of the base file
+    spans: list[Span] = [Imports(), ClassHeader(decoder), ClassBody(decoder)]
+    allowed_imports = {MIXIN: from_interfaces}
+    allowed_classes: dict[str, type[ast.stmt]] = {decoder: ast.ClassDef}
+    if declares:
+        spans.append(ClassHeader(class_name))
+        allowed_imports[INTERFACE] = from_interfaces
+        allowed_classes[class_name] = ast.ClassDef
+    confined(before, after, spans)
+    only_new_imports(before, after, allowed_imports)
+    same_other_statements(before, after, allowed=allowed_classes)
+    _check_decoder(before, after, decoder, _residual_names(edit.finding))
+    if declares:
+        old, new = module_class(before, class_name), module_class(after, class_name)
+        gained = ast.Name(INTERFACE, ast.Load())
+        same = dump(old.body) == dump(new.body) and dump(new.bases) == dump([*old.bases, gained])
+        if not same or dump(old.keywords) != dump(new.keywords):
+            raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
+    else:
+        for name in {class_name} - {decoder}:
+            try:
+                old = module_class(before, name)
+            except CodemodRefused:
+                continue  # the target lives in another file (declare-interface checks it)
+            if dump(old) != dump(module_class(after, name)):
+                raise CodemodRefused(f"the patch changes {name} in the decoder's file")
+
+
+def _decoder_name(finding: Mapping[str, Any]) -> str:
+    evidence = finding.get("evidence") if isinstance(finding, Mapping) else None
+    decoder = (evidence or {}).get("decoder") if isinstance(evidence, Mapping) else None
+    name = decoder.get("name") if isinstance(decoder, Mapping) else None
+    if not (isinstance(name, str) and IDENTIFIER.match(name)):
+        raise CodemodRefused("the plan's finding names no decoder class")
+    return name
+
+
+def _residual_names(finding: Mapping[str, Any]) -> list[str | None]:
+    shape = (finding.get("evidence") or {}).get("shape") or {}
+    name = shape.get("residual_name") if isinstance(shape, Mapping) else None
+    return [None] + ([name] if isinstance(name, str) and IDENTIFIER.match(name) else [])
+
+
+def _check_decoder(before: str, after: str, decoder: str, residuals: list[str | None]) -> None:
+    """The patched decoder class is exactly what the recipe's codemods write on the base."""
+    patched = dump(module_class(after, decoder))
+    with_mixin = append_base_class(before, decoder, MIXIN)
+    for residual in residuals:
+        for absolute in (True, False):
+            try:
+                expected = add_aux_capture(with_mixin, decoder, residual, absolute)
+            except CodemodRefused:
+                continue
+            if dump(module_class(expected, decoder)) == patched:
+                return
+    raise CodemodRefused(
+        f"the change to {decoder} is not the mixin and the aux capture the recipe writes"
+    )
+
+
+PUBLISH_RULES: dict[str, PublishRule] = {
+    "enable-decoder": enable_decoder,
+    "enable-decoder-and-declare": enable_decoder_and_declare,
+    "declare-interface": declare_interface,
+    "registry-entry": registry_entry,
+    "regression-test": regression_test,
+}

@@ -1,0 +1,260 @@
+"""The syntactic shape of a decoder's ``forward``: its loop over the layers, as plain data.
+
+Extracted with ``ast`` together with the rest of a file's facts (and cached with them by content
+hash), so the eagle3-enable analysis reads dictionaries, never source. Nothing here decides
+whether a shape is safe to patch: :mod:`bot.recipes.eagle3_enable_analysis` does, from these
+facts and the layer's own ``forward``.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+
+def _dotted(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    return None
+
+
+def _text(node: ast.expr | None) -> str | None:
+    return ast.unparse(node) if node is not None else None
+
+
+def _self_attr(node: ast.expr) -> str | None:
+    dotted = _dotted(node)
+    if dotted and dotted.startswith("self.") and dotted.count(".") == 1:
+        return dotted[len("self.") :]
+    return None
+
+
+def _iterable(node: ast.expr) -> dict[str, Any] | None:
+    """What a loop iterates over: ``self.X[a:b]``, ``islice(self.X, a, b)``, ``self.X`` or
+    ``range(a, b)``; None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+        attr = _self_attr(node.value)
+        if attr and node.slice.step is None:
+            bounds = [_text(node.slice.lower), _text(node.slice.upper)]
+            return {"form": "slice", "attr": attr, "bounds": bounds}
+    if attr := _self_attr(node):
+        return {"form": "whole", "attr": attr, "bounds": [None, None]}
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    callee, args = _dotted(node.func), node.args
+    if callee in ("islice", "itertools.islice") and len(args) == 3 and _self_attr(args[0]):
+        return {
+            "form": "islice",
+            "attr": _self_attr(args[0]),
+            "bounds": [_text(a) for a in args[1:]],
+        }
+    if callee == "range" and len(args) == 2:
+        return {"form": "range", "attr": None, "bounds": [_text(a) for a in args]}
+    return None
+
+
+def _loop(node: ast.For) -> dict[str, Any] | None:
+    """One ``for`` statement over the layers, or None when it iterates over something else."""
+    iterable = node.iter
+    enumerate_start: str | None = None
+    enumerated = False
+    if isinstance(iterable, ast.Call) and _dotted(iterable.func) == "enumerate":
+        if len(iterable.args) != 1:
+            return None
+        for keyword in iterable.keywords:
+            if keyword.arg != "start":
+                return None
+            enumerate_start = _text(keyword.value)
+        enumerated, iterable = True, iterable.args[0]
+    found = _iterable(iterable)
+    if found is None:
+        return None
+    target = node.target
+    if enumerated:
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
+            return None
+        index, layer = (_dotted(e) for e in target.elts)
+    else:
+        index, layer = None, _dotted(target)
+        if found["form"] == "range":
+            index, layer = layer, None
+    body = list(node.body)
+    fetch_line = None
+    if found["form"] == "range" and body and _fetches_layer(body[0], index):
+        # `layer = self.layers[i]`: the layer and the container come from the body
+        assign = body.pop(0)
+        assert isinstance(assign, ast.Assign)
+        layer = _dotted(assign.targets[0])
+        found["attr"] = _self_attr(assign.value.value)  # type: ignore[attr-defined]
+        fetch_line = assign.lineno
+    if found["attr"] is None or layer is None or (enumerated and index is None):
+        return None
+    call = _layer_call(body[0], layer) if body else None
+    return {
+        **found,
+        "line": node.lineno,
+        "end_line": node.end_lineno,
+        "enumerate": enumerated,
+        "enumerate_start": enumerate_start,
+        "index": index,
+        "layer": layer,
+        "fetch_line": fetch_line,
+        "call": call,
+        "other_statements": len(body) - (1 if call else 0),
+        "orelse": bool(node.orelse),
+    }
+
+
+def _fetches_layer(stmt: ast.stmt, index: str | None) -> bool:
+    return (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and isinstance(stmt.value, ast.Subscript)
+        and _self_attr(stmt.value.value) is not None
+        and _dotted(stmt.value.slice) == index
+    )
+
+
+def _layer_call(stmt: ast.stmt, layer: str) -> dict[str, Any] | None:
+    """``hidden_states, residual = layer(...)`` or ``hidden_states = layer(...)``."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    value = stmt.value
+    if not (isinstance(value, ast.Call) and _dotted(value.func) == layer):
+        return None
+    target = stmt.targets[0]
+    names = target.elts if isinstance(target, ast.Tuple) else [target]
+    targets = [_dotted(n) for n in names]
+    if any(t is None or "." in t for t in targets):
+        return None
+    return {
+        "targets": targets,
+        "args": [_text(a) for a in value.args],
+        "keywords": {k.arg or "**": _text(k.value) for k in value.keywords},
+        "line": stmt.lineno,
+    }
+
+
+def _statement(stmt: ast.stmt) -> dict[str, Any]:
+    """A top-level statement after the loop, reduced to what residual semantics depend on."""
+    if isinstance(stmt, ast.Return):
+        value = stmt.value
+        kind = "return-name" if isinstance(value, ast.Name) else "return-other"
+        if isinstance(value, ast.Call) and (_dotted(value.func) or "").endswith(
+            "IntermediateTensors"
+        ):
+            kind = "return-intermediate"
+        return {"kind": kind, "name": _dotted(value) if value else None, "line": stmt.lineno}
+    if isinstance(stmt, ast.If):
+        test = _text(stmt.test) or ""
+        returns = [s for s in ast.walk(stmt) if isinstance(s, ast.Return)]
+        pp_guard = "is_last_rank" in test and all(
+            isinstance(r.value, ast.Call)
+            and (_dotted(r.value.func) or "").endswith("IntermediateTensors")
+            for r in returns
+        )
+        return {
+            "kind": "pp-exit" if pp_guard and returns else "if",
+            "returns": len(returns),
+            "line": stmt.lineno,
+        }
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        targets = [_dotted(n) or "?" for n in names]
+        value = stmt.value
+        if isinstance(value, ast.Call) and (callee := _dotted(value.func)):
+            return {
+                "kind": "call",
+                "targets": targets,
+                "callee": callee,
+                "args": [_text(a) for a in value.args],
+                "line": stmt.lineno,
+            }
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            operands = sorted(_text(o) or "?" for o in (value.left, value.right))
+            return {"kind": "add", "targets": targets, "operands": operands, "line": stmt.lineno}
+        return {"kind": "assign", "targets": targets, "line": stmt.lineno}
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+        target = _dotted(stmt.target) or "?"
+        operands = sorted([target, _text(stmt.value) or "?"])
+        return {"kind": "add", "targets": [target], "operands": operands, "line": stmt.lineno}
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+        return {"kind": "docstring", "line": stmt.lineno}
+    return {"kind": type(stmt).__name__.lower(), "line": stmt.lineno}
+
+
+def forward_shape(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, fors: list[ast.For]
+) -> dict[str, Any] | None:
+    """The loops over ``self.<container>`` in ``forward`` (``fors``: its ``for`` statements,
+    collected by the caller's walk) and what follows the main one; None without such a loop."""
+    loops: list[tuple[ast.For, dict[str, Any]]] = []
+    for node in fors:
+        if (loop := _loop(node)) is not None:
+            loops.append((node, loop))
+    if not loops:
+        return None
+    top = [(node, loop) for node, loop in loops if node in func.body]
+    after: list[dict[str, Any]] = []
+    if len(top) == 1:
+        position = func.body.index(top[0][0])
+        after = [_statement(s) for s in func.body[position + 1 :]]
+    assigned = {
+        _dotted(t)
+        for node in ast.walk(func)
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+    }
+    returns = sum(1 for node in ast.walk(func) if isinstance(node, ast.Return))
+    return {
+        "loops": [loop | {"top_level": node in func.body} for node, loop in loops],
+        "after": after,
+        "assigned": sorted(n for n in assigned if n),
+        "returns": returns,
+        "annotation": _text(func.returns),
+        "yields": any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(func)),
+    }
+
+
+def layer_returns(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, returns: list[ast.Return]
+) -> dict[str, Any]:
+    """What a layer's ``forward`` returns: the tuple arity of each return, and for a returned
+    tuple whether its first name was last assigned from a sum (the stream already summed)."""
+    arities: set[int] = set()
+    summed_first = False
+    sums: dict[str, bool] = {}  # name -> whether its last top-level assignment is a sum
+    for node in func.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            if name := _dotted(node.targets[0]):
+                value = node.value
+                sums[name] = isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)
+        elif isinstance(node, ast.AugAssign) and (name := _dotted(node.target)):
+            sums[name] = isinstance(node.op, ast.Add)
+    for node in returns:
+        if node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Tuple):
+                arities.add(len(value.elts))
+                first = _dotted(value.elts[0]) if value.elts else None
+                summed_first = summed_first or bool(first and sums.get(first))
+            else:
+                arities.add(1)
+    return {"arities": sorted(arities), "summed_first": summed_first}
+
+
+def built_from(value: ast.expr) -> list[str]:
+    """Class-like names called anywhere in an assigned value (``make_layers(..., lambda
+    prefix: Layer(...))``, ``nn.ModuleList([Layer(...) for ...])``)."""
+    names = []
+    for node in ast.walk(value):
+        callee = _dotted(node.func) if isinstance(node, ast.Call) else None
+        if callee and callee.split(".")[-1][:1].isupper():
+            names.append(callee)
+    return sorted(set(names))

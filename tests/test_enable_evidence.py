@@ -1,0 +1,72 @@
+"""No eagle3-enable plan is verified or published without the CPU forward evidence.
+
+The recipe requires the smoke check (the patched model's forward on a tiny random config
+collects one aux state per requested layer, and without aux layers equals the unpatched
+model's output). ``bot verify`` adds a failing ``evidence`` check when it did not pass, and
+``bot publish`` refuses a plan whose recorded verification lacks it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.errors import BotError
+from bot.plan import READY, Plan
+from bot.publish import publish_plan
+from bot.verify.checks import Check
+from bot.verify.evidence import evidence_check, missing_evidence, require_evidence
+from tests.conftest import UPSTREAM
+
+PASSED_SMOKE = {"name": "smoke", "passed": True, "detail": "3 aux hidden states"}
+
+
+def _plan(recipe: str, checks: list[dict]) -> Plan:
+    return Plan(status=READY, reason="", recipe=recipe, verification={"checks": checks})
+
+
+def test_the_enable_recipe_requires_a_passed_smoke_check() -> None:
+    assert missing_evidence("eagle3-enable", [PASSED_SMOKE]) is None
+    not_checked = {"name": "smoke", "passed": None, "detail": "not checked: no config class"}
+    assert "not checked: no config class" in (missing_evidence("eagle3-enable", [not_checked]))
+    assert "it was not run" in missing_evidence("eagle3-enable", [])
+    failed = {"name": "smoke", "passed": False, "detail": "2 aux states for 3 layers"}
+    assert missing_evidence("eagle3-enable", [failed, {"name": "apply", "passed": True}])
+
+
+def test_the_interface_recipe_requires_nothing_more() -> None:
+    assert missing_evidence("eagle3-interface", []) is None
+    assert evidence_check("eagle3-interface", []) is None
+    require_evidence(_plan("eagle3-interface", []))
+
+
+def test_verify_adds_a_failing_evidence_check() -> None:
+    check = evidence_check("eagle3-enable", [Check("smoke", None, "not checked: no env")])
+    assert check is not None and check.passed is False
+    assert "requires a passed smoke check" in check.detail
+    passed = evidence_check("eagle3-enable", [Check("smoke", True, "ok")])
+    assert passed is not None and passed.passed is True
+
+
+def test_publish_side_check() -> None:
+    require_evidence(_plan("eagle3-enable", [PASSED_SMOKE]))
+    with pytest.raises(BotError, match="requires a passed smoke check"):
+        require_evidence(_plan("eagle3-enable", [{"name": "smoke", "passed": None}]))
+    with pytest.raises(BotError, match="requires a passed smoke check"):
+        require_evidence(Plan(status=READY, reason="", recipe="eagle3-enable"))
+
+
+@pytest.mark.vllm_tree
+def test_publish_refuses_an_enable_plan_without_the_evidence(
+    seed_plan: Path, upstream_standin, tmp_path: Path
+) -> None:
+    """The real publisher on a verified plan (verified without the runtime stage, so no smoke
+    check) that says it is an eagle3-enable plan: refused before anything is pushed."""
+    data = json.loads((seed_plan / "plan.json").read_text())
+    data["recipe"] = "eagle3-enable"
+    (seed_plan / "plan.json").write_text(json.dumps(data))
+    with pytest.raises(BotError, match="requires a passed smoke check"):
+        publish_plan(seed_plan, reviewer="maintainer1", work_dir=tmp_path / "work")
+    assert upstream_standin.pulls(UPSTREAM) == []

@@ -1,0 +1,260 @@
+"""eagle3-enable replayed on real releases: the plan matches what upstream merged next.
+
+For each window (MiniMax-M2 0.19.1 -> 0.20.0, Granite 0.31.0 -> 0.32.0, MiMoV2Flash 0.24.0 ->
+0.25.0) the bot proposes on the older tree, the patch is applied to a scratch checkout, and
+the EAGLE-relevant lines are compared with the next release's file: the mixin on the decoder,
+the interface on the target, the capture points (what is captured, with which residual, where),
+and the return. Other lines changed upstream in the same windows and are not compared.
+
+One known difference, by design: upstream's MiniMax-M2 and Granite fixes count the capture
+from ``0`` with a plain ``enumerate``; the bot follows the absolute form these releases' own
+newer decoders use (``self.start_layer`` and ``enumerate(..., start=self.start_layer)``). The
+two are equal whenever the decoder is one pipeline stage (``start_layer == 0``), which is all
+these fixes support; the comparison below maps both to "the first layer's input" and "after
+layer i".
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.codemods.aux_capture import add_aux_capture
+from bot.codemods.base import CodemodRefused
+from bot.codemods.bases import append_base_class
+from bot.codemods.imports import add_import_name
+from bot.recipes.base import PublishedEdit
+from bot.recipes.eagle3_enable import Candidate, candidates
+from bot.recipes.eagle3_enable_analysis import DecoderShape
+from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+from bot.recipes.eagle3_interface import _interfaces_module
+from bot.scan import scan_context
+from bot.tree.fetch import release_tree
+from bot.tree.worktree import head_commit, scratch_worktree
+from tests.cli import propose_class
+
+pytestmark = pytest.mark.vllm_tree
+
+MODELS = "vllm/model_executor/models"
+WINDOWS = [
+    ("0.19.1", "0.20.0", "MiniMaxM2ForCausalLM", "MiniMaxM2Model", "minimax_m2.py"),
+    ("0.31.0", "0.32.0", "GraniteForCausalLM", "GraniteModel", "granite.py"),
+    ("0.24.0", "0.25.0", "MiMoV2FlashForCausalLM", "MiMoV2Model", "mimo_v2.py"),
+]
+
+
+def _class(tree: ast.Module, name: str) -> ast.ClassDef:
+    found = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    assert len(found) == 1, name
+    return found[0]
+
+
+def _bases(cls: ast.ClassDef) -> set[str]:
+    return {ast.unparse(b) for b in cls.bases}
+
+
+def _first_index(node: ast.expr) -> str:
+    """``0`` and ``self.start_layer`` both mean the first layer's input on one stage."""
+    text = ast.unparse(node)
+    return "first" if text in ("0", "self.start_layer") else text
+
+
+def eagle_lines(source: str, decoder: str, target: str) -> dict[str, object]:
+    """The EAGLE-relevant facts of a decoder and its target, formatting-free."""
+    module = ast.parse(source)
+    decoder_cls, target_cls = _class(module, decoder), _class(module, target)
+    forward = next(
+        n for n in decoder_cls.body if isinstance(n, ast.FunctionDef) and n.name == "forward"
+    )
+    captures = []
+    loop_index = None
+    for node in ast.walk(forward):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Tuple):
+            loop_index = ast.unparse(node.target.elts[0])
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "self._maybe_add_hidden_state":
+            where, index, stream, residual = node.args
+            in_loop = ast.unparse(index) == f"{loop_index} + 1"
+            captures.append(
+                (
+                    "list" if ast.unparse(where) == "[]" else ast.unparse(where),
+                    "after layer" if in_loop else _first_index(index),
+                    ast.unparse(stream),
+                    ast.unparse(residual),
+                )
+            )
+    guarded_returns = [
+        ast.unparse(n.body[0].value)
+        for n in ast.walk(forward)
+        if isinstance(n, ast.If)
+        and ast.unparse(n.test) == "len(aux_hidden_states) > 0"
+        and isinstance(n.body[0], ast.Return)
+        and n.body[0].value is not None
+    ]
+    last = forward.body[-1]
+    return {
+        "decoder_mixin": "EagleModelMixin" in _bases(decoder_cls),
+        "target_interface": "SupportsEagle3" in _bases(target_cls),
+        "imports": sorted(
+            a.name
+            for n in module.body
+            if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("interfaces")
+            for a in n.names
+            if a.name in ("EagleModelMixin", "SupportsEagle3")
+        ),
+        "captures": sorted(captures),
+        "tuple_return": guarded_returns,
+        "plain_return": ast.unparse(last),
+    }
+
+
+def _patched(tree: Path, patch: str, path: str) -> str:
+    with scratch_worktree(tree, head_commit(tree)) as scratch:
+        subprocess.run(["git", "apply", "-"], cwd=scratch, input=patch, text=True, check=True)
+        return (scratch / path).read_text()
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "target", "decoder", "filename"), WINDOWS, ids=[w[2] for w in WINDOWS]
+)
+def test_replay_matches_the_next_release(
+    tmp_path: Path, old: str, new: str, target: str, decoder: str, filename: str
+) -> None:
+    tree = release_tree(old)
+    out = tmp_path / "plan"
+    result = propose_class(tree, target, out)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["status"] == "ready", plan["reason"]
+    assert plan["recipe"] == "eagle3-enable"
+    path = f"{MODELS}/{filename}"
+    ours = eagle_lines(_patched(tree, (out / "patch.diff").read_text(), path), decoder, target)
+    upstream = eagle_lines((release_tree(new) / path).read_text(), decoder, target)
+    before = eagle_lines((tree / path).read_text(), decoder, target)
+    assert before["captures"] == [] and not before["decoder_mixin"]  # the gap was real
+    assert ours == upstream
+
+
+@pytest.fixture(scope="module")
+def minimax(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
+    """The bot's own MiniMax-M2 plan on 0.19.1: plan.json, the model file before and after."""
+    tree = release_tree("0.19.1")
+    out = tmp_path_factory.mktemp("minimax") / "plan"
+    result = propose_class(tree, "MiniMaxM2ForCausalLM", out)
+    assert result.returncode == 0, result.stderr
+    path = f"{MODELS}/minimax_m2.py"
+    after = _patched(tree, (out / "patch.diff").read_text(), path)
+    return json.loads((out / "plan.json").read_text()), (tree / path).read_text(), after
+
+
+def _published(plan: dict, before: str, after: str) -> PublishedEdit:
+    (edit,) = [e for e in plan["edits"] if e["path"].endswith("minimax_m2.py")]
+    return PublishedEdit(
+        path=edit["path"],
+        kind=edit["kind"],
+        before=before,
+        after=after,
+        class_name=plan["class_name"],
+        finding=plan["finding"],
+    )
+
+
+def test_publish_accepts_the_bots_own_decoder_edit(minimax: tuple[dict, str, str]) -> None:
+    plan, before, after = minimax
+    edit = _published(plan, before, after)
+    assert edit.kind == "enable-decoder-and-declare"
+    PUBLISH_RULES[edit.kind](edit)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        (
+            "aux_hidden_states, idx + 1, hidden_states, residual",
+            "aux_hidden_states, idx + 2, hidden_states, residual",
+            "not the mixin and the aux capture",
+        ),
+        (
+            "            return hidden_states, aux_hidden_states\n",
+            "            return hidden_states, aux_hidden_states[::-1]\n",
+            "not the mixin and the aux capture",
+        ),
+        (
+            "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+            "        hidden_states, _ = self.norm(hidden_states * 2, residual)\n",
+            "not the mixin and the aux capture",
+        ),
+        (
+            "from .interfaces import EagleModelMixin,",
+            "import os\nfrom .interfaces import EagleModelMixin,",
+            "imports os",
+        ),
+    ],
+    ids=["capture index", "reordered aux list", "stream changed", "extra import"],
+)
+def test_publish_refuses_a_tampered_decoder_edit(
+    minimax: tuple[dict, str, str], old: str, new: str, why: str
+) -> None:
+    plan, before, after = minimax
+    assert old in after
+    edit = _published(plan, before, after.replace(old, new, 1))
+    with pytest.raises(CodemodRefused, match=why):
+        PUBLISH_RULES[edit.kind](edit)
+
+
+def test_a_refused_decoder_on_the_newest_release_gets_no_patch(tmp_path: Path) -> None:
+    """0.34.0's BailingMoeModel returns from its loop's tail in a way the analysis does not
+    model: the plan says a human is needed, is not ready, and carries no patch."""
+    out = tmp_path / "plan"
+    result = propose_class(release_tree("0.34.0"), "BailingMoeForCausalLM", out)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["status"] != "ready"
+    assert plan["reason"].startswith("needs a human: BailingMoeModel.forward")
+    assert (out / "patch.diff").read_text() == ""
+
+
+def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compiles() -> None:
+    """The codemods on every decoder 0.34.0's analysis finds ready: the second run changes
+    nothing, the result compiles, and the capture sits in the decoder's forward only."""
+    tree = release_tree("0.34.0")
+    ctx = scan_context(tree)
+    ready = [c for c in candidates(ctx) if isinstance(c.verdict, DecoderShape)]
+    assert len(ready) >= 10
+    for candidate in ready:
+        path = ctx.index.path_of(candidate.decoder)
+        source = (tree / path).read_text()
+        edit = _decoder_edit(source, path, candidate)
+        once = edit(source)
+        assert once != source, candidate.ref.name
+        assert edit(once) == once, candidate.ref.name
+        compile(once, path, "exec")
+        module = ast.parse(once)
+        forward = next(
+            n
+            for n in _class(module, candidate.decoder.name).body
+            if isinstance(n, ast.FunctionDef) and n.name == "forward"
+        )
+        calls = [
+            n
+            for n in ast.walk(forward)
+            if isinstance(n, ast.Call) and ast.unparse(n.func) == "self._maybe_add_hidden_state"
+        ]
+        assert len(calls) == 2, candidate.ref.name
+        assert once.count("_maybe_add_hidden_state") == source.count("_maybe_add_hidden_state") + 2
+
+
+def _decoder_edit(source: str, path: str, candidate: Candidate):  # noqa: ANN202
+    shape = candidate.verdict
+    assert isinstance(shape, DecoderShape)
+
+    def edit(text: str) -> str:
+        text = add_import_name(text, _interfaces_module(source, path), "EagleModelMixin")
+        text = append_base_class(text, candidate.decoder.name, "EagleModelMixin")
+        return add_aux_capture(text, candidate.decoder.name, shape.residual_name, True)
+
+    return edit

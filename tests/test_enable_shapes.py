@@ -1,0 +1,288 @@
+"""eagle3-enable's named decoder shapes and refusals, each on a small synthetic tree.
+
+Every shape the analysis names is one case here (loop kind, residual kind), and so is every
+refusal the issue lists; a refused shape yields a finding that says "needs a human" and a plan
+that is not ready, never a patch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.drafts import load_catalogue
+from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
+from bot.recipes.eagle3_enable import _edits, candidates
+from bot.scan import scan
+from tests.synthetic import dedent, make_tree
+
+TEXT = "_TEXT_GENERATION_MODELS"
+HEADER = """
+from itertools import islice
+
+import torch
+from torch import nn
+
+from .interfaces import SupportsPP
+"""
+
+LAYER_PAIR = """
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states, residual):
+        if residual is None:
+            residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        return hidden_states, residual
+"""
+
+LAYER_SUMMED_PAIR = """
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states, residual):
+        residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = residual + hidden_states
+        return hidden_states, residual
+"""
+
+LAYER_ONE = """
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states):
+        return hidden_states + self.mlp(hidden_states)
+"""
+
+TARGET = """
+class DemoForCausalLM(nn.Module, SupportsPP):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = DemoModel(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        return self.model(input_ids, positions, intermediate_tensors)
+"""
+
+
+def decoder(loop: str, tail: str, init_residual: bool = True) -> str:
+    residual = "        residual = None\n" if init_residual else ""
+    return (
+        "class DemoModel(nn.Module):\n"
+        "    def __init__(self, *, vllm_config, prefix=''):\n"
+        "        super().__init__()\n"
+        "        self.start_layer, self.end_layer, self.layers = make_layers(\n"
+        "            4, lambda prefix: Layer(prefix=prefix), prefix=prefix\n"
+        "        )\n"
+        "        self.norm = RMSNorm(8)\n\n"
+        "    def forward(self, input_ids, positions, intermediate_tensors=None):\n"
+        "        hidden_states = self.embed_tokens(input_ids)\n"
+        f"{residual}"
+        f"{loop}"
+        "        if not get_pp_group().is_last_rank:\n"
+        "            return IntermediateTensors({'hidden_states': hidden_states})\n"
+        f"{tail}"
+        "        return hidden_states\n"
+    )
+
+
+PAIR_CALL = "            hidden_states, residual = layer(positions, hidden_states, residual)\n"
+ONE_CALL = "            hidden_states = layer(positions, hidden_states)\n"
+SLICE = "        for layer in self.layers[self.start_layer : self.end_layer]:\n"
+ISLICE = "        for layer in islice(self.layers, self.start_layer, self.end_layer):\n"
+ENUMERATE = (
+    "        for i, layer in enumerate(islice(self.layers, self.start_layer, self.end_layer)):\n"
+)
+RANGE = (
+    "        for i in range(self.start_layer, self.end_layer):\n"
+    "            layer = self.layers[i]\n"
+)
+FUSED_NORM = "        hidden_states, _ = self.norm(hidden_states, residual)\n"
+PLAIN_NORM = "        hidden_states = self.norm(hidden_states)\n"
+EXPLICIT_ADD = "        hidden_states = hidden_states + residual\n" + PLAIN_NORM
+
+READY = [
+    ("slice", "residual-stream", LAYER_PAIR, decoder(SLICE + PAIR_CALL, FUSED_NORM)),
+    ("islice", "residual-stream", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM)),
+    ("enumerate", "residual-stream", LAYER_PAIR, decoder(ENUMERATE + PAIR_CALL, FUSED_NORM)),
+    ("range", "residual-stream", LAYER_PAIR, decoder(RANGE + PAIR_CALL, FUSED_NORM)),
+    ("islice", "explicit-add", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD)),
+    ("islice", "no-residual", LAYER_ONE, decoder(ISLICE + ONE_CALL, PLAIN_NORM, False)),
+    ("islice", "full-stream-pair", LAYER_SUMMED_PAIR, decoder(ISLICE + PAIR_CALL, PLAIN_NORM)),
+]
+
+REFUSED = [
+    (
+        "a pair the decoder never adds back, the layer not summing it",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL, PLAIN_NORM),
+        "never adds residual back",
+    ),
+    (
+        "one value taken from a layer returning a pair",
+        LAYER_PAIR,
+        decoder(ISLICE + ONE_CALL, PLAIN_NORM, False),
+        "takes one value from a layer that returns [2]",
+    ),
+    (
+        "the stream changes between layers",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL + "            hidden_states = hidden_states * 2\n", FUSED_NORM),
+        "the stream changes between layers",
+    ),
+    (
+        "two loops over the layers (looped layers)",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL + ISLICE + PAIR_CALL, FUSED_NORM),
+        "loops over layers 2 times",
+    ),
+    (
+        "a loop under a condition (several forward paths)",
+        LAYER_PAIR,
+        decoder(
+            "        if self.training:\n"
+            + ISLICE.replace("        for", "            for")
+            + "    "
+            + PAIR_CALL,
+            FUSED_NORM,
+        ),
+        "nested in another statement",
+    ),
+    (
+        "every layer, not this stage's",
+        LAYER_PAIR,
+        decoder("        for layer in self.layers:\n" + PAIR_CALL, FUSED_NORM),
+        "runs every layer",
+    ),
+    (
+        "something after the norm",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL, FUSED_NORM + "        hidden_states = hidden_states[:1]\n"),
+        "changes the stream after the loop",
+    ),
+    (
+        "hyper-connections: the layer returns three streams",
+        LAYER_PAIR,
+        decoder(
+            ISLICE
+            + "            hidden_states, residual, extra = layer(hidden_states, residual)\n",
+            FUSED_NORM,
+        ),
+        "the layer returns 3 values",
+    ),
+]
+
+
+def _tree(tmp_path: Path, layer: str, decoder_source: str, extra: str = "") -> Path:
+    source = HEADER + layer + "\n\n" + decoder_source + "\n\n" + TARGET + extra
+    registry = {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}}
+    if extra:
+        registry[TEXT]["DemoChatForCausalLM"] = ("demo", "DemoChatForCausalLM")
+    return make_tree(tmp_path, {"model_executor/models/demo.py": source}, registry)
+
+
+def _enable_findings(tree: Path) -> list:
+    return [f for f in scan(tree, use_cache=False).findings if f.recipe == "eagle3-enable"]
+
+
+def _ctx(tree: Path, finding: Finding) -> PlanContext:
+    result = scan(tree, use_cache=False)
+    return PlanContext(
+        scan=result.context,
+        group=(finding,),
+        findings=result.findings,
+        arch=finding.architectures[0],
+        catalogue=load_catalogue(include_user=False),
+        preferred_draft=None,
+        upstream="vllm-project/vllm",
+        version=None,
+        base_commit="0" * 40,
+    )
+
+
+def _plan(tree: Path, finding: Finding) -> FixPlan | Declined:
+    recipe = fixer_named("eagle3-enable")
+    assert recipe is not None
+    return recipe.plan(finding, _ctx(tree, finding))
+
+
+@pytest.mark.parametrize(
+    ("loop", "residual", "layer", "source"), READY, ids=[f"{r[0]}/{r[1]}" for r in READY]
+)
+def test_named_shape(tmp_path: Path, loop: str, residual: str, layer: str, source: str) -> None:
+    (finding,) = _enable_findings(_tree(tmp_path, layer, source))
+    assert finding.evidence["refused"] is None
+    shape = finding.evidence["shape"]
+    assert (shape["loop"], shape["residual"]) == (loop, residual)
+    expected = None if residual in ("no-residual", "full-stream-pair") else "residual"
+    assert shape["residual_name"] == expected
+
+
+@pytest.mark.parametrize(
+    ("layer", "source", "reason"), [r[1:] for r in REFUSED], ids=[r[0] for r in REFUSED]
+)
+def test_refused_shape(tmp_path: Path, layer: str, source: str, reason: str) -> None:
+    tree = _tree(tmp_path, layer, source)
+    (finding,) = _enable_findings(tree)
+    assert finding.evidence["shape"] is None
+    assert finding.evidence["refused"].startswith("needs a human: ")
+    assert reason in finding.evidence["refused"]
+    assert "needs a human: " in finding.summary
+    planned = _plan(tree, finding)
+    assert isinstance(planned, Declined)
+    assert planned.reason.startswith("needs a human: ")
+
+
+def test_a_subclass_that_post_processes_the_output_refuses_the_base(tmp_path: Path) -> None:
+    subclass = dedent(
+        """
+
+
+        class DemoChatForCausalLM(DemoForCausalLM):
+            def forward(self, input_ids, positions, intermediate_tensors=None):
+                hidden_states = self.model(input_ids, positions, intermediate_tensors)
+                return hidden_states * 2
+        """
+    )
+    tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM), subclass)
+    by_class = {f.class_name: f for f in _enable_findings(tree)}
+    refused = by_class["DemoForCausalLM"].evidence["refused"]
+    assert "the subclass DemoChatForCausalLM overrides forward" in refused
+
+
+def test_a_registered_subclass_that_passes_the_output_through_is_fine(tmp_path: Path) -> None:
+    subclass = "\n\nclass DemoChatForCausalLM(DemoForCausalLM):\n    pass\n"
+    tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM), subclass)
+    by_class = {f.class_name: f for f in _enable_findings(tree)}
+    assert by_class["DemoForCausalLM"].evidence["refused"] is None
+
+
+def test_the_decoder_and_target_edit(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM))
+    (finding,) = _enable_findings(tree)
+    ctx = _ctx(tree, finding)
+    (candidate,) = candidates(ctx.scan)
+    (model_edit,) = _edits(ctx, finding, candidate, candidate.verdict, absolute=False)
+    assert model_edit.kind == "enable-decoder-and-declare"
+    source = (tree / model_edit.path).read_text()
+    patched = model_edit.apply(source)
+    assert "class DemoModel(nn.Module, EagleModelMixin):" in patched
+    assert "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):" in patched
+    assert "from .interfaces import EagleModelMixin, SupportsEagle3, SupportsPP" in patched
+    assert "aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)" in (
+        patched
+    )
+    assert "self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)" in (
+        patched
+    )
+    assert model_edit.apply(patched) == patched
+    compile(patched, "demo.py", "exec")
+
+
+def test_a_pooling_registration_is_never_a_target(tmp_path: Path) -> None:
+    source = (
+        HEADER + LAYER_PAIR + "\n\n" + decoder(ISLICE + PAIR_CALL, FUSED_NORM) + "\n\n" + TARGET
+    )
+    registry = {"_EMBEDDING_MODELS": {"DemoForCausalLM": ("demo", "DemoForCausalLM")}}
+    tree = make_tree(tmp_path, {"model_executor/models/demo.py": source}, registry)
+    assert _enable_findings(tree) == []
+    registry = {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}}
+    tree = make_tree(tmp_path / "text", {"model_executor/models/demo.py": source}, registry)
+    assert len(_enable_findings(tree)) == 1  # the same model, registered for generation
