@@ -15,6 +15,7 @@ import pytest
 
 from bot.errors import BotError
 from bot.plan import READY, Plan
+from bot.propose import branch_name
 from bot.publish import publish_plan
 from bot.verify.checks import Check
 from bot.verify.evidence import evidence_check, missing_evidence, require_evidence
@@ -66,6 +67,10 @@ def test_publish_refuses_an_enable_plan_without_the_evidence(
     check) that says it is an eagle3-enable plan: refused before anything is pushed."""
     data = json.loads((seed_plan / "plan.json").read_text())
     data["recipe"] = "eagle3-enable"
+    # Branch and fingerprint as this recipe gives them (publish re-derives both), so that the
+    # evidence gate is the check that refuses.
+    data["branch"] = branch_name(data["recipe"], data["class_name"], None)
+    data["fingerprint"] = f"{data['recipe']}:{data['class_name']}:{data['base_commit'][:12]}"
     (seed_plan / "plan.json").write_text(json.dumps(data))
     with pytest.raises(BotError, match="requires a passed smoke check"):
         publish_plan(seed_plan, reviewer="maintainer1", work_dir=tmp_path / "work")

@@ -20,12 +20,8 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bot.codemods.aux_capture import add_aux_capture
-from bot.codemods.bases import append_base_class
-from bot.codemods.imports import add_import_name
-from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import (
     Declined,
     FileEdit,
@@ -54,7 +50,6 @@ from bot.recipes.eagle3_enable_analysis import (
     absolute_convention,
     decoder_shape,
 )
-from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
 from bot.recipes.eagle3_interface import (
     INTERFACE,
     _declare_interface,
@@ -64,10 +59,15 @@ from bot.recipes.eagle3_interface import (
     is_multimodal,
     registered_targets,
 )
-from bot.recipes.registry_edit import registry_entry_edit
 from bot.registry_plan import plan_registry_entry
 from bot.tree.index import ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from bot.codemods.spans import Span
+    from bot.recipes.base import PublishRule
 
 NAME = "eagle3-enable"
 MIXIN = "EagleModelMixin"
@@ -91,7 +91,13 @@ class Candidate:
 class Eagle3Enable:
     name = NAME
     description = "teach the decoder to collect aux hidden states and declare SupportsEagle3"
-    publish_rules = PUBLISH_RULES
+
+    @property
+    def publish_rules(self) -> Mapping[str, PublishRule]:
+        from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+
+        return PUBLISH_RULES
+
     # The edit changes the decoder's forward: verify and publish require the CPU forward check.
     required_checks = ("smoke",)
 
@@ -120,6 +126,8 @@ class Eagle3Enable:
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
         )
         if entry is not None:
+            from bot.recipes.registry_edit import registry_entry_edit
+
             edits.append(registry_entry_edit(entry))
         variant = platform_variant(finding)
         test_edit, cpu_tests = _regression_test(ctx, finding, variant)
@@ -266,6 +274,12 @@ def _edits(
     shape: DecoderShape,
     absolute: bool,
 ) -> list[FileEdit]:
+    # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
+    from bot.codemods.aux_capture import add_aux_capture
+    from bot.codemods.bases import append_base_class
+    from bot.codemods.imports import add_import_name
+    from bot.codemods.spans import ClassBody, ClassHeader, Imports
+
     index = ctx.scan.index
     decoder = candidate.decoder
     path = index.path_of(decoder)
