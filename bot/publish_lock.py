@@ -131,8 +131,17 @@ def _holder(repo: Repo, settings: GitHubSettings) -> str | None:
 
 
 def _age(repo: Repo, settings: GitHubSettings, sha: str) -> float:
-    with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
-        repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
+    try:
+        with _auth_env(repo, settings):
+            repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
+    except git.GitCommandError:
+        # The holder may release the lock between our look and this fetch: then it is free,
+        # and the next round takes it. Any other failure is said as one line.
+        if _holder(repo, settings) != sha:
+            return 0.0
+        with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
+            repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
+    with _git_errors("reading the fork's publish lock"):
         fetched = repo.commit(repo.git.rev_parse("FETCH_HEAD"))
     if fetched.hexsha != sha:
         return 0.0  # taken again meanwhile: fresh
