@@ -156,6 +156,9 @@ class RegistryDecision:
     why_none: str = ""
 
 
+WRITEUP_SLOTS = ("summary", "claims", "root_cause")
+
+
 @dataclass(frozen=True)
 class WriteUp:
     """The recipe's own parts of the PR body.
@@ -171,6 +174,11 @@ class WriteUp:
     def __post_init__(self) -> None:
         object.__setattr__(self, "sections", MappingProxyType(dict(self.sections)))
         object.__setattr__(self, "context", MappingProxyType(dict(self.context)))
+
+    @classmethod
+    def from_folder(cls, folder: str, context: Mapping[str, Any]) -> WriteUp:
+        """Every slot filled from ``<folder>/<slot>.j2``, the layout each recipe uses."""
+        return cls({slot: f"{folder}/{slot}.j2" for slot in WRITEUP_SLOTS}, context)
 
 
 @dataclass(frozen=True)

@@ -107,14 +107,7 @@ class Eagle3Interface:
             edits=tuple(edits),
             tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
             registry=RegistryDecision(entry, entry_why),
-            writeup=WriteUp(
-                sections={
-                    "summary": f"{TEMPLATES}/summary.j2",
-                    "claims": f"{TEMPLATES}/claims.j2",
-                    "root_cause": f"{TEMPLATES}/root_cause.j2",
-                },
-                context=_writeup_context(ctx, finding, group),
-            ),
+            writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, group)),
             commit_title=title + (f" ({variant} variant)" if variant else ""),
             issue_comment=(
                 f"it declares `{INTERFACE}` on `{html.escape(finding.class_name)}` so EAGLE-3 "

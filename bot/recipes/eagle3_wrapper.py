@@ -117,14 +117,7 @@ class Eagle3Wrapper:
             edits=tuple(edits),
             tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
             registry=RegistryDecision(entry, entry_why),
-            writeup=WriteUp(
-                sections={
-                    "summary": f"{TEMPLATES}/summary.j2",
-                    "claims": f"{TEMPLATES}/claims.j2",
-                    "root_cause": f"{TEMPLATES}/root_cause.j2",
-                },
-                context=_writeup_context(ctx, finding, covers, guard),
-            ),
+            writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, covers, guard)),
             commit_title=(
                 f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
                 + (f" ({variant} variant)" if variant else "")
