@@ -406,16 +406,36 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
 def cmd_triage(args: argparse.Namespace) -> int:
     if args.paths:
         return _triage_files(args)
-    from bot.triage_search import find_candidates, record_candidates
+    from bot.triage_search import find_issues, record_candidates, record_demand
 
-    candidates = find_candidates(Path(args.tree))
+    tree = Path(args.tree)
+    if not (tree / "vllm" / "model_executor").is_dir():
+        raise BotError(f"{tree}: not a vLLM tree (give --tree DIR)")
+    found = find_issues(tree)
+    candidates = [candidate for candidate, _ in found]
     path = record_candidates(candidates)
+    triaged = {t.number: t.architecture for t in record_demand(found, tree)}
     if args.json:
-        print_json([{"number": c.number, "title": c.title, "url": c.html_url} for c in candidates])
+        print_json(
+            [
+                {
+                    "number": c.number,
+                    "title": c.title,
+                    "url": c.html_url,
+                    "architecture": triaged.get(c.number),
+                }
+                for c in candidates
+            ]
+        )
     else:
         for c in candidates:
-            print(f"#{c.number}\t{c.html_url}")
-        print(f"{len(candidates)} candidate(s) recorded in {path}", file=sys.stderr)
+            print(f"#{c.number}\t{triaged.get(c.number) or '-'}\t{c.html_url}")
+        named = sum(1 for arch in triaged.values() if arch)
+        print(
+            f"{len(candidates)} candidate(s) recorded in {path}; {named} name a class "
+            "(demand for `bot scan`)",
+            file=sys.stderr,
+        )
     return 0
 
 

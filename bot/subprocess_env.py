@@ -116,3 +116,28 @@ def _names_a_place_in(value: str, homes: set[str]) -> bool:
         ):
             return True
     return False
+
+
+# Names of variables that hold a credential (the allow-list above drops more, e.g. ``*_KEY``
+# fingerprints; these are the ones worth refusing to run next to).
+_CREDENTIAL_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "API_KEY", "PRIVATE_KEY")
+
+
+def credentials_children_can_read() -> list[str]:
+    """Names of this process's credential variables that a child running as the same user can
+    read whatever environment it is given: ``/proc/<our pid>/environ`` holds the environment
+    this process started with (a value set or unset later is not reflected there)."""
+    try:
+        raw = Path("/proc/self/environ").read_bytes()
+        started_with = dict(
+            entry.decode("utf-8", "replace").partition("=")[::2]
+            for entry in raw.split(b"\0")
+            if b"=" in entry
+        )
+    except OSError:  # no /proc (macOS): nothing to read there, so the live environment decides
+        started_with = dict(os.environ)
+    return sorted(
+        name
+        for name, value in started_with.items()
+        if value and any(marker in name.upper() for marker in _CREDENTIAL_MARKERS)
+    )

@@ -2,8 +2,9 @@
 
 Issues are found two ways: by the error messages the vLLM tree raises when a model lacks the
 EAGLE-3 interface (read from the tree, see ``bot.tree.signatures``), and by the label the
-GitHub Action applies. Issue text is never interpreted here; only numbers, titles and URLs
-are kept.
+GitHub Action applies. Each one found is then read by triage (:mod:`bot.triage`, which treats
+the text as data) and recorded in the journal with the class it names, if it names one clearly:
+that is the demand ``bot scan`` orders its findings by (:mod:`bot.priority`).
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.fileio import write_atomic
 from bot.github import GitHubClient, RetryPolicy
 from bot.tree.signatures import error_signatures
+
+if TYPE_CHECKING:
+    from bot.store import TriagedIssue
 
 _MIN_SIGNATURE = 12  # shorter prefixes match too much unrelated text
 # Triage is a read-only sweep that runs again on schedule: a GitHub that does not answer within
@@ -59,19 +64,50 @@ def search_queries(tree: Path, settings: GitHubSettings) -> list[str]:
 def find_candidates(
     tree: Path, client: GitHubClient | None = None, settings: GitHubSettings | None = None
 ) -> list[Candidate]:
+    return [candidate for candidate, _ in find_issues(tree, client, settings)]
+
+
+def find_issues(
+    tree: Path, client: GitHubClient | None = None, settings: GitHubSettings | None = None
+) -> list[tuple[Candidate, dict[str, Any]]]:
+    """Each open upstream issue the queries match, once, with the issue as GitHub returned it."""
     settings = settings or github_settings()
     client = client or GitHubClient(settings, retry=triage_retry_policy())
-    found: dict[int, tuple[str, str, list[str]]] = {}
+    found: dict[int, tuple[dict[str, Any], list[str]]] = {}
     for query in search_queries(tree, settings):
         for issue in client.search_issues(query):
             if "pull_request" in issue:
                 continue
-            entry = found.setdefault(issue["number"], (issue["title"], issue["html_url"], []))
-            entry[2].append(query)
+            found.setdefault(issue["number"], (issue, []))[1].append(query)
     return [
-        Candidate(number, title, url, tuple(queries))
-        for number, (title, url, queries) in sorted(found.items())
+        (Candidate(number, issue["title"], issue["html_url"], tuple(queries)), issue)
+        for number, (issue, queries) in sorted(found.items())
     ]
+
+
+def record_demand(found: list[tuple[Candidate, dict[str, Any]]], tree: Path) -> list[TriagedIssue]:
+    """Triage each issue and record it in the journal with the class it clearly names (the
+    ``propose`` outcome), or with none: a question or an unrelated issue is no demand."""
+    from bot.drafts import load_catalogue
+    from bot.store import Journal, TriagedIssue
+    from bot.triage import PROPOSE, triage_issue
+
+    catalogue = load_catalogue()
+    journal = Journal()
+    recorded = []
+    for candidate, issue in found:
+        triage = triage_issue(issue, tree, catalogue)
+        state = issue.get("state") if issue.get("state") in ("open", "closed") else "unknown"
+        entry = TriagedIssue(
+            number=candidate.number,
+            title=candidate.title,
+            url=candidate.html_url,
+            state=str(state),
+            architecture=triage.architecture if triage.outcome == PROPOSE else None,
+        )
+        journal.record_triaged_issue(entry)
+        recorded.append(entry)
+    return recorded
 
 
 def candidates_path() -> Path:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 from datetime import UTC, datetime, timedelta
 
@@ -11,6 +12,7 @@ import pytest
 from bot.cli import main
 from bot.errors import BotError
 from bot.github import GitHubClient
+from bot.store import Journal
 from bot.tree.fetch import release_tree
 from bot.triage_search import candidates_path, find_candidates, record_candidates
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_TOKEN
@@ -135,10 +137,28 @@ def test_triage_finds_by_signature_and_label(standin, capsys):
     path = record_candidates(found)
     assert path == candidates_path() and str(by_error) in path.read_text()
 
+    named = standin.add_issue(
+        UPSTREAM,
+        None,
+        "[Bug]: EAGLE-3 with gemma-2-9b-it",
+        'vllm serve google/gemma-2-9b-it --speculative-config \'{"method": "eagle3"}\'\n'
+        "RuntimeError: Model does not support EAGLE3 interface",
+    )
     assert main(["triage", "--tree", str(tree), "--json"]) == 0
     out = capsys.readouterr()
     assert f'"number": {by_label}' in out.out
     assert STANDIN_TOKEN not in out.out + out.err
+    # Each issue found was triaged: the one naming a class is demand for that class's finding.
+    triaged = {t.number: t.architecture for t in Journal().triaged_issues()}
+    assert triaged == {by_error: None, by_label: None, named: "Gemma2ForCausalLM"}
+    assert json.loads(out.out)[-1]["architecture"] == "Gemma2ForCausalLM"
+
+
+def test_triage_sweep_needs_a_vllm_tree(standin, tmp_path, capsys):
+    """The workspace root that holds a checkout in vllm/ is not the tree itself."""
+    (tmp_path / "vllm").mkdir()
+    assert main(["triage", "--tree", str(tmp_path)]) == 2
+    assert "not a vLLM tree" in capsys.readouterr().err
 
 
 def test_cli_publish_error_is_one_line_without_token(standin, tmp_path, capsys):

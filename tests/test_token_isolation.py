@@ -45,6 +45,11 @@ def test_imports_vllm():
     assert vllm
 """
 NODE = "tests/test_spy.py::test_imports_vllm"
+DECLARE = (
+    "vllm/model_executor/models/foo.py",
+    "(nn.Module, SupportsPP):",
+    "(nn.Module, SupportsPP, SupportsEagle3):",
+)
 
 
 def _spy_plan(tmp_path: Path, seen: Path) -> Path:
@@ -58,17 +63,7 @@ def _spy_plan(tmp_path: Path, seen: Path) -> Path:
     (repo / "tests").mkdir()
     (repo / "tests" / "test_spy.py").write_text(PROBE_TEST.lstrip())
     base = commit_all(repo)
-    patch = make_patch(
-        repo,
-        base,
-        [
-            (
-                "vllm/model_executor/models/foo.py",
-                "(nn.Module, SupportsPP):",
-                "(nn.Module, SupportsPP, SupportsEagle3):",
-            )
-        ],
-    )
+    patch = make_patch(repo, base, [DECLARE])
     plan = Plan(
         status=READY,
         reason="only the declaration is missing",
@@ -78,6 +73,7 @@ def _spy_plan(tmp_path: Path, seen: Path) -> Path:
         base_commit=base,
         finding=finding_for(repo, "FooForCausalLM"),
         tests={"gpu": [NODE], "cpu": [NODE]},
+        edits=[{"path": "vllm/model_executor/models/foo.py", "kind": "declare-interface"}],
     )
     write_plan_dir(tmp_path / "plan", plan, patch, PR_MARKDOWN)
     return tmp_path / "plan"
@@ -222,6 +218,64 @@ def test_reuse_local_refuses_checks_recorded_for_another_patch(
     assert main(["verify", str(plan_dir), "--gpu", "skip", "--reuse-local"]) == 2
     with pytest.raises(BotError, match="not for this patch.diff"):
         verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
+
+
+def test_verify_refuses_to_run_upstream_code_beside_a_credential_it_started_with(
+    tmp_path: Path,
+) -> None:
+    """A child running as the same user reads /proc/<parent>/environ, whatever environment it
+    was given: `GITHUB_TOKEN=... bot verify` must not run vLLM's code at all."""
+    seen = tmp_path / "seen"
+    plan_dir = _spy_plan(tmp_path, seen)
+    env = {**os.environ, "GITHUB_TOKEN": TOKEN, "BOT_HOME": str(tmp_path / "bot-home")}
+    command = [sys.executable, "-m", "bot", "verify", str(plan_dir), "--gpu", "local"]
+
+    refused = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+    assert refused.returncode == 2, refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bot: "), refused.stderr
+    assert "GITHUB_TOKEN" in lines[0] and "--reuse-local" in lines[0]
+    assert TOKEN not in refused.stderr + refused.stdout
+    assert not seen.exists()
+    assert read_plan_dir(plan_dir).plan.verification is None
+    # Without the credential in its environment the same command runs the spy's test.
+    del env["GITHUB_TOKEN"]
+    ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert list(seen.glob("*.json"))
+
+
+def test_a_hunk_the_recipe_does_not_make_is_never_run(tmp_path: Path, runner_env: Path) -> None:
+    """A plan directory from elsewhere plants code in vllm/__init__.py beside the real fix:
+    the static checks run, nothing from the tree is executed, and verification fails."""
+    seen = tmp_path / "seen"
+    plan_dir = _spy_plan(tmp_path, seen)
+    repo = Path(read_plan_dir(plan_dir).plan.repo_path)
+    init = repo / "vllm" / "__init__.py"
+    init.write_text("# vLLM\n")
+    base = commit_all(repo)
+    patch = make_patch(
+        repo,
+        base,
+        [
+            DECLARE,
+            ("vllm/__init__.py", "# vLLM\n", "# vLLM\n" + SPY.format(out=str(seen))),
+        ],
+    )
+    planned = read_plan_dir(plan_dir)
+    planned.plan.base_commit = base
+    write_plan_dir(plan_dir, planned.plan, patch, planned.pr_markdown)
+
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+
+    assert not seen.exists()
+    checks = {c["name"]: c for c in verification["checks"]}
+    assert checks["confined"]["passed"] is False
+    assert "vllm/__init__.py" in checks["confined"]["detail"]
+    assert checks["rescan"]["passed"] is True  # the static checks still ran
+    assert verification["gpu"]["conclusion"] == "not_run"
+    assert verification["passed"] is False and verification["local_passed"] is False
 
 
 BOT_SOURCES = sorted((Path(__file__).resolve().parents[1] / "bot").rglob("*.py"))

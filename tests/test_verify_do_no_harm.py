@@ -3,7 +3,8 @@
 A small synthetic vLLM tree (a git repository) with one interface gap; each test writes a plan
 whose patch breaks exactly one thing: it does not apply, it leaves the finding, it adds a new
 finding, it does not compile, or it adds a ruff violation. The check named for the problem
-must fail, and the verdict must be a failure.
+must fail, and the verdict must be a failure. A patch the recipe would not make also fails
+``confined`` (and then nothing from the tree runs: tests/test_token_isolation.py).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def verify(tmp_path: Path, edits: list[tuple[str, str, str]], patch: str | None 
         base_commit=base,
         finding=finding_for(repo, "FooForCausalLM"),
         tests={"gpu": [], "cpu": []},
+        edits=[{"path": MODEL, "kind": "declare-interface"}],
     )
     write_plan_dir(tmp_path / "plan", plan, patch or make_patch(repo, base, edits), PR_MARKDOWN)
     return verify_plan(tmp_path / "plan", VerifyOptions(gpu="skip", journal=False))
@@ -77,13 +79,14 @@ def test_the_right_patch_passes_every_local_check(tmp_path: Path) -> None:
     checks = checks_by_name(verification)
     assert [c["name"] for c in verification["checks"]] == [
         "apply",
+        "confined",
         "rescan",
         "py_compile",
         "ruff",
         "cpu-tests",
         "smoke",
     ]
-    for name in ("apply", "rescan", "py_compile", "ruff"):
+    for name in ("apply", "confined", "rescan", "py_compile", "ruff"):
         assert checks[name]["passed"] is True, checks[name]
     assert "FooForCausalLM no longer found" in checks["rescan"]["detail"]
     assert "1 file(s) compile" in checks["py_compile"]["detail"]
@@ -114,7 +117,7 @@ def test_a_patch_that_leaves_the_finding_fails_rescan(tmp_path: Path) -> None:
             )
         ],
     )
-    assert failed(verification) == ["rescan"]
+    assert failed(verification) == ["confined", "rescan"]
     assert (
         "FooForCausalLM (eagle3-interface) is still found after the patch"
         in (checks_by_name(verification)["rescan"]["detail"])
@@ -140,7 +143,7 @@ def test_a_patch_that_brings_a_new_finding_fails_rescan(tmp_path: Path) -> None:
             ),
         ],
     )
-    assert failed(verification) == ["rescan"]
+    assert failed(verification) == ["confined", "rescan"]
     detail = checks_by_name(verification)["rescan"]["detail"]
     assert detail == f"new findings after the patch: BarForCausalLM in {MODEL} (eagle3-interface)"
 
@@ -166,6 +169,6 @@ def test_a_patch_that_adds_a_ruff_violation_fails_ruff(tmp_path: Path) -> None:
     verification = verify(
         tmp_path, [(MODEL, *DECLARE), (MODEL, init, init + "        unused = 1\n")]
     )
-    assert failed(verification) == ["ruff"]
+    assert failed(verification) == ["confined", "ruff"]
     assert checks_by_name(verification)["ruff"]["detail"] == f"new ruff violations: F841 in {MODEL}"
     assert verification["local_passed"] is False

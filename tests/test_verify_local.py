@@ -120,6 +120,7 @@ def synthetic_plan(tmp_path: Path, *, fixes: bool = True, branch: str | None = N
         base_commit=base,
         finding=finding_for(repo, "FooForCausalLM"),
         tests={"gpu": [GPU_NODE], "cpu": []},
+        edits=[{"path": "vllm/model_executor/models/foo.py", "kind": "declare-interface"}],
         branch=branch,
     )
     plan_dir = tmp_path / "plan"
@@ -163,12 +164,14 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
     checks = checks_by_name(verification)
     assert [c["name"] for c in verification["checks"]] == [
         "apply",
+        "confined",
         "rescan",
         "py_compile",
         "ruff",
         "cpu-tests",
         "smoke",
     ]
+    assert checks["confined"]["passed"] is True, checks["confined"]
     assert checks["rescan"]["passed"] is True
     assert "Qwen3NextForCausalLM no longer found" in checks["rescan"]["detail"]
     assert checks["py_compile"]["passed"] is True
@@ -190,7 +193,7 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
     assert "| cpu-tests | ✅ passed | before the patch: failure; after the patch: success" in body
     assert "| smoke | ✅ passed |" in body
     proposal = Journal().proposals()[0]
-    assert proposal.plan["verification"]["checks"][4]["passed"] is True
+    assert proposal.plan["verification"]["checks"][5]["passed"] is True
     # The cached tree is untouched and no worktree is left behind.
     assert git.Repo(tree).git.status("--porcelain") == ""
     assert len(worktrees(tree)) == 1

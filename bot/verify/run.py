@@ -16,9 +16,11 @@ from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.redact import redact
+from bot.subprocess_env import credentials_children_can_read
 from bot.tree.worktree import scratch_worktree
 from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
+from bot.verify.confine import confinement_check
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
@@ -64,6 +66,7 @@ def verify_plan(
             raise BotError("--reuse-local runs nothing here: use it with --gpu dispatch or skip")
         local_checks, local_gpu = _recorded_checks(loaded), {}
     else:
+        _refuse_beside_credentials(options)
         local_checks, local_gpu = _local_stage(loaded, options, gpu_tests)
     local_ok = all(c.passed is not False for c in local_checks)
     if not local_ok:
@@ -89,6 +92,22 @@ def exit_code(verification: dict[str, Any]) -> int:
     return 0 if verification.get("local_passed") and gpu.get("mode") == "skip" else 1
 
 
+def _refuse_beside_credentials(options: VerifyOptions) -> None:
+    """The local stage runs vLLM's code as this user; such code can read the environment this
+    process started with, whatever its own environment is. So no credential may be in it."""
+    if not (options.runtime or options.gpu == "local"):
+        return
+    names = credentials_children_can_read()
+    if names:
+        listed = ", ".join(names)
+        unset = " ".join(f"-u {name}" for name in names)
+        raise BotError(
+            f"bot verify runs vLLM's code, which could read {listed} from this process's "
+            f"environment: run it without (`env {unset} bot verify ...`), then publish or "
+            "dispatch the GPU test with `bot verify --reuse-local --gpu dispatch`"
+        )
+
+
 def _local_stage(
     loaded: PlanDir, options: VerifyOptions, gpu_tests: list[str]
 ) -> tuple[list[Check], dict[str, Any]]:
@@ -101,7 +120,7 @@ def _local_stage(
     ):
         patch_file = Path(tmp) / "patch.diff"
         patch_file.write_text(loaded.patch, encoding="utf-8")
-        return _checks_in_tree(plan, options, gpu_tests, tree, patch_file)
+        return _checks_in_tree(loaded, options, gpu_tests, tree, patch_file)
 
 
 def _recorded_checks(loaded: PlanDir) -> list[Check]:
@@ -126,21 +145,27 @@ def _recorded_checks(loaded: PlanDir) -> list[Check]:
 
 
 def _checks_in_tree(
-    plan: Plan, options: VerifyOptions, gpu_tests: list[str], tree: Path, patch_file: Path
+    loaded: PlanDir, options: VerifyOptions, gpu_tests: list[str], tree: Path, patch_file: Path
 ) -> tuple[list[Check], dict[str, Any]]:
+    plan = loaded.plan
     work = patch_file.parent
     files = scratch.touched_files(tree, patch_file)
+    confined = confinement_check(loaded, tree, patch_file, files)
+    # Nothing from the tree is run unless the patch is exactly what the recipe makes.
+    runs_code = confined.passed is True
     before = _scan_keys(tree)
     ruff_before = checks.ruff_violations(tree, files)
     before_run = None
-    if options.gpu == "local" and options.before:
+    if options.gpu == "local" and options.before and runs_code:
         before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree)
-    stage = runtime.RuntimeStage.prepare(plan, options.runtime)
+    stage = runtime.RuntimeStage.prepare(
+        plan, options.runtime and runs_code, why_off=None if runs_code else confined.detail
+    )
     stage.run_before(tree, patch_file, work)
     failure = scratch.apply_patch(tree, patch_file)
     if failure:
         return [Check("apply", False, failure)], {}
-    result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}")]
+    result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}"), confined]
     after = _scan_keys(tree, follow_ups_of=plan.class_name)
     if isinstance(before, str) or isinstance(after, str):
         reason = before if isinstance(before, str) else after
@@ -153,7 +178,9 @@ def _checks_in_tree(
     if (evidence := evidence_check(plan.recipe, result)) is not None:
         result.append(evidence)
     local_gpu: dict[str, Any] = {}
-    if options.gpu == "local":
+    if options.gpu == "local" and not runs_code:
+        local_gpu = {"mode": "local", "conclusion": "not_run", "log_excerpt": confined.detail}
+    elif options.gpu == "local":
         after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
         local_gpu = _local_result(after_run, before_run)
     return result, local_gpu

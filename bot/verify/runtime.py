@@ -36,11 +36,11 @@ class RuntimeStage:
     smoke_reference: smoke.SmokeRun | None = None
 
     @classmethod
-    def prepare(cls, plan: Plan, enabled: bool = True) -> RuntimeStage:
+    def prepare(cls, plan: Plan, enabled: bool = True, why_off: str | None = None) -> RuntimeStage:
         """The environment for the plan's release (built now if missing), or why there is none."""
         cpu_tests = list(plan.tests.get("cpu", []))
         if not enabled:
-            return cls(plan, None, "the runtime checks were turned off", cpu_tests)
+            return cls(plan, None, why_off or "the runtime checks were turned off", cpu_tests)
         if not plan.vllm_version:
             why = "the plan names no vLLM release, so there is no environment to run it in"
             return cls(plan, None, why, cpu_tests)
