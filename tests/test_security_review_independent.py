@@ -14,6 +14,7 @@ LOW = defence in depth.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -686,3 +687,141 @@ def test_a_foreign_commit_already_on_the_fork_branch_is_never_proposed(
         result = None
     heads = [p["head"]["sha"] for p in upstream_standin.pulls(UPSTREAM)]
     assert foreign not in heads, (result, heads)
+
+
+# --- more of the same families -----------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="LOW: the self-hosted GPU runner reuses .venv across runs (`python3 -m venv .venv` "
+    "keeps site-packages), so one run's upstream code can plant a .pth that runs in the next "
+    "run's gpu-guard",
+)
+def test_the_gpu_runner_starts_every_run_from_a_fresh_environment() -> None:
+    steps = _workflows()["gpu-verify.yml"]["jobs"]["gpu-test"]["steps"]
+    install = next(s for s in steps if "venv" in str(s.get("run", "")))
+    assert "--clear" in install["run"] or "rm -rf .venv" in install["run"]
+
+
+def test_the_dashboard_refuses_rebinding_hosts_and_cross_site_logout(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    from bot.dashboard.app import DashboardSettings, create_app
+    from bot.store import Journal
+
+    settings = DashboardSettings(
+        as_login="alice",
+        maintainers=frozenset({"alice"}),
+        api_url="http://127.0.0.1:9/unused",
+        secret_key="s",
+        allowed_hosts=(),
+    )
+    client = TestClient(
+        create_app(Journal(tmp_path / "j.sqlite3"), settings), base_url="http://127.0.0.1:8765"
+    )
+    for host in ("evil.example", "127.0.0.1.nip.io", "localhost.evil.example", "0x7f000001"):
+        assert client.get("/", headers={"Host": host}).status_code == 400, host
+    # Logging out is a POST with the session's CSRF token: a link or a forged form cannot.
+    assert client.get("/logout").status_code in (404, 405)
+    assert client.post("/logout", data={"csrf": "guess"}).status_code == 403
+    page = client.get("/")
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert page.headers["x-content-type-options"] == "nosniff"
+    assert "<script" not in client.get("/api/docs").text.lower()
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "        trust_remote_code=1,\n",
+        '        trust_remote_code="yes",\n',
+        '        **{"trust_remote_code": True},\n',
+    ],
+)
+def test_trust_remote_code_cannot_be_spelled_another_way(seed, upstream_standin, planted) -> None:
+    from tests.test_security_review import _ENTRY_END, REGISTRY, _rewrite
+
+    plan_dir, work_dir = seed
+    _rewrite(plan_dir, REGISTRY, lambda s: s.replace(_ENTRY_END, planted + _ENTRY_END, 1))
+    with pytest.raises(BotError, match="trust_remote_code|not a literal|comes from neither"):
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    _nothing_pushed(upstream_standin)
+
+
+@pytest.mark.vllm_tree
+def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> None:
+    """A plan can claim the eagle3-enable recipe's smoke evidence it never produced (plan.json
+    is the artifact's); what stands between that and a reviewable PR is the draft state until
+    the GPU runner (which re-runs the smoke check) passes."""
+    from bot.propose import branch_name
+
+    plan_dir, work_dir = seed
+    data = json.loads((plan_dir / "plan.json").read_text())
+    recipe = "eagle3-enable"
+    data.update(
+        recipe=recipe,
+        branch=branch_name(recipe, data["class_name"], None),
+        fingerprint=f"{recipe}:{data['class_name']}:{data['base_commit'][:12]}",
+    )
+    data["verification"]["checks"].append({"name": "smoke", "passed": True, "detail": "claimed"})
+    (plan_dir / "plan.json").write_text(json.dumps(data))
+    result = publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+    assert result.action == "opened"
+    (pull,) = upstream_standin.pulls(UPSTREAM)
+    assert pull["draft"] is True
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.xfail(
+    strict=True,
+    reason="LOW: plan.issue_comment reaches the upstream issue with links and images intact "
+    "(only newlines, <, > and @ are filtered)",
+)
+def test_the_issue_comment_carries_no_link_from_the_artifact(seed, upstream_standin) -> None:
+    plan_dir, work_dir = seed
+    _set_plan(
+        plan_dir,
+        issue_comment="it fixes a [security advisory](https://evil.example/advisory) too.",
+    )
+    with contextlib.suppress(BotError):
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+    bodies = [c["body"] for c in upstream_standin.comments(UPSTREAM, 33329)]
+    assert not [b for b in bodies if "evil.example" in b]
+
+
+def _planted_lock(standin, date: str) -> None:
+    repo = git.Repo(standin.state.repos[FORK].git_dir)
+    identity = {
+        "GIT_AUTHOR_NAME": "m",
+        "GIT_AUTHOR_EMAIL": "m@example.invalid",
+        "GIT_COMMITTER_NAME": "m",
+        "GIT_COMMITTER_EMAIL": "m@example.invalid",
+        "GIT_COMMITTER_DATE": date,
+        "GIT_AUTHOR_DATE": date,
+    }
+    empty_tree = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+    lock = repo.git.commit_tree(empty_tree, "-m", "lock", env={**os.environ, **identity})
+    repo.git.update_ref("refs/heads/bot-publish-lock", lock)
+
+
+@pytest.mark.vllm_tree
+def test_a_stale_publish_lock_is_broken(seed, upstream_standin) -> None:
+    plan_dir, work_dir = seed
+    _planted_lock(upstream_standin, "2001-01-01 00:00:00 +0000")
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    assert result.action == "opened", result.message
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.xfail(
+    strict=True,
+    reason="LOW: a publish lock commit dated in the future never expires (age < 0 < TTL): "
+    "anyone who can push to the fork stops every publish",
+)
+def test_a_future_dated_publish_lock_expires(seed, upstream_standin) -> None:
+    plan_dir, work_dir = seed
+    _planted_lock(upstream_standin, "2099-12-31 00:00:00 +0000")
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    assert result.action == "opened", result.message
