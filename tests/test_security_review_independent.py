@@ -825,3 +825,66 @@ def test_a_future_dated_publish_lock_expires(seed, upstream_standin) -> None:
     _planted_lock(upstream_standin, "2099-12-31 00:00:00 +0000")
     result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
     assert result.action == "opened", result.message
+
+
+# --- drafts: the Hub is data -------------------------------------------------------------------
+
+
+@pytest.mark.vllm_tree
+def test_an_issue_cannot_pick_an_unreviewed_draft() -> None:
+    """The issue's speculative config names a draft (triage passes it on as preferred): only a
+    reviewed catalogue entry for the same architecture may be used."""
+    from bot.drafts import load_catalogue
+    from bot.registry_plan import plan_registry_entry
+    from bot.tree.fetch import release_tree
+
+    tree = release_tree("0.23.0")
+    arch = "Qwen3NextForCausalLM"
+    plain, _ = plan_registry_entry(tree, arch, load_catalogue())
+    named, _ = plan_registry_entry(tree, arch, load_catalogue(), "mallory/Qwen3-Next-EAGLE3")
+    assert plain is not None and named is not None
+    assert named == plain and "mallory" not in json.dumps(named.to_json())
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.xfail(
+    strict=True,
+    reason="MEDIUM: a user catalogue written by `bot drafts refresh` before the reviewed flag "
+    "existed has no `reviewed` key, which loads as reviewed: the Hub card decides the entry",
+)
+def test_a_hub_entry_from_an_older_refresh_is_not_reviewed(
+    seed, upstream_standin, monkeypatch, tmp_path: Path
+) -> None:
+    from tests.test_security_review import REGISTRY, _rewrite
+
+    plan_dir, work_dir = seed
+    hub_draft = "hub-user/Qwen3-Next-DFlash-b"
+    _rewrite(
+        plan_dir,
+        REGISTRY,
+        lambda s: s.replace("z-lab/Qwen3-Coder-Next-DFlash", hub_draft, 1).replace(
+            '        "Qwen/Qwen3-Coder-Next",\n        speculative_model=',
+            '        "hub-user/Qwen3-Next-Base",\n        speculative_model=',
+            1,
+        ),
+    )
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
+    old_refresh = {  # the shape `bot drafts refresh` wrote at 05abd9e: no `reviewed` key
+        "schema": 1,
+        "note": "refreshed",
+        "entries": [
+            {
+                "repo_id": hub_draft,
+                "method": "dflash",
+                "target_repo_id": "hub-user/Qwen3-Next-Base",
+                "target_arch": "Qwen3NextForCausalLM",
+                "source": f"hub https://huggingface.co: {hub_draft} config.json and model card",
+                "available": True,
+            }
+        ],
+    }
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "drafts.json").write_text(json.dumps(old_refresh))
+    with pytest.raises(BotError, match="unreviewed|not in the bot's draft catalogue"):
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    _nothing_pushed(upstream_standin)
