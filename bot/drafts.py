@@ -57,7 +57,10 @@ class DraftEntry:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> DraftEntry:
+    def from_dict(cls, data: dict[str, Any], *, reviewed_unless_said: bool = True) -> DraftEntry:
+        """``reviewed_unless_said``: what an entry without a ``reviewed`` key is (the shipped
+        file: reviewed; the user's file, which an older ``bot drafts refresh`` wrote without the
+        key: not, so a Hub card never decides a registry entry)."""
         try:
             return cls(
                 repo_id=str(data["repo_id"]),
@@ -66,7 +69,7 @@ class DraftEntry:
                 target_arch=_optional_str(data.get("target_arch")),
                 source=str(data.get("source", "")),
                 available=bool(data.get("available", True)),
-                reviewed=data.get("reviewed", True) is True,
+                reviewed=data.get("reviewed", reviewed_unless_said) is True,
             )
         except (KeyError, TypeError) as exc:
             raise BotError(f"malformed draft catalogue entry: missing {exc}") from None
@@ -216,17 +219,23 @@ def read_catalogue_file(path: Path) -> list[DraftEntry]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise BotError(f"cannot read draft catalogue {path}: {exc.strerror}") from None
-    return _entries_from_text(text, str(path))
+    return _entries_from_text(text, str(path), reviewed_unless_said=False)
 
 
-def _entries_from_text(text: str, where: str) -> list[DraftEntry]:
+def _entries_from_text(
+    text: str, where: str, *, reviewed_unless_said: bool = True
+) -> list[DraftEntry]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise BotError(f"draft catalogue {where} is not valid JSON (line {exc.lineno})") from None
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise BotError(f"draft catalogue {where} has no 'entries' list")
-    return [DraftEntry.from_dict(item) for item in data["entries"] if isinstance(item, dict)]
+    return [
+        DraftEntry.from_dict(item, reviewed_unless_said=reviewed_unless_said)
+        for item in data["entries"]
+        if isinstance(item, dict)
+    ]
 
 
 def catalogue_json(entries: Iterable[DraftEntry], note: str) -> str:

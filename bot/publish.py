@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import html
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ from bot.publish_checks import (
     commit_message,
 )
 from bot.publish_lock import fork_lock
+from bot.verify.dispatch import WORKFLOW_FILE as GPU_WORKFLOW_FILE
 from bot.verify.evidence import require_evidence
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
@@ -218,6 +220,13 @@ def publish_plan(
         message=commit_message(planned, settings.git_name, settings.git_email),
         check_tree=lambda changes: check_confined(planned, changes),
     )
+    if commit.human_edited and not open_pulls:
+        # Its commits are not ours and were never checked: a PR from it would propose them.
+        raise BotError(
+            f"the fork's branch {plan.branch} already holds commits the bot did not make and "
+            "no open PR of ours uses it; refusing to open a PR from it (delete the branch to "
+            "let the bot start it afresh)"
+        )
     pushed = push_branch(commit, work_dir, settings)
     if open_pulls:
         return _update(client, settings, plan, open_pulls[0], title, body, commit, pushed)
@@ -230,7 +239,7 @@ def publish_plan(
                 body=body,
                 head=head,
                 base=client.default_branch(plan.upstream),
-                draft=not _verified(plan),
+                draft=not _verified(plan, client, settings),
                 marker=marker,
                 repo=plan.upstream,
             )
@@ -322,7 +331,7 @@ def _update(
     if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
         pull = client.edit_pull(pull["number"], title=title, body=body, repo=plan.upstream)
         changes.append("updated title/body")
-    if _verified(plan) and pull.get("draft"):
+    if pull.get("draft") and _verified(plan, client, settings):
         client.mark_ready_for_review(pull["number"], repo=plan.upstream)
         pull = client.get_pull(pull["number"], repo=plan.upstream)
         changes.append("marked ready for review")
@@ -361,10 +370,16 @@ def _comment_on_issue(
     )
 
 
+# What a recipe's sentence is made of: words, code spans, punctuation. No link, image, HTML,
+# mention or line break can be spelled with these.
+_PLAIN_SENTENCE = re.compile(r"[\w `.,;:'()+-]+")
+
+
 def _fix_wording(plan: Plan) -> str:
     """The recipe's sentence from the plan; one line, no HTML, no mentions, else a plain one."""
     wording = (plan.issue_comment or "").strip()
-    if not wording or len(wording) > 300 or any(ch in wording for ch in "\n\r<>@"):
+    plain = _PLAIN_SENTENCE.fullmatch(wording) and "www." not in wording.lower()  # autolinked
+    if not wording or len(wording) > 300 or not plain:
         subject = html.escape(plan.class_name or "the model class")
         return f"it changes `{subject}`."
     return wording
@@ -396,8 +411,33 @@ def _result(
     return PublishResult(action, pull["number"], pull.get("html_url"), comment_url, message)
 
 
-def _verified(plan: Plan) -> bool:
-    return bool(plan.verification and plan.verification.get("passed") is True)
+def _verified(plan: Plan, client: GitHubClient, settings: GitHubSettings) -> bool:
+    """Verification passed, on a GPU run GitHub confirms: the plan directory is no witness of
+    its own (an artifact can say ``passed``), so a PR leaves draft only when the run it names is
+    the bot repository's gpu-verify workflow, finished with success, for the recorded request.
+    A local GPU run is the operator's word, taken only outside GitHub Actions (where the plan
+    comes from another job, which ran no GPU test)."""
+    verification = plan.verification or {}
+    gpu = verification.get("gpu")
+    if verification.get("passed") is not True or not isinstance(gpu, dict):
+        return False
+    if gpu.get("mode") == "local":
+        return os.environ.get("GITHUB_ACTIONS") != "true"
+    run_id, request_id = gpu.get("run_id"), gpu.get("request_id")
+    if gpu.get("mode") != "dispatch" or not settings.bot_repo:
+        return False
+    if not isinstance(run_id, int) or isinstance(run_id, bool) or not isinstance(request_id, str):
+        return False
+    try:
+        run = client.get_workflow_run(settings.bot_repo, run_id)
+    except BotError:
+        return False
+    return (
+        run.get("status") == "completed"
+        and run.get("conclusion") == "success"
+        and str(run.get("path") or "").endswith(f"/{GPU_WORKFLOW_FILE}")
+        and request_id in str(run.get("display_title") or "").split()
+    )
 
 
 def _body_sha(body: str) -> str | None:

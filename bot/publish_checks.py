@@ -35,10 +35,13 @@ _TRAILER_WORD = re.compile(r"(?i)[a-z0-9]-by\s*:|co-authored|signed-off|change-i
 # pr.md's body outside code: no @mention, no trailer, no closing keyword for another issue.
 _FENCED = re.compile(r"(?ms)^[ ]{0,3}(`{3,}|~{3,}).*?^[ ]{0,3}\1[`~]*[ \t]*$")
 _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
-_QUESTION_MENTION = re.compile(r"(?<![\w.+-])@[A-Za-z0-9]")
-_MENTION = re.compile(r"(?<![\w`/.+-])@[A-Za-z0-9]")
+# ``_`` is no word character to GitHub's mentions (``_@login_`` pings); ``&#64;`` is an @.
+_AT = r"(?:@|&#0*64;|&#x0*40;)"
+_QUESTION_MENTION = re.compile(r"(?i)(?<![A-Za-z0-9.+-])" + _AT + r"[A-Za-z0-9]")
+_MENTION = re.compile(r"(?i)(?<![A-Za-z0-9`/.+-])" + _AT + r"[A-Za-z0-9]")
 _CLOSES = re.compile(
-    r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*((?:[\w.-]+/[\w.-]+)?#\d+)"
+    r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*"
+    r"((?:[\w.-]+/[\w.-]+)?#\d+|https?://\S+?/(?:issues|pull)/\d+)"
 )
 
 
@@ -141,8 +144,11 @@ def check_pr_body(planned: PlanDir) -> None:
     elif any(_TRAILER_WORD.search(line) for line in prose.splitlines()):
         problem = "trailer-looking text"
     else:
-        allowed = f"#{planned.plan.issue_number}" if planned.plan.issue_number else None
-        closes = [ref for ref in _CLOSES.findall(prose) if ref != allowed]
+        number, upstream = planned.plan.issue_number, planned.plan.upstream
+        allowed = (
+            {f"#{number}", f"https://github.com/{upstream}/issues/{number}"} if number else set()
+        )
+        closes = [ref for ref in _CLOSES.findall(prose) if ref not in allowed]
         if closes:
             problem = f"a closing keyword for {closes[0][:60]}"
     if problem:

@@ -87,7 +87,8 @@ def fork_lock(
             if unexplained >= 3:
                 raise BotError("taking the fork's publish lock failed: the push was refused")
             continue
-        if _age(repo, settings, holder) > ttl:
+        # A lock dated in the future (a skewed clock, or planted) must expire too: by |age|.
+        if abs(_age(repo, settings, holder)) > ttl:
             _push(repo, settings, f"--force-with-lease={_LOCK_REF}:{holder}", f":{_LOCK_REF}")
             continue
         if not may_wait(_POLL_SECONDS):

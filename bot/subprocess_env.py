@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
+import subprocess
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from bot.errors import BotError
 
 _KEEP = frozenset(
     {
@@ -85,7 +89,7 @@ def upstream_code_env(home: Path, extra: Mapping[str, str] | None = None) -> dic
         name: value
         for name, value in minimal_env().items()
         if name not in _BOT_DIRS
-        and not name.startswith("XDG_")
+        and not name.startswith(("XDG_", "PIP_"))  # an index URL may carry a credential
         and (name == "PATH" or not _names_a_place_in(value, real_homes))
     }
     env.update(
@@ -119,8 +123,10 @@ def _names_a_place_in(value: str, homes: set[str]) -> bool:
 
 
 # Names of variables that hold a credential (the allow-list above drops more, e.g. ``*_KEY``
-# fingerprints; these are the ones worth refusing to run next to).
+# fingerprints; these are the ones worth refusing to run next to), and a URL carrying one
+# (``PIP_INDEX_URL=https://user:token@host/simple``, pip's documented form).
 _CREDENTIAL_MARKERS = ("TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "API_KEY", "PRIVATE_KEY")
+_URL_WITH_CREDENTIAL = re.compile(r"://[^/\s@:]+:[^/\s@]+@")
 
 
 def credentials_children_can_read() -> list[str]:
@@ -139,5 +145,41 @@ def credentials_children_can_read() -> list[str]:
     return sorted(
         name
         for name, value in started_with.items()
-        if value and any(marker in name.upper() for marker in _CREDENTIAL_MARKERS)
+        if value
+        and (
+            any(marker in name.upper() for marker in _CREDENTIAL_MARKERS)
+            or _URL_WITH_CREDENTIAL.search(value)
+        )
     )
+
+
+def refuse_beside_credentials(what: str) -> None:
+    """Raise (names only, never values) if code started now could read a credential of ours."""
+    names = credentials_children_can_read()
+    if names:
+        listed = ", ".join(names)
+        unset = " ".join(f"-u {name}" for name in names)
+        raise BotError(
+            f"{what} runs upstream code, which could read {listed} from this process's "
+            f"environment (same user: /proc/<pid>/environ); run it without them "
+            f"(`env {unset} bot ...`)"
+        )
+
+
+def run_upstream_code(
+    command: list[str], *, cwd: Path, extra: Mapping[str, str], timeout: float | None
+) -> subprocess.CompletedProcess[str]:
+    """Run a process that executes upstream code (pytest on a vLLM tree, the smoke harness):
+    never beside a credential it could read, with a scratch ``HOME`` and the minimal
+    environment plus ``extra``. Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``."""
+    refuse_beside_credentials(f"`{Path(command[0]).name} {' '.join(command[1:3])}`")
+    with scratch_home() as home:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=upstream_code_env(home, extra),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )

@@ -17,6 +17,7 @@ from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
 
 pytestmark = pytest.mark.vllm_tree
+BOT_REPO = "example/bot"
 
 BRANCH = "bot/eagle3-interface/qwen3-next-for-causal-lm"
 TITLE = "[Model][Spec Decode] Declare SupportsEagle3 on Qwen3NextForCausalLM"
@@ -110,15 +111,37 @@ def test_closed_unmerged_pr_is_never_reopened(seed, github_standin):
     assert _publish(plan_dir, work_dir).action == "merged"
 
 
-def test_body_change_updates_in_place_and_verification_marks_ready(seed, github_standin):
+def _successful_gpu_run(standin, monkeypatch) -> dict:
+    """A gpu-verify run on the bot's repository, dispatched and finished with success, as
+    `bot verify --gpu dispatch` records it."""
+    from bot.github import GitHubClient
+
+    monkeypatch.setenv("BOT_REPO", BOT_REPO)
+    standin.add_repo(BOT_REPO)
+    standin.set_run_name(BOT_REPO, "gpu-verify.yml", "gpu-verify {request_id}")
+    GitHubClient().dispatch_workflow(BOT_REPO, "gpu-verify.yml", "main", {"request_id": "r1"})
+    (run,) = standin.runs()
+    standin.complete_run(run["id"], "success")
+    return {"mode": "dispatch", "conclusion": "success", "run_id": run["id"], "request_id": "r1"}
+
+
+def test_body_change_updates_in_place_and_verification_marks_ready(
+    seed, github_standin, monkeypatch
+):
     plan_dir, work_dir = seed
     opened = _publish(plan_dir, work_dir)
     changed = _publish(plan_dir, work_dir, reviewer="maintainer2")
     assert changed.action == "updated" and changed.pr_number == opened.pr_number
     assert "@maintainer2" in github_standin.pulls(UPSTREAM)[0]["body"]
 
+    # A passed verification alone is the plan's word: the PR stays a draft.
     plan = read_plan_dir(plan_dir).plan
     plan.verification = {**plan.verification, "passed": True}
+    update_plan(plan_dir, plan)
+    assert _publish(plan_dir, work_dir, reviewer="maintainer2").action == "unchanged"
+    assert github_standin.pulls(UPSTREAM)[0]["draft"] is True
+    # The GPU run it names, finished with success on the bot's repository, makes it ready.
+    plan.verification["gpu"] = _successful_gpu_run(github_standin, monkeypatch)
     update_plan(plan_dir, plan)
     ready = _publish(plan_dir, work_dir, reviewer="maintainer2")
     assert ready.action == "updated"

@@ -3,8 +3,9 @@
 Each test is one attack, tried for real: the real ``bot`` command in a subprocess, the real
 publisher against the GitHub stand-in on 127.0.0.1 with real git repositories, the recipes'
 real publish rules on code the recipes' own codemods wrote. A defended attack is a plain test
-that asserts the defence; a break that stands today is ``xfail(strict=True)`` with its severity
-in the reason, so it turns red (XPASS) the day it is fixed and the marker must come off.
+that asserts the defence. The review found eleven breaks (no HIGH; five MEDIUM, six LOW), first
+committed as ``xfail(strict=True)``; each is fixed and its test now asserts the defence (the
+list, with the fixes, is in the commit that removed the markers).
 
 Severity: HIGH = an outsider (issue author, PR author, fork owner) gets code run with a token or
 makes the bot publish what no maintainer approved; MEDIUM = the same given an unusual local setup
@@ -153,11 +154,6 @@ def test_the_enable_rule_refuses_code_around_the_decoder_edit(
         _enable_rule(enable_edit, after.replace(old, new, 1))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM: enable-decoder-and-declare never compares the target class's decorators; "
-    "a tampered artifact runs code at import of the model module",
-)
 def test_the_enable_rule_refuses_a_decorator_on_the_target_class(
     enable_edit: dict[str, Any],
 ) -> None:
@@ -191,20 +187,11 @@ def test_the_pr_body_filter_refuses_the_plain_forms(body: str) -> None:
         _body_check(body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: a closing keyword with the issue's URL passes pr.md's filter "
-    "(GitHub closes that issue on merge)",
-)
 def test_the_pr_body_filter_refuses_a_closing_keyword_with_an_issue_url() -> None:
     with pytest.raises(BotError, match="closing keyword"):
         _body_check("Fixes https://github.com/vllm-project/vllm/issues/1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: `_@login_` (emphasis) passes pr.md's @mention filter; GitHub renders a mention",
-)
 def test_the_pr_body_filter_refuses_an_emphasised_mention() -> None:
     with pytest.raises(BotError, match="@mention"):
         _body_check("Thanks _@octocat_ for the report")
@@ -245,69 +232,78 @@ SECRETS = {
 PIP_INDEX_URL = "https://bot:pypi-indextoken0123456789@index.invalid/simple"
 
 
-def _run_planted_tests(tmp_path: Path) -> dict[str, Any]:
-    """`bot gpu-test` (the runner's and `bot verify --gpu local`'s pytest) on a tree whose test
-    is hostile, started with every credential a runner or an operator's shell may hold."""
+def _planted_tree(tmp_path: Path) -> tuple[Path, Path]:
     tree = tmp_path / "tree"
     (tree / "tests").mkdir(parents=True)
     loot = tmp_path / "loot.json"
-    planted = f"LOOT = {str(loot)!r}\n" + PLANTED_TEST
-    (tree / "tests" / "test_planted.py").write_text(planted)
-    env = {
-        **os.environ,
-        **SECRETS,
-        "GITHUB_ENV": str(tmp_path / "github_env"),
-        "GITHUB_OUTPUT": str(tmp_path / "github_output"),
-        "PIP_INDEX_URL": PIP_INDEX_URL,
-    }
-    result = _bot(
+    (tree / "tests" / "test_planted.py").write_text(f"LOOT = {str(loot)!r}\n" + PLANTED_TEST)
+    return tree, loot
+
+
+def _gpu_test(tmp_path: Path, tree: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """`bot gpu-test`: the runner's (and `bot verify --gpu local`'s) pytest on ``tree``."""
+    junit = str(tmp_path / "junit.xml")
+    return _bot(
         "gpu-test",
         "--cwd",
         str(tree),
         "--tests",
         "tests/test_planted.py",
         "--junit",
-        str(tmp_path / "junit.xml"),
+        junit,
         env=env,
     )
+
+
+def _run_planted_tests(tmp_path: Path) -> dict[str, Any]:
+    """The hostile test, started with the runner's command files and variables that are no
+    credential (a job's environment without its secrets)."""
+    tree, loot = _planted_tree(tmp_path)
+    env = {
+        **os.environ,
+        "GITHUB_ENV": str(tmp_path / "github_env"),
+        "GITHUB_OUTPUT": str(tmp_path / "github_output"),
+        "ACTIONS_STEP_DEBUG": "true",
+        "PIP_INDEX_URL": "https://index.invalid/simple",
+    }
+    result = _gpu_test(tmp_path, tree, env)
     if not loot.is_file():
         pytest.fail(f"the planted test did not run: {result.stdout[-500:]} {result.stderr[-500:]}")
     return json.loads(loot.read_text())
 
 
-def test_upstream_code_sees_no_credential_in_its_own_environment(tmp_path: Path) -> None:
+def test_upstream_code_sees_no_runner_variable_and_a_scratch_home(tmp_path: Path) -> None:
     loot = _run_planted_tests(tmp_path)
     env = loot["env"]
-    seen = json.dumps({k: v for k, v in env.items() if not k.startswith("PIP_")})
-    leaked = [name for name, value in SECRETS.items() if value in seen]
-    assert leaked == []
     assert not {"GITHUB_ENV", "GITHUB_OUTPUT"} & set(env)
-    assert not [k for k in env if k.startswith(("ACTIONS_", "GITHUB_"))]
+    assert not [k for k in env if k.startswith(("ACTIONS_", "GITHUB_", "PIP_"))]
     # A scratch HOME: no ~/.git-credentials, ~/.netrc, gh or Hugging Face token files.
     assert loot["home"] != os.path.expanduser("~")
     assert not loot["home"].startswith(os.path.expanduser("~") + os.sep)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: PIP_* passes the allow-list whatever it holds; an index URL's credentials "
-    "reach upstream code",
+@pytest.mark.parametrize(
+    "secrets",
+    [
+        SECRETS,
+        {"GITHUB_TOKEN": STANDIN_TOKEN},
+        {"HF_TOKEN": SECRETS["HF_TOKEN"]},
+        {"PIP_INDEX_URL": PIP_INDEX_URL},  # not named like a secret: the URL carries one
+    ],
+    ids=["all", "github", "hub", "index-url"],
 )
-def test_upstream_code_sees_no_package_index_credential(tmp_path: Path) -> None:
-    loot = _run_planted_tests(tmp_path)
-    passed_on = "pypi-indextoken" in json.dumps(loot["env"])
-    assert not passed_on, "PIP_INDEX_URL's credentials reached the planted test"
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM (known, confirmed): upstream code run by the bot reads the bot process's "
-    "own GITHUB_TOKEN from /proc/<ppid>/environ (same OS user)",
-)
-def test_upstream_code_cannot_read_the_token_from_its_parent(tmp_path: Path) -> None:
-    loot = _run_planted_tests(tmp_path)
-    readable = STANDIN_TOKEN in loot["parent"]  # never printed: the dump holds every secret
-    assert not readable, "the planted test read GITHUB_TOKEN from its parent's environ"
+def test_upstream_code_never_starts_beside_a_credential_it_could_read(
+    tmp_path: Path, secrets: dict[str, str]
+) -> None:
+    """A child running as the same user reads its parent's /proc/<pid>/environ whatever
+    environment it is given, so the bot refuses to start upstream code at all."""
+    tree, loot = _planted_tree(tmp_path)
+    result = _gpu_test(tmp_path, tree, {**os.environ, **secrets})
+    _one_line_exit_2(result)
+    assert not loot.exists()
+    for name, value in secrets.items():
+        assert name in result.stderr
+        assert value not in result.stderr + result.stdout
 
 
 @pytest.mark.parametrize(
@@ -628,11 +624,6 @@ def test_a_patch_changed_after_approval_is_not_published(seed, upstream_standin)
 
 
 @pytest.mark.vllm_tree
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM (known, confirmed): a tampered verification.passed=true in the artifact "
-    "makes the first publish ready for review before any GPU run",
-)
 def test_a_claimed_verification_does_not_open_a_ready_pr(seed, upstream_standin) -> None:
     plan_dir, work_dir = seed
     plan = read_plan_dir(plan_dir).plan
@@ -671,11 +662,6 @@ def _foreign_commit_on_fork_branch(standin, plan_dir: Path, tmp_path: Path) -> s
 
 
 @pytest.mark.vllm_tree
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM: a first publish opens its PR from a fork branch that already holds "
-    "someone else's commits, none of them checked (human_edited skips the push, not the PR)",
-)
 def test_a_foreign_commit_already_on_the_fork_branch_is_never_proposed(
     seed, upstream_standin, tmp_path: Path
 ) -> None:
@@ -692,12 +678,6 @@ def test_a_foreign_commit_already_on_the_fork_branch_is_never_proposed(
 # --- more of the same families -----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: the self-hosted GPU runner reuses .venv across runs (`python3 -m venv .venv` "
-    "keeps site-packages), so one run's upstream code can plant a .pth that runs in the next "
-    "run's gpu-guard",
-)
 def test_the_gpu_runner_starts_every_run_from_a_fresh_environment() -> None:
     steps = _workflows()["gpu-verify.yml"]["jobs"]["gpu-test"]["steps"]
     install = next(s for s in steps if "venv" in str(s.get("run", "")))
@@ -774,11 +754,6 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
 
 
 @pytest.mark.vllm_tree
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: plan.issue_comment reaches the upstream issue with links and images intact "
-    "(only newlines, <, > and @ are filtered)",
-)
 def test_the_issue_comment_carries_no_link_from_the_artifact(seed, upstream_standin) -> None:
     plan_dir, work_dir = seed
     _set_plan(
@@ -815,11 +790,6 @@ def test_a_stale_publish_lock_is_broken(seed, upstream_standin) -> None:
 
 
 @pytest.mark.vllm_tree
-@pytest.mark.xfail(
-    strict=True,
-    reason="LOW: a publish lock commit dated in the future never expires (age < 0 < TTL): "
-    "anyone who can push to the fork stops every publish",
-)
 def test_a_future_dated_publish_lock_expires(seed, upstream_standin) -> None:
     plan_dir, work_dir = seed
     _planted_lock(upstream_standin, "2099-12-31 00:00:00 +0000")
@@ -847,11 +817,6 @@ def test_an_issue_cannot_pick_an_unreviewed_draft() -> None:
 
 
 @pytest.mark.vllm_tree
-@pytest.mark.xfail(
-    strict=True,
-    reason="MEDIUM: a user catalogue written by `bot drafts refresh` before the reviewed flag "
-    "existed has no `reviewed` key, which loads as reviewed: the Hub card decides the entry",
-)
 def test_a_hub_entry_from_an_older_refresh_is_not_reviewed(
     seed, upstream_standin, monkeypatch, tmp_path: Path
 ) -> None:

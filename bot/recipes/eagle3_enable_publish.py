@@ -66,8 +66,12 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
     if declares:
         old, new = module_class(before, class_name), module_class(after, class_name)
         gained = ast.Name(INTERFACE, ast.Load())
-        same = dump(old.body) == dump(new.body) and dump(new.bases) == dump([*old.bases, gained])
-        if not same or dump(old.keywords) != dump(new.keywords):
+        same = (
+            dump(old.body) == dump(new.body)
+            and dump(old.decorator_list) == dump(new.decorator_list)
+            and dump(old.keywords) == dump(new.keywords)
+        )
+        if not same or dump(new.bases) != dump([*old.bases, gained]):
             raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
     else:
         for name in {class_name} - {decoder}:

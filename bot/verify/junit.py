@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
-from bot.subprocess_env import scratch_home, upstream_code_env
+from bot.subprocess_env import run_upstream_code
 
 # A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
 # optional parametrisation. No leading dash, so a node id can never become a pytest option.
@@ -79,16 +79,7 @@ def run_pytest(
         *node_ids,
     ]
     try:
-        with scratch_home() as home:
-            result = subprocess.run(
-                command,
-                cwd=cwd,
-                env=upstream_code_env(home, extra),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
+        result = run_upstream_code(command, cwd=cwd, extra=extra, timeout=timeout)
     except subprocess.TimeoutExpired:
         return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")
     if junit_path.is_file():

@@ -16,7 +16,7 @@ from typing import Any
 
 from bot.errors import BotError
 from bot.plan import Plan
-from bot.subprocess_env import scratch_home, upstream_code_env
+from bot.subprocess_env import run_upstream_code
 from bot.verify.checks import Check
 from bot.verify.junit import excerpt
 
@@ -101,16 +101,7 @@ def run_harness(
         command += ["--mode", "patched", "--reference", str(reference.output)]
     extra = runtime_env(tree)
     try:
-        with scratch_home() as home:
-            completed = subprocess.run(
-                command,
-                cwd=work,
-                env=upstream_code_env(home, extra),
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
+        completed = run_upstream_code(command, cwd=work, extra=extra, timeout=timeout)
     except subprocess.TimeoutExpired:
         return SmokeRun("not_checked", f"the smoke harness did not finish in {timeout:g}s")
     log = excerpt(completed.stdout + completed.stderr)
