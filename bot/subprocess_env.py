@@ -153,8 +153,9 @@ def credentials_children_can_read() -> list[str]:
     )
 
 
-def refuse_beside_credentials(what: str) -> None:
-    """Raise (names only, never values) if code started now could read a credential of ours."""
+def refuse_beside_credentials(what: str, then: str = "") -> None:
+    """Raise (names only, never values) if code started now could read a credential of ours;
+    ``then`` says what to do afterwards, with the credential."""
     names = credentials_children_can_read()
     if names:
         listed = ", ".join(names)
@@ -162,7 +163,7 @@ def refuse_beside_credentials(what: str) -> None:
         raise BotError(
             f"{what} runs upstream code, which could read {listed} from this process's "
             f"environment (same user: /proc/<pid>/environ); run it without them "
-            f"(`env {unset} bot ...`)"
+            f"(`env {unset} bot ...`){then}"
         )
 
 

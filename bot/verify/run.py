@@ -16,7 +16,7 @@ from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.redact import redact
-from bot.subprocess_env import credentials_children_can_read
+from bot.subprocess_env import refuse_beside_credentials
 from bot.tree.worktree import scratch_worktree
 from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
@@ -95,16 +95,11 @@ def exit_code(verification: dict[str, Any]) -> int:
 def _refuse_beside_credentials(options: VerifyOptions) -> None:
     """The local stage runs vLLM's code as this user; such code can read the environment this
     process started with, whatever its own environment is. So no credential may be in it."""
-    if not (options.runtime or options.gpu == "local"):
-        return
-    names = credentials_children_can_read()
-    if names:
-        listed = ", ".join(names)
-        unset = " ".join(f"-u {name}" for name in names)
-        raise BotError(
-            f"bot verify runs vLLM's code, which could read {listed} from this process's "
-            f"environment: run it without (`env {unset} bot verify ...`), then publish or "
-            "dispatch the GPU test with `bot verify --reuse-local --gpu dispatch`"
+    if options.runtime or options.gpu == "local":
+        refuse_beside_credentials(
+            "bot verify",
+            then=", then publish or dispatch the GPU test with "
+            "`bot verify --reuse-local --gpu dispatch`",
         )
 
 
