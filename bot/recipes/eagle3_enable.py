@@ -60,6 +60,7 @@ from bot.recipes.eagle3_interface import (
     registered_targets,
 )
 from bot.registry_plan import plan_registry_entry
+from bot.tree.drafter_loader import LoaderSite, decoder_reads
 from bot.tree.index import ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
@@ -165,6 +166,7 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
         declared={t for t in targets if declares_eagle3(index, t)},
     )
     found: list[Candidate] = []
+    loader_reads: list[LoaderSite] | None = None  # read once, only when a decoder needs it
     for ref, entries in targets.items():
         if is_multimodal(index, ref) or ref in others.declared:
             continue
@@ -183,10 +185,9 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             names = ", ".join(d.name for d in decoders)
             verdict = Refusal(f"{ref.name} builds one of several decoders ({names})")
         elif attribute != DECODER_ATTRIBUTE:
-            verdict = Refusal(
-                f"the decoder is self.{attribute}, not self.model: the interface's defaults "
-                "need the two delegating methods, which this recipe does not write yet"
-            )
+            if loader_reads is None:
+                loader_reads = decoder_reads(ctx.root)
+            verdict = _elsewhere_refusal(attribute, loader_reads)
         else:
             verdict = _target_refusal(index, others, ref, decoder) or decoder_shape(index, decoder)
         if isinstance(verdict, DecoderShape) and verdict.layers_attr != "layers":
@@ -201,6 +202,23 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             )
         )
     return found
+
+
+def _elsewhere_refusal(attribute: str, loader_reads: list[LoaderSite]) -> Refusal:
+    """Why a decoder at ``self.<attribute>`` is refused: the release's drafter loader reaches
+    the target's ``.model`` (so the two delegating methods would not be enough), or, where it
+    does not, the delegating methods this recipe does not write."""
+    if loader_reads:
+        return Refusal(
+            f"the decoder is self.{attribute}, not self.model, and this release's EAGLE "
+            f"drafter loader takes the target's decoder from .model ({loader_reads[0]}, "
+            "e.g. for the input embedding): the interface's two delegating methods would not "
+            f"be enough, and renaming self.{attribute} renames the checkpoint's weights"
+        )
+    return Refusal(
+        f"the decoder is self.{attribute}, not self.model: the interface's defaults need the "
+        "two delegating methods, which this recipe does not write yet"
+    )
 
 
 def _decoder_of(index: ClassIndex, ref: ClassRef) -> tuple[str, list[Any]] | None:
