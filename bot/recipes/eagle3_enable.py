@@ -60,7 +60,7 @@ from bot.recipes.eagle3_interface import (
     registered_targets,
 )
 from bot.registry_plan import plan_registry_entry
-from bot.tree.drafter_loader import LoaderSite, decoder_reads
+from bot.tree.drafter_loader import LoaderSite, SharedEmbedding, decoder_reads, shared_embedding
 from bot.tree.index import ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
@@ -76,6 +76,7 @@ TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
 # Where a decoder under another name lives; those need the two delegating methods.
 OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
+_UNREAD = object()  # the loader's embedding names, before a candidate needs them
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,7 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
     )
     found: list[Candidate] = []
     loader_reads: list[LoaderSite] | None = None  # read once, only when a decoder needs it
+    embedding: SharedEmbedding | None | object = _UNREAD
     for ref, entries in targets.items():
         if is_multimodal(index, ref) or ref in others.declared:
             continue
@@ -190,6 +192,10 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             verdict = _elsewhere_refusal(attribute, loader_reads)
         else:
             verdict = _target_refusal(index, others, ref, decoder) or decoder_shape(index, decoder)
+        if isinstance(verdict, DecoderShape):
+            if embedding is _UNREAD:
+                embedding = shared_embedding(ctx.root)
+            verdict = _embedding_refusal(index, decoder, embedding) or verdict
         if isinstance(verdict, DecoderShape) and verdict.layers_attr != "layers":
             verdict = Refusal(
                 f"the layers are self.{verdict.layers_attr}, not self.layers: the interface's "
@@ -202,6 +208,28 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             )
         )
     return found
+
+
+def _embedding_refusal(
+    index: ClassIndex, decoder: ClassRef, embedding: SharedEmbedding | None | object
+) -> Refusal | None:
+    """A drafter shares the target's input embedding by the names the release's loader looks
+    up on the decoder; a decoder keeping it under another name leaves the drafter without."""
+    if not isinstance(embedding, SharedEmbedding):
+        return None
+    assigned: set[str] = set()
+    for owner in index.ancestors(decoder):
+        facts = index.class_facts(owner) if isinstance(owner, ClassRef) else None
+        init = (facts or {}).get("methods", {}).get("__init__", {})
+        assigned.update(attr for attr, _callee, _line in init.get("assigns", []))
+    if assigned & set(embedding.names):
+        return None
+    names = " or ".join(f".{n}" for n in embedding.names)
+    return Refusal(
+        f"{decoder.name} has no {names}, where this release's EAGLE drafter loader takes the "
+        f"target's input embedding to share with the drafter ({embedding.site}): a drafter "
+        "without its own embedding would not get one"
+    )
 
 
 def _elsewhere_refusal(attribute: str, loader_reads: list[LoaderSite]) -> Refusal:

@@ -43,15 +43,8 @@ def decoder_reads(root: Path) -> list[LoaderSite]:
     sites: list[LoaderSite] = []
     for path in _loader_files(v1):
         rel = path.relative_to(root).as_posix()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
-            continue
-        if TARGET_NAME not in text:
-            continue
-        try:
-            tree = ast.parse(text, filename=rel)
-        except SyntaxError:
+        tree = _parsed(path, rel)
+        if tree is None:
             continue
         sites += [
             LoaderSite(rel, node.lineno, ast.unparse(node))
@@ -59,6 +52,66 @@ def decoder_reads(root: Path) -> list[LoaderSite]:
             if _reads_decoder(node)
         ]
     return sorted(sites, key=lambda s: (s.path, s.line))
+
+
+@dataclass(frozen=True)
+class SharedEmbedding:
+    """The attribute names the loader looks up on the target's decoder for the input embedding
+    it shares with a drafter (``embed_tokens``, ``embedding``), and where it looks them up."""
+
+    names: tuple[str, ...]
+    site: LoaderSite
+
+
+def shared_embedding(root: Path) -> SharedEmbedding | None:
+    """Where the tree's EAGLE drafter loader reads the input embedding off the target's
+    decoder: ``getattr``/``hasattr`` on a name bound to the decoder (``target_inner =
+    target_language_model.model``, or a parameter of that name), of a constant naming an
+    embedding. None when the loader shares no embedding that way."""
+    v1 = root / "vllm" / "v1"
+    found: list[tuple[LoaderSite, str]] = []
+    for path in _loader_files(v1) if v1.is_dir() else []:
+        rel = path.relative_to(root).as_posix()
+        tree = _parsed(path, rel)
+        if tree is None:
+            continue
+        bound = {
+            target.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign) and _reads_decoder(node.value)
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in bound
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+                and "embed" in node.args[1].value
+            ):
+                found.append((LoaderSite(rel, node.lineno, ast.unparse(node)), node.args[1].value))
+    if not found:
+        return None
+    found.sort(key=lambda f: (f[0].path, f[0].line))
+    return SharedEmbedding(tuple(sorted({name for _, name in found})), found[0][0])
+
+
+def _parsed(path: Path, rel: str) -> ast.Module | None:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if TARGET_NAME not in text:
+        return None
+    try:
+        return ast.parse(text, filename=rel)
+    except SyntaxError:
+        return None
 
 
 def _loader_files(v1: Path) -> list[Path]:

@@ -15,7 +15,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 22  # 9-21 were used by parallel branches sharing this cache
+EXTRACT_VERSION = 30  # 9-21 and 23-29 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -394,17 +394,20 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
             facts["shape"] = shape
         facts["layer_returns"] = layer_returns(func, return_nodes)
     elif func.name == "__init__":
-        facts["built_from"] = _built_from(self_assigns)
+        helpers = {s.name: s for s in func.body if isinstance(s, ast.FunctionDef)}
+        facts["built_from"] = _built_from(self_assigns, local_refs, helpers)
     return facts
 
 
-def _built_from(assigns: list[ast.Assign]) -> dict[str, list[str]]:
+def _built_from(
+    assigns: list[ast.Assign], refs: dict[str, str], helpers: dict[str, ast.FunctionDef]
+) -> dict[str, list[str]]:
     """``self.<attr>`` -> the class-like names its assigned call calls (tuple targets too)."""
     found: dict[str, list[str]] = {}
     for node in assigns:
         for target in node.targets:
             for element in target.elts if isinstance(target, ast.Tuple) else [target]:
                 attr = _self_target(element)
-                if attr is not None and (names := built_from(node.value)):
+                if attr is not None and (names := built_from(node.value, refs, helpers)):
                     found[attr] = sorted(set(found.get(attr, [])) | set(names))
     return found
