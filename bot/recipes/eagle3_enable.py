@@ -14,6 +14,13 @@ decoders use ``enumerate(..., start=self.start_layer)`` (from ``0`` otherwise), 
 returned only when aux states were collected. Pipeline parallelism is left at the mixin's
 default (``supports_aux_hidden_states_over_pp`` false where the release has it): EAGLE-3 with
 PP > 1 stays refused by vLLM for this model, which the write-up says.
+
+The interface's two methods are not the only way vLLM reaches the decoder: the release's EAGLE
+drafter loader takes it from ``<target>.model`` and shares its input embedding by the names it
+looks up there (both read from the tree, :mod:`bot.tree.drafter_loader`). So a decoder at
+``self.transformer`` / ``self.backbone`` is refused (two delegating methods would pass a forward
+check and still fail to load a drafter), and so is a decoder keeping its embedding under
+another name (``tok_embeddings``).
 """
 
 from __future__ import annotations
@@ -74,7 +81,7 @@ NAME = "eagle3-enable"
 MIXIN = "EagleModelMixin"
 TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
-# Where a decoder under another name lives; those need the two delegating methods.
+# Where a decoder under another name lives: reported, and refused (see _elsewhere_refusal).
 OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
 _UNREAD = object()  # the loader's embedding names, before a candidate needs them
 
@@ -191,7 +198,11 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
                 loader_reads = decoder_reads(ctx.root)
             verdict = _elsewhere_refusal(attribute, loader_reads)
         else:
-            verdict = _target_refusal(index, others, ref, decoder) or decoder_shape(index, decoder)
+            # The decoder's own shape first: a decoder refused for its loop is refused for
+            # every target sharing it, whatever fixing them together would take.
+            verdict = decoder_shape(index, decoder)
+            if isinstance(verdict, DecoderShape):
+                verdict = _target_refusal(index, others, ref, decoder) or verdict
         if isinstance(verdict, DecoderShape):
             if embedding is _UNREAD:
                 embedding = shared_embedding(ctx.root)
