@@ -3,8 +3,8 @@ decoder whose input embedding the release's drafter loader cannot share.
 
 Layer classes: a ``layer_type: type[X] = X`` parameter called in ``make_layers``'s lambda
 (InternLM2, HyperCLOVAX), and a nested ``get_layer`` helper picking the class (``layer_class =
-A if attn else B``: Lfm2, Lfm2Moe; FalconH1). A lookup in a module-level dict (Jamba) stays
-unread, so that decoder stays refused.
+A if attn else B``: Lfm2, Lfm2Moe; FalconH1), or a module-level dict of layer classes the helper
+picks from by key (Jamba's ``ALL_DECODER_LAYER_TYPES``).
 
 Embedding: every cached release's loader shares the target's input embedding with the drafter
 from ``.model.embed_tokens`` or ``.model.embedding`` (read from ``vllm/v1``); InternLM2 keeps
@@ -51,6 +51,11 @@ NEWLY_READY_0_34 = {
         "residual-stream",
         ("Lfm2MoeAttentionDecoderLayer", "Lfm2MoeShortConvDecoderLayer"),
     ),
+    # both the attention and the mamba layer return the fused-norm pair
+    "JambaForCausalLM": (
+        "residual-stream",
+        ("JambaAttentionDecoderLayer", "JambaMambaDecoderLayer"),
+    ),
 }
 
 
@@ -61,8 +66,6 @@ def test_layer_classes_read_through_parameters_and_helpers_on_the_newest_release
         shape = by_name[name].verdict
         assert isinstance(shape, DecoderShape), (name, shape)
         assert (shape.loop, shape.residual, shape.layer_classes) == ("islice", residual, layers)
-    jamba = str(by_name["JambaForCausalLM"].verdict)
-    assert "cannot find the class of JambaModel.layers's layers" in jamba
     internlm2 = str(by_name["InternLM2ForCausalLM"].verdict)
     assert internlm2.startswith("needs a human: InternLM2Model has no .embed_tokens or .embedding")
     assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:87" in internlm2
@@ -97,6 +100,10 @@ HELPER_INIT = (
     "            4, get_layer, prefix=prefix\n"
     "        )\n"
 )
+CLASS_MAP_INIT = HELPER_INIT.replace(
+    "Layer if is_attention(prefix) else OtherLayer", "LAYER_TYPES[kind_of(prefix)]"
+)
+CLASS_MAP = '\n\nLAYER_TYPES = {"attention": Layer, "conv": OtherLayer}\n'
 OTHER_LAYER = LAYER_PAIR.replace("class Layer", "class OtherLayer")
 OTHER_LAYER_ONE = (
     "\nclass OtherLayer(nn.Module):\n"
@@ -137,8 +144,9 @@ def _finding(tree: Path):  # noqa: ANN202
     [
         (LAYER_PAIR, PARAMETER_INIT, ["Layer"]),
         (LAYER_PAIR + OTHER_LAYER, HELPER_INIT, ["Layer", "OtherLayer"]),
+        (LAYER_PAIR + OTHER_LAYER + CLASS_MAP, CLASS_MAP_INIT, ["Layer", "OtherLayer"]),
     ],
-    ids=["parameter-default", "helper-picks-one-of-two"],
+    ids=["parameter-default", "helper-picks-one-of-two", "helper-picks-from-a-class-map"],
 )
 def test_a_layer_class_read_through_the_init(
     tmp_path: Path, layers: str, init: str, classes: list[str]
@@ -149,8 +157,18 @@ def test_a_layer_class_read_through_the_init(
     assert finding.evidence["shape"]["residual"] == "residual-stream"
 
 
-def test_a_helper_picking_layers_that_return_different_shapes_refuses(tmp_path: Path) -> None:
-    tree = _tree(tmp_path, LAYER_PAIR + OTHER_LAYER_ONE, HELPER_INIT)
+@pytest.mark.parametrize(
+    ("layers", "init"),
+    [
+        (LAYER_PAIR + OTHER_LAYER_ONE, HELPER_INIT),
+        (LAYER_PAIR + OTHER_LAYER_ONE + CLASS_MAP, CLASS_MAP_INIT),
+    ],
+    ids=["helper", "class-map"],
+)
+def test_a_helper_picking_layers_that_return_different_shapes_refuses(
+    tmp_path: Path, layers: str, init: str
+) -> None:
+    tree = _tree(tmp_path, layers, init)
     finding = _finding(tree)
     assert "do not all return the same shape of output" in finding.evidence["refused"]
     planned = fixer_named("eagle3-enable").plan(finding, _ctx(tree, finding))  # type: ignore[union-attr]

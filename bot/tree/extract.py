@@ -15,7 +15,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 30  # 9-21 and 23-29 kept free for parallel branches sharing this cache
+EXTRACT_VERSION = 31  # 9-21 and 23-29 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -95,6 +95,16 @@ def _after_block(lines: list[str], i: int) -> int:
     return i
 
 
+def _class_map(value: ast.expr) -> list[str]:
+    """The values of a dict literal whose values are all class-like names, else nothing."""
+    if not isinstance(value, ast.Dict) or not value.values:
+        return []
+    names = [_dotted(v) for v in value.values]
+    if any(n is None or not n.split(".")[-1][:1].isupper() for n in names):
+        return []
+    return sorted({n for n in names if n})
+
+
 def _continues(line: str) -> bool:
     """A line inside a block begun at column 0: indented, blank, a comment, or a bracket
     closing a multi-line signature or decorator."""
@@ -126,6 +136,9 @@ def _collect(body: list[ast.stmt], module: str, is_package: bool, facts: FileFac
             dotted = _dotted(node.value)
             if isinstance(target, ast.Name) and dotted:
                 facts["aliases"].setdefault(target.id, []).append(dotted)
+            elif isinstance(target, ast.Name) and (classes := _class_map(node.value)):
+                # `LAYER_TYPES = {"attention": A, "mamba": B}`: a layer class picked by key
+                facts.setdefault("class_maps", {})[target.id] = classes
         elif isinstance(node, ast.If):
             _collect(node.body, module, is_package, facts)
             _collect(node.orelse, module, is_package, facts)
