@@ -51,6 +51,7 @@ ELSEWHERE_0_34 = {
 LOADER_0_34 = "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"
 
 
+@pytest.mark.vllm_tree
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
@@ -76,6 +77,7 @@ def test_the_loader_sites_are_read_from_the_release(version: str, expected: list
         assert site.code.replace("'", '"') in line.replace("'", '"')
 
 
+@pytest.mark.vllm_tree
 def test_every_decoder_elsewhere_on_the_newest_release_is_refused_with_the_loader_line() -> None:
     ctx = scan_context(release_tree("0.34.0"))
     found = {c.ref.name: c for c in candidates(ctx) if c.attribute != "model"}
@@ -90,6 +92,7 @@ def test_every_decoder_elsewhere_on_the_newest_release_is_refused_with_the_loade
         assert not constructed(ctx.index, candidate.ref, "model"), name
 
 
+@pytest.mark.vllm_tree
 def test_gpt2_on_the_newest_release_gets_no_patch(tmp_path: Path) -> None:
     out = tmp_path / "plan"
     result = propose_class(release_tree("0.34.0"), "GPT2LMHeadModel", out)

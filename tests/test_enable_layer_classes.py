@@ -13,6 +13,7 @@ it as ``tok_embeddings``, so a drafter without its own would get none: refused.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from bot.recipes.eagle3_enable_analysis import DecoderShape
 from bot.scan import scan, scan_context
 from bot.tree.drafter_loader import shared_embedding
 from bot.tree.fetch import release_tree
+from tests.cli import propose_class
 from tests.synthetic import make_tree
 from tests.test_enable_shapes import (
     FUSED_NORM,
@@ -59,6 +61,7 @@ NEWLY_READY_0_34 = {
 }
 
 
+@pytest.mark.vllm_tree
 def test_layer_classes_read_through_parameters_and_helpers_on_the_newest_release() -> None:
     ctx = scan_context(release_tree("0.34.0"))
     by_name = {c.ref.name: c for c in candidates(ctx)}
@@ -71,6 +74,7 @@ def test_layer_classes_read_through_parameters_and_helpers_on_the_newest_release
     assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:87" in internlm2
 
 
+@pytest.mark.vllm_tree
 @pytest.mark.parametrize("version", ["0.19.1", "0.34.0"])
 def test_the_shared_embedding_names_are_read_from_the_release(version: str) -> None:
     tree = release_tree(version)
@@ -217,3 +221,24 @@ def test_a_decoder_whose_embedding_the_loader_cannot_share_refuses(
     planned = fixer_named("eagle3-enable").plan(finding, _ctx(tree, finding))  # type: ignore[union-attr]
     assert isinstance(planned, Declined)
     assert planned.reason == finding.evidence["refused"]
+
+
+@pytest.mark.vllm_tree
+def test_nemotron_h_replay_matches_the_upstream_fix(tmp_path: Path) -> None:
+    """NemotronH picks its layers from a dict of classes; upstream enabled it between 0.21.0
+    and 0.22.0. From 0.19.1 the bot's plan has the capture, mixin, return and interface of
+    0.23.0 (the next cached release), by the replays' own comparison."""
+    from tests.test_enable_replays import MODELS, _patched, eagle_lines
+
+    tree = release_tree("0.19.1")
+    out = tmp_path / "plan"
+    result = propose_class(tree, "NemotronHForCausalLM", out)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["status"] == "ready", plan["reason"]
+    path = f"{MODELS}/nemotron_h.py"
+    names = ("NemotronHModel", "NemotronHForCausalLM")
+    ours = eagle_lines(_patched(tree, (out / "patch.diff").read_text(), path), *names)
+    upstream = eagle_lines((release_tree("0.23.0") / path).read_text(), *names)
+    assert eagle_lines((tree / path).read_text(), *names)["captures"] == []
+    assert ours == upstream
