@@ -14,6 +14,13 @@ decoders use ``enumerate(..., start=self.start_layer)`` (from ``0`` otherwise), 
 returned only when aux states were collected. Pipeline parallelism is left at the mixin's
 default (``supports_aux_hidden_states_over_pp`` false where the release has it): EAGLE-3 with
 PP > 1 stays refused by vLLM for this model, which the write-up says.
+
+The interface's two methods are not the only way vLLM reaches the decoder: the release's EAGLE
+drafter loader takes it from ``<target>.model`` and shares its input embedding by the names it
+looks up there (both read from the tree, :mod:`bot.tree.drafter_loader`). So a decoder at
+``self.transformer`` / ``self.backbone`` is refused (two delegating methods would pass a forward
+check and still fail to load a drafter), and so is a decoder keeping its embedding under
+another name (``tok_embeddings``).
 """
 
 from __future__ import annotations
@@ -60,6 +67,7 @@ from bot.recipes.eagle3_interface import (
     registered_targets,
 )
 from bot.registry_plan import plan_registry_entry
+from bot.tree.drafter_loader import LoaderSite, SharedEmbedding, decoder_reads, shared_embedding
 from bot.tree.index import ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
@@ -73,8 +81,9 @@ NAME = "eagle3-enable"
 MIXIN = "EagleModelMixin"
 TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
-# Where a decoder under another name lives; those need the two delegating methods.
+# Where a decoder under another name lives: reported, and refused (see _elsewhere_refusal).
 OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
+_UNREAD = object()  # the loader's embedding names, before a candidate needs them
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,8 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
         declared={t for t in targets if declares_eagle3(index, t)},
     )
     found: list[Candidate] = []
+    loader_reads: list[LoaderSite] | None = None  # read once, only when a decoder needs it
+    embedding: SharedEmbedding | None | object = _UNREAD
     for ref, entries in targets.items():
         if is_multimodal(index, ref) or ref in others.declared:
             continue
@@ -183,12 +194,19 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             names = ", ".join(d.name for d in decoders)
             verdict = Refusal(f"{ref.name} builds one of several decoders ({names})")
         elif attribute != DECODER_ATTRIBUTE:
-            verdict = Refusal(
-                f"the decoder is self.{attribute}, not self.model: the interface's defaults "
-                "need the two delegating methods, which this recipe does not write yet"
-            )
+            if loader_reads is None:
+                loader_reads = decoder_reads(ctx.root)
+            verdict = _elsewhere_refusal(attribute, loader_reads)
         else:
-            verdict = _target_refusal(index, others, ref, decoder) or decoder_shape(index, decoder)
+            # The decoder's own shape first: a decoder refused for its loop is refused for
+            # every target sharing it, whatever fixing them together would take.
+            verdict = decoder_shape(index, decoder)
+            if isinstance(verdict, DecoderShape):
+                verdict = _target_refusal(index, others, ref, decoder) or verdict
+        if isinstance(verdict, DecoderShape):
+            if embedding is _UNREAD:
+                embedding = shared_embedding(ctx.root)
+            verdict = _embedding_refusal(index, decoder, embedding) or verdict
         if isinstance(verdict, DecoderShape) and verdict.layers_attr != "layers":
             verdict = Refusal(
                 f"the layers are self.{verdict.layers_attr}, not self.layers: the interface's "
@@ -201,6 +219,45 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             )
         )
     return found
+
+
+def _embedding_refusal(
+    index: ClassIndex, decoder: ClassRef, embedding: SharedEmbedding | None | object
+) -> Refusal | None:
+    """A drafter shares the target's input embedding by the names the release's loader looks
+    up on the decoder; a decoder keeping it under another name leaves the drafter without."""
+    if not isinstance(embedding, SharedEmbedding):
+        return None
+    assigned: set[str] = set()
+    for owner in index.ancestors(decoder):
+        facts = index.class_facts(owner) if isinstance(owner, ClassRef) else None
+        init = (facts or {}).get("methods", {}).get("__init__", {})
+        assigned.update(attr for attr, _callee, _line in init.get("assigns", []))
+    if assigned & set(embedding.names):
+        return None
+    names = " or ".join(f".{n}" for n in embedding.names)
+    return Refusal(
+        f"{decoder.name} has no {names}, where this release's EAGLE drafter loader takes the "
+        f"target's input embedding to share with the drafter ({embedding.site}): a drafter "
+        "without its own embedding would not get one"
+    )
+
+
+def _elsewhere_refusal(attribute: str, loader_reads: list[LoaderSite]) -> Refusal:
+    """Why a decoder at ``self.<attribute>`` is refused: the release's drafter loader reaches
+    the target's ``.model`` (so the two delegating methods would not be enough), or, where it
+    does not, the delegating methods this recipe does not write."""
+    if loader_reads:
+        return Refusal(
+            f"the decoder is self.{attribute}, not self.model, and this release's EAGLE "
+            f"drafter loader takes the target's decoder from .model ({loader_reads[0]}, "
+            "e.g. for the input embedding): the interface's two delegating methods would not "
+            f"be enough, and renaming self.{attribute} renames the checkpoint's weights"
+        )
+    return Refusal(
+        f"the decoder is self.{attribute}, not self.model: the interface's defaults need the "
+        "two delegating methods, which this recipe does not write yet"
+    )
 
 
 def _decoder_of(index: ClassIndex, ref: ClassRef) -> tuple[str, list[Any]] | None:

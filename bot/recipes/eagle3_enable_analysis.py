@@ -270,6 +270,9 @@ def _layer_classes(index: ClassIndex, decoder: ClassRef, attr: str) -> list[Clas
     owner, facts = init
     names = facts.get("built_from", {}).get(attr, [])
     classes: list[ClassRef] = []
+    # A module-level map of layer classes picked by key (`LAYER_TYPES[kind](...)`).
+    maps = index.modules[owner.module].facts.get("class_maps", {})
+    names = [n for name in names for n in maps.get(name, [name])]
     for name in names:
         if name.split(".")[-1] in _NOT_LAYERS:
             continue

@@ -249,12 +249,54 @@ def layer_returns(
     return {"arities": sorted(arities), "summed_first": summed_first}
 
 
-def built_from(value: ast.expr) -> list[str]:
+def built_from(
+    value: ast.expr,
+    refs: dict[str, str] | None = None,
+    helpers: dict[str, ast.FunctionDef] | None = None,
+) -> list[str]:
     """Class-like names called anywhere in an assigned value (``make_layers(..., lambda
-    prefix: Layer(...))``, ``nn.ModuleList([Layer(...) for ...])``)."""
-    names = []
+    prefix: Layer(...))``, ``nn.ModuleList([Layer(...) for ...])``).
+
+    Also, with the method's ``refs`` (a parameter's default, ``layer_type: type[X] = X``, or a
+    local alias) and its nested ``helpers`` (``def get_layer(prefix): ...`` handed to
+    ``make_layers``): a call of a parameter counts as a call of its default (the rule
+    ``constructed`` follows for ``model_type=X``), and a helper named in the value counts with
+    the class-like names it calls or picks (``layer_class = A if attn else B``)."""
+    refs = refs or {}
+    helpers = helpers or {}
+    names: set[str] = set()
     for node in ast.walk(value):
-        callee = _dotted(node.func) if isinstance(node, ast.Call) else None
-        if callee and callee.split(".")[-1][:1].isupper():
-            names.append(callee)
-    return sorted(set(names))
+        if isinstance(node, ast.Call) and (callee := _dotted(node.func)):
+            if callee in refs:
+                callee = refs[callee]
+            if callee.split(".")[-1][:1].isupper():
+                names.add(callee)
+        elif isinstance(node, ast.Name) and node.id in helpers:
+            names.update(_helper_classes(helpers[node.id], refs))
+    return sorted(names)
+
+
+def _helper_classes(helper: ast.FunctionDef, refs: dict[str, str]) -> set[str]:
+    """The class-like names a layer-building helper calls, directly or through a local it
+    assigns them to (``layer_class = A if attn else B; return layer_class(...)``)."""
+    picked: dict[str, set[str]] = {}
+    for node in ast.walk(helper):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                found = {
+                    n.id
+                    for n in ast.walk(node.value)
+                    if isinstance(n, ast.Name) and n.id[:1].isupper()
+                }
+                picked.setdefault(target.id, set()).update(found)
+    names: set[str] = set()
+    for node in ast.walk(helper):
+        if isinstance(node, ast.Call) and (callee := _dotted(node.func)):
+            if callee in picked:
+                names.update(picked[callee])
+                continue
+            callee = refs.get(callee, callee)
+            if callee.split(".")[-1][:1].isupper():
+                names.add(callee)
+    return names

@@ -15,7 +15,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 22  # 9-21 were used by parallel branches sharing this cache
+EXTRACT_VERSION = 31  # 9-21 and 23-29 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -95,6 +95,16 @@ def _after_block(lines: list[str], i: int) -> int:
     return i
 
 
+def _class_map(value: ast.expr) -> list[str]:
+    """The values of a dict literal whose values are all class-like names, else nothing."""
+    if not isinstance(value, ast.Dict) or not value.values:
+        return []
+    names = [_dotted(v) for v in value.values]
+    if any(n is None or not n.split(".")[-1][:1].isupper() for n in names):
+        return []
+    return sorted({n for n in names if n})
+
+
 def _continues(line: str) -> bool:
     """A line inside a block begun at column 0: indented, blank, a comment, or a bracket
     closing a multi-line signature or decorator."""
@@ -126,6 +136,9 @@ def _collect(body: list[ast.stmt], module: str, is_package: bool, facts: FileFac
             dotted = _dotted(node.value)
             if isinstance(target, ast.Name) and dotted:
                 facts["aliases"].setdefault(target.id, []).append(dotted)
+            elif isinstance(target, ast.Name) and (classes := _class_map(node.value)):
+                # `LAYER_TYPES = {"attention": A, "mamba": B}`: a layer class picked by key
+                facts.setdefault("class_maps", {})[target.id] = classes
         elif isinstance(node, ast.If):
             _collect(node.body, module, is_package, facts)
             _collect(node.orelse, module, is_package, facts)
@@ -394,17 +407,20 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
             facts["shape"] = shape
         facts["layer_returns"] = layer_returns(func, return_nodes)
     elif func.name == "__init__":
-        facts["built_from"] = _built_from(self_assigns)
+        helpers = {s.name: s for s in func.body if isinstance(s, ast.FunctionDef)}
+        facts["built_from"] = _built_from(self_assigns, local_refs, helpers)
     return facts
 
 
-def _built_from(assigns: list[ast.Assign]) -> dict[str, list[str]]:
+def _built_from(
+    assigns: list[ast.Assign], refs: dict[str, str], helpers: dict[str, ast.FunctionDef]
+) -> dict[str, list[str]]:
     """``self.<attr>`` -> the class-like names its assigned call calls (tuple targets too)."""
     found: dict[str, list[str]] = {}
     for node in assigns:
         for target in node.targets:
             for element in target.elts if isinstance(target, ast.Tuple) else [target]:
                 attr = _self_target(element)
-                if attr is not None and (names := built_from(node.value)):
+                if attr is not None and (names := built_from(node.value, refs, helpers)):
                     found[attr] = sorted(set(found.get(attr, [])) | set(names))
     return found
