@@ -8,8 +8,13 @@ passes and writes one JSON result: ``{"status": "passed" | "failed" | "not_check
 Modes:
 - ``reference`` (unpatched tree): one forward with no aux layers; the output is saved.
 - ``patched``: the interface calls, one forward with the default aux layers (one aux tensor of
-  the model's hidden size per requested layer), and one with none, which must equal the
-  reference output bit for bit.
+  the model's hidden size per requested layer, and the final hidden states equal to the
+  reference's), one with none, which must equal the reference output bit for bit, and the aux
+  values: each, fed to its layer as the stream with ``residual=None``, must lead the rest of the
+  decoder to the same output (:func:`check_aux_values`).
+
+Where vLLM's CPU path needs compiled ops a source tree lacks, the harness substitutes plain
+torch for the same layer (attention, routed experts), identically in both runs.
 """
 
 from __future__ import annotations
@@ -630,6 +635,12 @@ def replay_from(model: Any, vllm_config: Any, layer: Any, stream: Any) -> Any:
     if "hidden_states" not in signature.parameters:
         raise NotChecked(
             f"values not checked: {type(layer).__name__}.forward takes no hidden_states"
+        )
+
+    other_residuals = [n for n in signature.parameters if "residual" in n and n != "residual"]
+    if other_residuals:
+        raise NotChecked(
+            f"values not checked: {type(layer).__name__}.forward takes {other_residuals[0]}"
         )
 
     def feed(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
