@@ -17,11 +17,21 @@ from bot.errors import BotError
 from bot.plan import READY, Plan
 from bot.propose import branch_name
 from bot.publish import publish_plan
+from bot.verify import smoke
 from bot.verify.checks import Check
-from bot.verify.evidence import evidence_check, missing_evidence, require_evidence
+from bot.verify.evidence import (
+    SMOKE_VALUES_PROVEN,
+    evidence_check,
+    missing_evidence,
+    require_evidence,
+)
 from tests.conftest import UPSTREAM
 
-PASSED_SMOKE = {"name": "smoke", "passed": True, "detail": "3 aux hidden states"}
+PASSED_SMOKE = {
+    "name": "smoke",
+    "passed": True,
+    "detail": f"2 aux hidden states for layers [2, 3]; each, {SMOKE_VALUES_PROVEN}, gives ...",
+}
 
 
 def _plan(recipe: str, checks: list[dict]) -> Plan:
@@ -37,6 +47,26 @@ def test_the_enable_recipe_requires_a_passed_smoke_check() -> None:
     assert missing_evidence("eagle3-enable", [failed, {"name": "apply", "passed": True}])
 
 
+def test_a_smoke_check_that_proved_only_shapes_is_not_the_evidence() -> None:
+    """Recorded by the harness before it checked the aux values: count and shape only."""
+    shapes_only = {
+        "name": "smoke",
+        "passed": True,
+        "detail": "2 aux hidden states for layers [2, 3]; with none requested the output "
+        "equals the unpatched model's bit for bit",
+    }
+    assert "proves the aux values" in missing_evidence("eagle3-enable", [shapes_only])
+    with pytest.raises(BotError, match="proves the aux values"):
+        require_evidence(_plan("eagle3-enable", [shapes_only]))
+    # Any passed smoke check with the values proven will do.
+    assert missing_evidence("eagle3-enable", [shapes_only, PASSED_SMOKE]) is None
+
+
+def test_the_harness_says_what_the_gate_looks_for() -> None:
+    """The harness cannot import the bot, so the phrase is written twice: here they agree."""
+    assert SMOKE_VALUES_PROVEN in smoke.HARNESS.read_text(encoding="utf-8")
+
+
 def test_the_interface_recipe_requires_nothing_more() -> None:
     assert missing_evidence("eagle3-interface", []) is None
     assert evidence_check("eagle3-interface", []) is None
@@ -47,7 +77,7 @@ def test_verify_adds_a_failing_evidence_check() -> None:
     check = evidence_check("eagle3-enable", [Check("smoke", None, "not checked: no env")])
     assert check is not None and check.passed is False
     assert "requires a passed smoke check" in check.detail
-    passed = evidence_check("eagle3-enable", [Check("smoke", True, "ok")])
+    passed = evidence_check("eagle3-enable", [Check("smoke", True, SMOKE_VALUES_PROVEN)])
     assert passed is not None and passed.passed is True
 
 

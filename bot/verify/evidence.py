@@ -24,13 +24,27 @@ def required_checks(recipe: str | None) -> tuple[str, ...]:
     return tuple(getattr(found, "required_checks", ()))
 
 
+# What the smoke harness says once it has proven the aux VALUES (each aux state, fed back as
+# the stream into its layer, leads the decoder to the model's output), not only their count
+# and shape. A smoke check recorded before the harness proved values lacks it.
+SMOKE_VALUES_PROVEN = "fed back as the stream into its layer"
+
+
 def missing_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> str | None:
     """Why ``checks`` (as recorded in plan.json) lack what ``recipe`` requires, or None."""
     for name in required_checks(recipe):
         found = [c for c in checks if isinstance(c, dict) and c.get("name") == name]
-        if not any(c.get("passed") is True for c in found):
+        passed = [c for c in found if c.get("passed") is True]
+        if not passed:
             detail = str(found[0].get("detail") or "") if found else "it was not run"
             return f"the {recipe} recipe requires a passed {name} check ({detail[:300]})"
+        if name == "smoke" and not any(
+            SMOKE_VALUES_PROVEN in str(c.get("detail") or "") for c in passed
+        ):
+            return (
+                f"the {recipe} recipe requires a passed smoke check that proves the aux values "
+                "(this one was recorded before the check did; run `bot verify` again)"
+            )
     return None
 
 

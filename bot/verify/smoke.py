@@ -1,6 +1,6 @@
 """The smoke check: the patched target, built from a tiny random config, runs on CPU.
 
-:mod:`bot.verify.smoke_harness` runs in the release's environment, in its own subprocess with a
+``harness/bot_smoke.py`` runs in the release's environment, in its own subprocess with a
 timeout and an allow-listed environment; this module starts it and turns its JSON result into a
 :class:`Check`. A model the harness cannot build or run on CPU is "not checked", never "passed".
 """

@@ -8,8 +8,13 @@ passes and writes one JSON result: ``{"status": "passed" | "failed" | "not_check
 Modes:
 - ``reference`` (unpatched tree): one forward with no aux layers; the output is saved.
 - ``patched``: the interface calls, one forward with the default aux layers (one aux tensor of
-  the model's hidden size per requested layer), and one with none, which must equal the
-  reference output bit for bit.
+  the model's hidden size per requested layer, and the final hidden states equal to the
+  reference's), one with none, which must equal the reference output bit for bit, and the aux
+  values: each, fed to its layer as the stream with ``residual=None``, must lead the rest of the
+  decoder to the same output (:func:`check_aux_values`).
+
+Where vLLM's CPU path needs compiled ops a source tree lacks, the harness substitutes plain
+torch for the same layer (attention, routed experts), identically in both runs.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -68,31 +74,52 @@ _SIZES: dict[str, int] = {
     "max_position_embeddings": 256,
     "sliding_window": 64,
     "num_nextn_predict_layers": 0,
+    "first_k_dense_replace": 1,
 }
 
 
-def tiny_config(config_class: type) -> Any:
-    """An instance of the architecture's own config class, shrunk to a few seconds of CPU."""
-    config = config_class()
-    for name, value in _SIZES.items():
-        if hasattr(config, name) and (
-            getattr(config, name) is None or isinstance(getattr(config, name), int)
-        ):
+def tiny_config(config_class: type) -> tuple[Any, list[str]]:
+    """An instance of the architecture's own config class, shrunk to a few seconds of CPU,
+    and the layer types the class derived before they were all made full attention."""
+    default = config_class()
+    sizes = {
+        name: value
+        for name, value in _SIZES.items()
+        if hasattr(default, name)
+        and (getattr(default, name) is None or isinstance(getattr(default, name), int))
+    }
+    try:
+        # Built with the sizes, so per-layer lists the class derives (layer_types,
+        # mlp_layer_types, ...) have NUM_LAYERS entries.
+        config = config_class(**sizes, num_hidden_layers=NUM_LAYERS)
+    except Exception:  # noqa: BLE001 - classes that refuse keyword sizes are shrunk in place
+        config = default
+        for name, value in sizes.items():
             setattr(config, name, value)
     config.num_hidden_layers = NUM_LAYERS
+    default_layers = getattr(default, "num_hidden_layers", None)
+    for name, value in vars(config).items():
+        if "layer" in name and isinstance(value, list) and len(value) == default_layers:
+            setattr(config, name, value[:NUM_LAYERS])
     config.tie_word_embeddings = False
+    derived: list[str] = []
     if isinstance(getattr(config, "layer_types", None), list):
         # Hybrid models (linear attention) have Triton-only kernels; full attention has a
         # native path, and the aux capture lives in the decoder loop, not in the layer.
+        derived = list(config.layer_types)
         config.layer_types = ["full_attention"] * NUM_LAYERS
     if hasattr(config, "full_attention_interval"):
         config.full_attention_interval = 1
     if hasattr(config, "first_k_dense_replace"):
         config.first_k_dense_replace = 1
+    if isinstance(getattr(config, "moe_layers_enum", None), (list, tuple)):
+        # Step-3's checkpoints write the MoE layers as "1,2,..." and vLLM's module parses
+        # that string; the config class's default is a tuple.
+        config.moe_layers_enum = ",".join(str(i) for i in range(1, NUM_LAYERS))
     rope = getattr(config, "rope_scaling", None)
     if isinstance(rope, dict) and rope.get("rope_type") not in (None, "default"):
         config.rope_scaling = None
-    return config
+    return config, derived
 
 
 def config_class_for(model_type: str) -> type:
@@ -152,6 +179,48 @@ def _config_by_name(cls: type) -> str:
         f"no config class to derive a tiny config from: the module of {cls.__name__} imports "
         f"none, and neither vLLM's configs nor transformers define {name}"
     )
+
+
+# Parts of vLLM's own config that a model module reads as ``config.<part>``.
+_VLLM_CONFIG_PARTS = frozenset(
+    {"cache_config", "model_config", "quant_config", "lora_config", "parallel_config"}
+)
+
+
+def attributes_read(module: Any) -> set[str]:
+    """The names the module reads as ``config.<name>``."""
+    import re
+
+    return set(re.findall(r"\bconfig\.([A-Za-z_]\w*)", inspect.getsource(module)))
+
+
+def stand_in_config(module: Any, cls: type, why: str) -> tuple[type, str]:
+    """A Llama-style config for a module that imports no config class of its own (its
+    checkpoints ship the config as remote code), registered for its model_type in this
+    process only. Refused unless every ``config.<name>`` the module reads is a field of it.
+    """
+    from transformers import AutoConfig, LlamaConfig
+
+    if any(
+        isinstance(value, type)
+        and value.__name__.endswith("Config")
+        and getattr(value, "model_type", "")
+        for value in vars(module).values()
+    ):
+        raise NotChecked(why)
+    read = sorted(attributes_read(module) - _VLLM_CONFIG_PARTS)
+    llama = LlamaConfig()
+    missing = [name for name in read if not hasattr(llama, name)]
+    if not read or missing:
+        raise NotChecked(f"{why}; a Llama-style stand-in lacks {', '.join(missing) or 'fields'}")
+    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
+    stand_in = type(f"{cls.__name__}StandInConfig", (LlamaConfig,), {"model_type": model_type})
+    AutoConfig.register(model_type, stand_in, exist_ok=True)
+    note = (
+        f"config: a Llama-style stand-in registered as {model_type!r} ({why}); "
+        f"the module reads only {', '.join(read)}"
+    )
+    return stand_in, note
 
 
 def vllm_config_for(model_dir: Path) -> Any:
@@ -236,21 +305,177 @@ def native_attention(model: Any) -> int:
     return replaced
 
 
-def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type]:
+_GATED = {"silu": "silu", "gelu": "gelu", "gelu_tanh": "gelu_tanh"}
+_NOT_GATED = {"silu_no_mul": "silu", "gelu_no_mul": "gelu", "gelu_tanh_no_mul": "gelu_tanh"}
+
+
+def native_moe(model: Any) -> int:
+    """Give each of vLLM's routed-expert layers a plain torch computation of its own experts.
+
+    vLLM's CPU MoE kernels are compiled ops (``_C``), which a source tree does not have. The
+    stand-in keeps vLLM's router (top-k weights and ids, when it routes outside the kernel)
+    and the layer's own ``w13``/``w2`` expert weights (``[E, 2I, H]`` gate then up, and
+    ``[E, H, I]``); it is deterministic, and the reference and patched runs use the same one.
+    Returns how many layers were replaced.
+    """
+    try:
+        from vllm.model_executor.layers.fused_moe.routed_experts import RoutedExperts
+    except ImportError:
+        return 0
+    replaced = 0
+    for module in model.modules():
+        if isinstance(module, RoutedExperts):
+            method = module.quant_method
+            if type(method).__name__ != "UnquantizedFusedMoEMethod":
+                raise NotChecked(f"no native stand-in for {type(method).__name__} experts")
+            # Skips the compiled weight prepacking; the plain layout is what the stand-in reads.
+            method.process_weights_after_loading = lambda layer: None
+            module.forward_modular = _moe_modular.__get__(module)
+            module.forward_monolithic = _moe_monolithic.__get__(module)
+            replaced += 1
+    return replaced
+
+
+def _moe_modular(
+    self: Any,
+    x: Any,
+    topk_weights: Any,
+    topk_ids: Any,
+    shared_experts: Any = None,
+    shared_experts_input: Any = None,
+) -> Any:
+    if shared_experts is not None and shared_experts_input is not None:
+        from vllm.model_executor.layers.fused_moe.runner.shared_experts import (
+            SharedExpertsOrder,
+        )
+
+        # Runs only when the experts were meant to run inside the kernel.
+        shared_experts(shared_experts_input, SharedExpertsOrder.MK_INTERNAL_OVERLAPPED)
+    return _experts(self, x, topk_weights, topk_ids)
+
+
+def _moe_monolithic(self: Any, x: Any, router_logits: Any = None, **_: Any) -> Any:
+    import torch
+
+    if getattr(self, "scoring_func", "softmax") not in ("softmax", None):
+        raise NotChecked(f"no native routing for scoring {self.scoring_func!r}")
+    top_k = int(self.moe_config.experts_per_token)
+    weights = torch.softmax(router_logits.float(), dim=-1)
+    topk_weights, topk_ids = torch.topk(weights, top_k, dim=-1)
+    if getattr(self, "renormalize", True):
+        topk_weights = topk_weights / topk_weights.sum(dim=-1, keepdim=True)
+    return _experts(self, x, topk_weights, topk_ids)
+
+
+def _experts(self: Any, x: Any, topk_weights: Any, topk_ids: Any) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    activation = str(getattr(self.activation, "value", self.activation)).lower()
+    if activation not in _GATED and activation not in _NOT_GATED:
+        raise NotChecked(f"no native stand-in for the MoE activation {activation!r}")
+    act = {
+        "silu": F.silu,
+        "gelu": F.gelu,
+        "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    }[_GATED.get(activation) or _NOT_GATED[activation]]
+    expert_map = getattr(self, "expert_map", None)
+    w13_bias = getattr(self, "w13_bias", None)
+    w2_bias = getattr(self, "w2_bias", None)
+    on_input = bool(getattr(self, "apply_router_weight_on_input", False))
+    out = torch.zeros(x.shape[0], self.w2_weight.shape[1], dtype=x.dtype)
+    for token in range(x.shape[0]):
+        for weight, expert in zip(topk_weights[token], topk_ids[token], strict=True):
+            local = int(expert) if expert_map is None else int(expert_map[int(expert)])
+            if local < 0:
+                continue
+            inp = x[token] * weight if on_input else x[token]
+            h = self.w13_weight[local] @ inp
+            if w13_bias is not None:
+                h = h + w13_bias[local]
+            if activation in _GATED:
+                gate, up = h.chunk(2)
+                h = act(gate) * up
+            else:
+                h = act(h)
+            y = self.w2_weight[local] @ h
+            if w2_bias is not None:
+                y = y + w2_bias[local]
+            out[token] += y if on_input else weight.to(y.dtype) * y
+    return out
+
+
+def tolerate_unchunked_attention() -> None:
+    """Let vLLM's CPU attention backend be built for layers that pass ``chunk_lookback=-1``
+    (chunking off: Rnj1 passes it on every layer). Its kernels are never run: every
+    ``Attention`` layer gets :func:`native_attention`."""
+    try:
+        from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackendImpl
+    except ImportError:
+        return
+    if "chunk_lookback" in inspect.signature(CPUAttentionBackendImpl.__init__).parameters:
+        return
+    init = CPUAttentionBackendImpl.__init__
+
+    def patched(self: Any, *args: Any, chunk_lookback: int = -1, **kwargs: Any) -> None:
+        if chunk_lookback != -1:
+            raise NotChecked(f"chunked attention (lookback {chunk_lookback}) has no CPU path")
+        init(self, *args, **kwargs)
+
+    CPUAttentionBackendImpl.__init__ = patched
+
+
+def tolerate_missing_triton() -> None:
+    """Linear-attention layers (OLMo-Hybrid's gated delta net) hand Triton a scratch allocator
+    when built. Without Triton, and with no attention metadata, their Triton kernels never
+    run (vLLM skips the recurrent core as in its profile run), so the allocator is unused."""
+    from vllm.triton_utils import triton
+
+    if not hasattr(triton, "set_allocator") and type(triton).__name__ == "TritonPlaceholder":
+        triton.set_allocator = lambda _allocate: None
+
+
+def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type, str]:
     import torch
     from bot_vllm_cpu import force_cpu_platform
 
     force_cpu_platform()
+    tolerate_unchunked_attention()
+    tolerate_missing_triton()
     try:
         module = importlib.import_module(module_name)
         cls = getattr(module, class_name)
     except Exception as exc:  # noqa: BLE001 - any import failure means: not buildable here
         raise NotChecked(f"cannot import {module_name}.{class_name}: {_one_line(exc)}") from None
-    config = tiny_config(config_class_for(model_type_of(module, cls)))
+    try:
+        config_class, config_note = config_class_for(model_type_of(module, cls)), ""
+    except NotChecked as why:
+        config_class, config_note = stand_in_config(module, cls, str(why))
+    config, derived = tiny_config(config_class)
+    for name in sorted(attributes_read(module) & _SIZES.keys()):
+        if not hasattr(config, name):
+            # A checkpoint's config.json carries fields its class does not define (GLM-4.5's
+            # head_dim); the module reads them, so the tiny config carries them too.
+            setattr(config, name, _SIZES[name])
     config.architectures = [class_name]
     model_dir = tmp / "model"
     model_dir.mkdir()
-    config.save_pretrained(model_dir)
+    try:
+        config.save_pretrained(model_dir)
+    except Exception as exc:  # noqa: BLE001
+        if not derived or derived == config.layer_types:
+            raise NotChecked(f"the tiny config is refused: {_one_line(exc)}") from None
+        # The class insists on its hybrid layers (OLMo-Hybrid: at least one linear-attention
+        # layer). They are built; with no attention metadata vLLM runs their recurrent core
+        # as in its profile run (output zero), deterministically, the same in both runs.
+        config.layer_types = derived
+        config_note = "; ".join(
+            filter(None, [config_note, f"layer types as the config class derives them: {derived}"])
+        )
+        try:
+            config.save_pretrained(model_dir)
+        except Exception as exc:  # noqa: BLE001
+            raise NotChecked(f"the tiny config is refused: {_one_line(exc)}") from None
     try:
         vllm_config = vllm_config_for(model_dir)
     except Exception as exc:  # noqa: BLE001
@@ -267,9 +492,10 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type]
             raise NotChecked(f"{class_name} cannot be built on CPU: {_one_line(exc)}") from None
         fill_weights(model)
         native_attention(model)
+        native_moe(model)
         model.eval()
         process_weights_after_loading(model, vllm_config.model_config, torch.device("cpu"))
-    return model, vllm_config, cls
+    return model, vllm_config, cls, config_note
 
 
 def forward(model: Any, vllm_config: Any) -> Any:
@@ -290,7 +516,7 @@ def forward(model: Any, vllm_config: Any) -> Any:
 def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     import torch
 
-    model, vllm_config, cls = build(args.module, args.cls, tmp)
+    model, vllm_config, cls, config_note = build(args.module, args.cls, tmp)
     hidden_size = int(vllm_config.model_config.hf_config.hidden_size)
     if args.mode == "reference":
         try:
@@ -332,19 +558,105 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 f"an aux hidden state has shape {tuple(tensor.shape)}, "
                 f"not ({NUM_TOKENS}, {hidden_size})"
             )
+    reference = torch.load(args.reference)
+    if not torch.equal(output[0], reference):
+        raise Failed(
+            "with aux layers set, the final hidden states differ from the unpatched model's"
+        )
     model.set_aux_hidden_state_layers(())
     plain = forward(model, vllm_config)
-    reference = torch.load(args.reference)
     if not isinstance(plain, torch.Tensor) or not torch.equal(plain, reference):
         raise Failed("with no aux layers set, the output differs from the unpatched model's")
+    values = check_aux_values(model, vllm_config, dict(zip(requested, aux, strict=True)), plain)
     return {
         "status": "passed",
         "detail": (
             f"{cls.__name__} on a tiny random config ({NUM_LAYERS} layers, hidden size "
-            f"{hidden_size}): {len(aux)} aux hidden states for layers {requested}; with none "
-            "requested the output equals the unpatched model's bit for bit"
+            f"{hidden_size}): {len(aux)} aux hidden states for layers {requested}; {values}; "
+            "with none requested the output equals the unpatched model's bit for bit"
+            + (f"; {config_note}" if config_note else "")
         ),
     }
+
+
+def decoder_layers(model: Any) -> tuple[Any, list[Any]]:
+    """The decoder (the module with the mixin) and its layers, in call order."""
+    from vllm.model_executor.models.interfaces import EagleModelMixin
+
+    decoders = [m for m in model.modules() if isinstance(m, EagleModelMixin)]
+    if len(decoders) != 1:
+        raise NotChecked(f"values not checked: {len(decoders)} modules carry EagleModelMixin")
+    decoder = decoders[0]
+    for name in ("layers", "h", "blocks"):
+        layers = getattr(decoder, name, None)
+        if layers is not None and hasattr(layers, "__len__"):
+            return decoder, list(layers)
+    raise NotChecked(f"values not checked: {type(decoder).__name__} has no layers, h or blocks")
+
+
+def check_aux_values(model: Any, vllm_config: Any, aux: dict[int, Any], final: Any) -> str:
+    """Each aux state must be the full residual stream entering its layer.
+
+    Proven without trusting the capture's residual decision: the model's own forward runs
+    again with layer L handed ``aux[L]`` as its hidden states and ``residual=None`` (the
+    stream as a first layer sees it), so layers L..n-1 and the decoder's own final norm turn
+    it into the output. A capture that drops or double-counts the residual ends elsewhere.
+    """
+    import torch
+
+    decoder, layers = decoder_layers(model)
+    end = int(getattr(decoder, "end_layer", len(layers)))
+    diffs = []
+    for index, value in sorted(aux.items()):
+        if index >= end:
+            # After the last layer: only the final norm follows, which the replay cannot
+            # feed without the decoder's own residual convention.
+            raise NotChecked(f"values not checked: aux layer {index} follows the last layer")
+        replayed = replay_from(model, vllm_config, layers[index], value)
+        if not isinstance(replayed, torch.Tensor) or replayed.shape != final.shape:
+            raise Failed(f"replaying aux layer {index} gave {type(replayed).__name__}")
+        diff = float((replayed - final).abs().max())
+        if not torch.allclose(replayed, final, rtol=1e-5, atol=1e-6):
+            raise Failed(
+                f"the aux hidden state of layer {index} is not the stream entering it: fed "
+                f"back into layers {index}..{end - 1} and the final norm it gives an output "
+                f"off by {diff:.3g} (max abs) from the model's"
+            )
+        diffs.append(diff)
+    return (
+        f"each, fed back as the stream into its layer and the rest of the decoder, gives "
+        f"the model's output (max abs diff {max(diffs):.1g})"
+    )
+
+
+def replay_from(model: Any, vllm_config: Any, layer: Any, stream: Any) -> Any:
+    """The model's forward with ``layer``'s input replaced by ``stream`` and no residual."""
+    signature = inspect.signature(layer.forward)
+    if "hidden_states" not in signature.parameters:
+        raise NotChecked(
+            f"values not checked: {type(layer).__name__}.forward takes no hidden_states"
+        )
+
+    other_residuals = [n for n in signature.parameters if "residual" in n and n != "residual"]
+    if other_residuals:
+        raise NotChecked(
+            f"values not checked: {type(layer).__name__}.forward takes {other_residuals[0]}"
+        )
+
+    def feed(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        bound = signature.bind(*args, **kwargs)
+        bound.arguments["hidden_states"] = stream
+        if "residual" in signature.parameters:
+            bound.arguments["residual"] = None
+        return bound.args, bound.kwargs
+
+    handle = layer.register_forward_pre_hook(feed, with_kwargs=True)
+    try:
+        return forward(model, vllm_config)
+    except Exception as exc:  # noqa: BLE001
+        raise NotChecked(f"values not checked: the replay fails: {_one_line(exc)}") from None
+    finally:
+        handle.remove()
 
 
 def _one_line(exc: BaseException) -> str:
