@@ -98,6 +98,22 @@ FUSED_NORM = "        hidden_states, _ = self.norm(hidden_states, residual)\n"
 PLAIN_NORM = "        hidden_states = self.norm(hidden_states)\n"
 EXPLICIT_ADD = "        hidden_states = hidden_states + residual\n" + PLAIN_NORM
 
+# Cohere's shape: each layer rebinds the residual it is given before reading it, and the final
+# norm takes the residual but hands it back unused.
+PASS_NORM = """
+
+class PassNorm(nn.Module):
+    def forward(self, hidden_states, residuals=None):
+        hidden_states = hidden_states * self.weight
+        return hidden_states, residuals
+"""
+ADDING_NORM = PASS_NORM.replace("hidden_states * self.weight", "hidden_states + residuals")
+
+
+def _with_norm(source: str, norm_class: str) -> str:
+    return source.replace("self.norm = RMSNorm(8)", f"self.norm = {norm_class}(8)")
+
+
 READY = [
     ("slice", "residual-stream", LAYER_PAIR, decoder(SLICE + PAIR_CALL, FUSED_NORM)),
     ("islice", "residual-stream", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM)),
@@ -106,9 +122,33 @@ READY = [
     ("islice", "explicit-add", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD)),
     ("islice", "no-residual", LAYER_ONE, decoder(ISLICE + ONE_CALL, PLAIN_NORM, False)),
     ("islice", "full-stream-pair", LAYER_SUMMED_PAIR, decoder(ISLICE + PAIR_CALL, PLAIN_NORM)),
+    (
+        "islice",
+        "full-stream-pair",
+        LAYER_SUMMED_PAIR + PASS_NORM,
+        _with_norm(decoder(ISLICE + PAIR_CALL, FUSED_NORM), "PassNorm"),
+    ),
 ]
 
 REFUSED = [
+    (
+        "layers ignore the residual they are given, and the final norm may add it",
+        LAYER_SUMMED_PAIR,
+        decoder(ISLICE + PAIR_CALL, FUSED_NORM),
+        "the layers ignore the residual they are given, but the final norm",
+    ),
+    (
+        "layers ignore the residual they are given, and the final norm adds it",
+        LAYER_SUMMED_PAIR + ADDING_NORM,
+        _with_norm(decoder(ISLICE + PAIR_CALL, FUSED_NORM), "PassNorm"),
+        "the layers ignore the residual they are given, but the final norm",
+    ),
+    (
+        "layers ignore the residual they are given, yet the decoder adds it",
+        LAYER_SUMMED_PAIR,
+        decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD),
+        "yet the decoder adds it",
+    ),
     (
         "a pair the decoder never adds back, the layer not summing it",
         LAYER_PAIR,
@@ -286,3 +326,23 @@ def test_a_pooling_registration_is_never_a_target(tmp_path: Path) -> None:
     registry = {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}}
     tree = make_tree(tmp_path / "text", {"model_executor/models/demo.py": source}, registry)
     assert len(_enable_findings(tree)) == 1  # the same model, registered for generation
+
+
+@pytest.mark.vllm_tree
+def test_cohere_layers_hand_on_the_whole_stream() -> None:
+    """CohereDecoderLayer rebinds `residual = hidden_states` before reading the residual it is
+    given and returns the whole stream first, so the aux state is `hidden_states` alone (as
+    upstream's own Cohere2Moe capture in 0.31.0 is); capturing `hidden_states + residual`
+    counted the residual twice, which the smoke harness's value check caught. Where the final
+    norm's class is picked at run time (0.34.0's `select_norm_impl`), whether it adds the
+    residual cannot be read, so the bot refuses."""
+    from bot.tree.fetch import release_tree
+
+    def cohere(version: str) -> Finding:
+        found = scan(release_tree(version)).findings
+        return next(f for f in found if f.class_name == "CohereForCausalLM")
+
+    shape = cohere("0.19.1").evidence["shape"]
+    assert (shape["residual"], shape["residual_name"]) == ("full-stream-pair", None)
+    refused = cohere("0.34.0").evidence["refused"]
+    assert "the layers ignore the residual they are given" in refused

@@ -20,8 +20,10 @@ final norm's call):
   the loop: captured as ``hidden_states + residual``
 - ``no-residual``: layers return one tensor, the full stream: captured with ``residual=None``
 - ``full-stream-pair``: layers return a pair whose first element their own ``forward`` already
-  summed, and the decoder never adds the residual back: captured with ``residual=None`` (adding
-  it would count it twice)
+  summed, and the decoder never adds the residual back; or each layer rebinds the residual it
+  is given before reading it (what a layer sees is the first output alone) and the final norm
+  takes the stream alone or hands the residual back unused (Cohere's ``LayerNorm``): captured
+  with ``residual=None`` (adding it would count it twice)
 """
 
 from __future__ import annotations
@@ -117,12 +119,18 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
             "returns cannot be read"
         )
     returns = [_layer_returns(index, cls) for cls in layer_classes]
-    if any(r is None for r in returns) or len({str(r) for r in returns}) != 1:
-        names = ", ".join(c.name for c in layer_classes)
+    names = ", ".join(c.name for c in layer_classes)
+    if any(r is None for r in returns) or len({_output_shape(r) for r in returns}) != 1:
         return Refusal(f"the layers ({names}) do not all return the same shape of output")
     layer = returns[0]
     assert layer is not None
-    residual = _residual_kind(decoder, shape, call, norm, adds, layer)
+    if len(call["targets"]) == 2:
+        given = call["targets"][1]
+        ignored = {_receiving_param(call, given, r) in r.get("dead_params", []) for r in returns}
+        if len(ignored) != 1:
+            return Refusal(f"some of the layers ({names}) ignore the {given} they are given")
+        layer = {**layer, "ignores_residual": ignored.pop()}
+    residual = _residual_kind(index, decoder, shape, call, norm, adds, layer)
     if isinstance(residual, Refusal):
         return residual
     kind, residual_name = residual
@@ -221,6 +229,7 @@ def _after_loop(
 
 
 def _residual_kind(
+    index: ClassIndex,
     decoder: ClassRef,
     shape: dict[str, Any],
     call: dict[str, Any],
@@ -245,6 +254,22 @@ def _residual_kind(
         return Refusal(f"the loop unpacks two values from a layer that returns {arities}")
     if residual not in _passed(call):
         return Refusal(f"the layer call at line {call['line']} does not take back {residual}")
+    if layer.get("ignores_residual"):
+        # Each layer rebinds the residual it is given before reading it: the stream a layer
+        # sees is the first output alone, whatever the decoder does with the second.
+        if adds:
+            return Refusal(
+                f"the layers ignore the {residual} they are given, yet the decoder adds it to "
+                f"{stream} after the loop"
+            )
+        if norm["args"] == [stream] or (
+            norm["args"] == [stream, residual] and _norm_passes_through(index, decoder, norm)
+        ):
+            return "full-stream-pair", None
+        return Refusal(
+            f"the layers ignore the {residual} they are given, but the final norm (line "
+            f"{norm['line']}) takes it: whether it adds {residual} to the stream is not clear"
+        )
     if norm["args"] == [stream, residual] and not adds:
         return "residual-stream", residual
     added = [a for a in adds if a["operands"] == sorted([stream, residual])]
@@ -260,6 +285,38 @@ def _residual_kind(
     return Refusal(
         f"cannot tell from the final norm (line {norm['line']}) whether {residual} is part of "
         "the stream"
+    )
+
+
+def _output_shape(returns: dict[str, Any] | None) -> tuple[tuple[int, ...], bool]:
+    returns = returns or {}
+    return tuple(returns.get("arities", ())), bool(returns.get("summed_first"))
+
+
+def _receiving_param(call: dict[str, Any], value: str, layer: dict[str, Any]) -> str | None:
+    """The layer ``forward``'s parameter the call passes ``value`` to."""
+    for name, passed in call["keywords"].items():
+        if passed == value:
+            return str(name)
+    params = layer.get("params", [])
+    if value in call["args"] and call["args"].index(value) < len(params):
+        return str(params[call["args"].index(value)])
+    return None
+
+
+def _norm_passes_through(index: ClassIndex, decoder: ClassRef, norm: dict[str, Any]) -> bool:
+    """Whether every class the final norm can be hands its second argument back unused
+    (Cohere's ``LayerNorm.forward(hidden_states, residuals)``), so it adds nothing."""
+    callee = str(norm.get("callee", ""))
+    if not callee.startswith("self.") or callee.count(".") != 1:
+        return False
+    classes = _layer_classes(index, decoder, callee.removeprefix("self."))
+    facts = [_layer_returns(index, cls) for cls in classes]
+    return bool(facts) and all(
+        f is not None
+        and len(f.get("params", [])) > 1
+        and f["params"][1] in f.get("passthrough_params", [])
+        for f in facts
     )
 
 

@@ -246,7 +246,64 @@ def layer_returns(
                 summed_first = summed_first or bool(first and sums.get(first))
             else:
                 arities.add(1)
-    return {"arities": sorted(arities), "summed_first": summed_first}
+    return {
+        "arities": sorted(arities),
+        "summed_first": summed_first,
+        **parameter_use(func),
+    }
+
+
+def parameter_use(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
+    """The forward's parameters (without ``self``) in order; those it rebinds before reading
+    (``residual = hidden_states`` first: what the caller passes is ignored); and those it only
+    hands back as an element of a returned tuple (a norm passing its residual through)."""
+    args = func.args
+    params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    if params and params[0] == "self":
+        params = params[1:]
+    dead = [p for p in params if _rebound_before_read(func.body, p)]
+    passthrough = [p for p in params if _only_returned(func, p)]
+    return {"params": params, "dead_params": dead, "passthrough_params": passthrough}
+
+
+def _reads(node: ast.AST, name: str) -> bool:
+    return any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+        for n in ast.walk(node)
+    )
+
+
+def _rebound_before_read(body: list[ast.stmt], name: str) -> bool:
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # the docstring
+        if (
+            isinstance(stmt, ast.Assign)
+            and not _reads(stmt.value, name)
+            and any(
+                isinstance(t, ast.Name) and t.id == name
+                for target in stmt.targets
+                for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+            )
+        ):
+            return True
+        if _reads(stmt, name):
+            return False
+    return False
+
+
+def _only_returned(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
+    """Read only as a bare element of ``return a, name``: never computed with."""
+    returned = 0
+    for node in ast.walk(func):
+        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
+            returned += sum(1 for e in node.value.elts if isinstance(e, ast.Name) and e.id == name)
+    reads = sum(
+        1
+        for n in ast.walk(func)
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+    )
+    return returned > 0 and reads == returned
 
 
 def built_from(
