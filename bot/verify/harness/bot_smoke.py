@@ -95,7 +95,8 @@ _MIXED_LAYER_TYPES = {"lfm2": "conv", "lfm2_moe": "conv"}
 
 _PROFILE_RUN = (
     "with no attention metadata the non-attention mixers run as in vLLM's profile run, "
-    "skipping their convolution and SSM scan: deterministic, the same in both runs"
+    "skipping their convolution and SSM scan (a Mamba mixer's output is zero, LFM2's "
+    "short convolution gates and projects its input): deterministic, the same in both runs"
 )
 
 
@@ -503,6 +504,39 @@ def skip_ssd_warmup() -> None:
             MambaMixer2._warmup_ssd_kernels = lambda _self, _projected_states: None
 
 
+def zero_unfilled_mamba_outputs() -> None:
+    """With no attention metadata, vLLM's Mamba-1 (Jamba) and Mamba-2 (FalconH1) mixers return
+    without writing the ``torch.empty`` buffer their layer reads back (vLLM's profile run), so
+    that buffer holds whatever memory it got. It is zeroed first: the mixer's output is zero,
+    as OLMo-Hybrid's gated delta net's is, deterministically and the same in both runs."""
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.layers.mamba.mamba_mixer import MambaMixer
+
+        _zero_output_first(MambaMixer, "forward_impl")
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.layers.mamba.mamba_mixer2 import MambaMixer2
+
+        _zero_output_first(MambaMixer2, "conv_ssm_forward")
+
+
+def _zero_output_first(mixer: type, name: str) -> None:
+    method = getattr(mixer, name, None)
+    if method is None or getattr(method, "_bot_zeroes_output", False):
+        return
+
+    def zeroed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from vllm.forward_context import get_forward_context
+
+        if get_forward_context().attn_metadata is None:
+            output = kwargs.get("output", args[1] if len(args) > 1 else None)
+            if output is not None:
+                output.zero_()
+        return method(self, *args, **kwargs)
+
+    zeroed._bot_zeroes_output = True  # type: ignore[attr-defined]
+    setattr(mixer, name, zeroed)
+
+
 def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type, str]:
     import torch
     from bot_vllm_cpu import force_cpu_platform
@@ -511,6 +545,7 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
     tolerate_unchunked_attention()
     tolerate_missing_triton()
     skip_ssd_warmup()
+    zero_unfilled_mamba_outputs()
     try:
         module = importlib.import_module(module_name)
         cls = getattr(module, class_name)
