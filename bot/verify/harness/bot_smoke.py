@@ -75,7 +75,36 @@ _SIZES: dict[str, int] = {
     "sliding_window": 64,
     "num_nextn_predict_layers": 0,
     "first_k_dense_replace": 1,
+    # LFM2's checkpoints carry these (equal to the hidden size); its config class does not.
+    "block_dim": 64,
+    "conv_dim": 64,
+    "mamba_d_state": 16,
+    "mamba_dt_rank": 8,
+    "mamba_d_ssm": 64,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 8,
 }
+
+
+# Layer types whose CPU path is plain torch with no attention metadata (vLLM's profile run:
+# LFM2's short convolution gates and projects its input, without the convolution state). They
+# alternate with full attention, as the checkpoints mix them, so the capture is checked across
+# both layer classes: layer 2 attention, layer 3 the other type.
+_MIXED_LAYER_TYPES = {"lfm2": "conv", "lfm2_moe": "conv"}
+
+
+_PROFILE_RUN = (
+    "with no attention metadata the non-attention mixers run as in vLLM's profile run, "
+    "skipping their convolution and SSM scan (a Mamba mixer's output is zero, LFM2's "
+    "short convolution gates and projects its input): deterministic, the same in both runs"
+)
+
+
+def mixed_layer_types(model_type: str) -> list[str] | None:
+    other = _MIXED_LAYER_TYPES.get(model_type)
+    if other is None:
+        return None
+    return ["full_attention" if index % 2 == 0 else other for index in range(NUM_LAYERS)]
 
 
 def tiny_config(config_class: type) -> tuple[Any, list[str]]:
@@ -103,11 +132,18 @@ def tiny_config(config_class: type) -> tuple[Any, list[str]]:
             setattr(config, name, value[:NUM_LAYERS])
     config.tie_word_embeddings = False
     derived: list[str] = []
-    if isinstance(getattr(config, "layer_types", None), list):
+    layer_types = getattr(config, "layer_types", None)
+    if isinstance(layer_types, list) and not _derived_property(config_class, "layer_types"):
         # Hybrid models (linear attention) have Triton-only kernels; full attention has a
         # native path, and the aux capture lives in the decoder loop, not in the layer.
-        derived = list(config.layer_types)
+        derived = list(layer_types)
         config.layer_types = ["full_attention"] * NUM_LAYERS
+    elif hasattr(default, "layer_types") and layer_types is None:
+        # LFM2-MoE's class leaves it to the checkpoint, which lists one type per layer.
+        config.layer_types = ["full_attention"] * NUM_LAYERS
+    mixed = mixed_layer_types(getattr(config_class, "model_type", ""))
+    if mixed is not None:
+        config.layer_types = mixed
     if hasattr(config, "full_attention_interval"):
         config.full_attention_interval = 1
     if hasattr(config, "first_k_dense_replace"):
@@ -120,6 +156,28 @@ def tiny_config(config_class: type) -> tuple[Any, list[str]]:
     if isinstance(rope, dict) and rope.get("rope_type") not in (None, "default"):
         config.rope_scaling = None
     return config, derived
+
+
+def _derived_property(config_class: type, name: str) -> bool:
+    """Whether the class derives ``name`` (a read-only property: Jamba's layer types come
+    from its attention period and offset), so the class's own layer pattern is kept."""
+    # transformers aliases some names (FalconH1: layer_types -> layers_block_type).
+    name = getattr(config_class, "attribute_map", {}).get(name, name)
+    attribute = inspect.getattr_static(config_class, name, None)
+    return isinstance(attribute, property) and attribute.fset is None
+
+
+def derived_layer_note(config: Any) -> str:
+    """The layer pattern a class derives and the harness keeps (or mixes), for the detail."""
+    if mixed_layer_types(getattr(config, "model_type", "")) is not None:
+        return f"layer types {list(config.layer_types)} ({_PROFILE_RUN})"
+    for name in ("layers_block_type", "layer_types"):
+        if hasattr(config, name) and _derived_property(type(config), name):
+            return (
+                f"{name} as the config class derives them: {list(getattr(config, name))} "
+                f"({_PROFILE_RUN})"
+            )
+    return ""
 
 
 def config_class_for(model_type: str) -> type:
@@ -435,6 +493,50 @@ def tolerate_missing_triton() -> None:
         triton.set_allocator = lambda _allocate: None
 
 
+def skip_ssd_warmup() -> None:
+    """Mamba-2 layers (FalconH1) with no attention metadata warm up their Triton SSD kernels
+    for the autotuner (its result is discarded; the layer returns its projected input, as in
+    vLLM's profile run), then empty the accelerator's cache, which a CPU-only torch refuses."""
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.layers.mamba.mamba_mixer2 import MambaMixer2
+
+        if hasattr(MambaMixer2, "_warmup_ssd_kernels"):
+            MambaMixer2._warmup_ssd_kernels = lambda _self, _projected_states: None
+
+
+def zero_unfilled_mamba_outputs() -> None:
+    """With no attention metadata, vLLM's Mamba-1 (Jamba) and Mamba-2 (FalconH1) mixers return
+    without writing the ``torch.empty`` buffer their layer reads back (vLLM's profile run), so
+    that buffer holds whatever memory it got. It is zeroed first: the mixer's output is zero,
+    as OLMo-Hybrid's gated delta net's is, deterministically and the same in both runs."""
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.layers.mamba.mamba_mixer import MambaMixer
+
+        _zero_output_first(MambaMixer, "forward_impl")
+    with contextlib.suppress(ImportError):
+        from vllm.model_executor.layers.mamba.mamba_mixer2 import MambaMixer2
+
+        _zero_output_first(MambaMixer2, "conv_ssm_forward")
+
+
+def _zero_output_first(mixer: type, name: str) -> None:
+    method = getattr(mixer, name, None)
+    if method is None or getattr(method, "_bot_zeroes_output", False):
+        return
+
+    def zeroed(self: Any, *args: Any, **kwargs: Any) -> Any:
+        from vllm.forward_context import get_forward_context
+
+        if get_forward_context().attn_metadata is None:
+            output = kwargs.get("output", args[1] if len(args) > 1 else None)
+            if output is not None:
+                output.zero_()
+        return method(self, *args, **kwargs)
+
+    zeroed._bot_zeroes_output = True  # type: ignore[attr-defined]
+    setattr(mixer, name, zeroed)
+
+
 def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type, str]:
     import torch
     from bot_vllm_cpu import force_cpu_platform
@@ -442,6 +544,8 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
     force_cpu_platform()
     tolerate_unchunked_attention()
     tolerate_missing_triton()
+    skip_ssd_warmup()
+    zero_unfilled_mamba_outputs()
     try:
         module = importlib.import_module(module_name)
         cls = getattr(module, class_name)
@@ -452,6 +556,7 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
     except NotChecked as why:
         config_class, config_note = stand_in_config(module, cls, str(why))
     config, derived = tiny_config(config_class)
+    config_note = "; ".join(filter(None, [config_note, derived_layer_note(config)]))
     for name in sorted(attributes_read(module) & _SIZES.keys()):
         if not hasattr(config, name):
             # A checkpoint's config.json carries fields its class does not define (GLM-4.5's
