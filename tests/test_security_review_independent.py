@@ -736,6 +736,7 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     is the artifact's); what stands between that and a reviewable PR is the draft state until
     the GPU runner (which re-runs the smoke check) passes."""
     from bot.propose import branch_name
+    from bot.verify.evidence import SMOKE_VALUES_PROVEN
 
     plan_dir, work_dir = seed
     data = json.loads((plan_dir / "plan.json").read_text())
@@ -745,7 +746,15 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
         branch=branch_name(recipe, data["class_name"], None),
         fingerprint=f"{recipe}:{data['class_name']}:{data['base_commit'][:12]}",
     )
-    data["verification"]["checks"].append({"name": "smoke", "passed": True, "detail": "claimed"})
+    # A claim that does not say the values were proven is refused outright.
+    claim = {"name": "smoke", "passed": True, "detail": "claimed"}
+    data["verification"]["checks"].append(claim)
+    (plan_dir / "plan.json").write_text(json.dumps(data))
+    with pytest.raises(BotError, match="proves the aux values"):
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+    assert upstream_standin.pulls(UPSTREAM) == []
+    # One that copies the harness's wording gets at most a draft.
+    claim["detail"] = f"claimed: {SMOKE_VALUES_PROVEN}"
     (plan_dir / "plan.json").write_text(json.dumps(data))
     result = publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
     assert result.action == "opened"
