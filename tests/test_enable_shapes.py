@@ -8,6 +8,7 @@ that is not ready, never a patch.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,13 +295,19 @@ def test_a_registered_subclass_that_passes_the_output_through_is_fine(tmp_path: 
     assert by_class["DemoForCausalLM"].evidence["refused"] is None
 
 
-def test_the_decoder_and_target_edit(tmp_path: Path) -> None:
+def ready_model_edit(tmp_path: Path) -> tuple[Path, Finding, Any]:
+    """The recipe's one model-file edit (decoder and target) for the plain ready shape."""
     tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM))
     (finding,) = _enable_findings(tree)
     ctx = _ctx(tree, finding)
     (candidate,) = candidates(ctx.scan)
     (model_edit,) = _edits(ctx, finding, candidate, candidate.verdict, absolute=False)
     assert model_edit.kind == "enable-decoder-and-declare"
+    return tree, finding, model_edit
+
+
+def test_the_decoder_and_target_edit(tmp_path: Path) -> None:
+    tree, _, model_edit = ready_model_edit(tmp_path)
     source = (tree / model_edit.path).read_text()
     patched = model_edit.apply(source)
     assert "class DemoModel(nn.Module, EagleModelMixin):" in patched

@@ -35,20 +35,10 @@ from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.publish import publish_plan
 from bot.publish_checks import check_pr_body
 from bot.recipes.base import PublishedEdit
-from bot.recipes.eagle3_enable import _edits, candidates
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES as ENABLE_RULES
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_FORK_OWNER, STANDIN_TOKEN
-from tests.test_enable_shapes import (
-    FUSED_NORM,
-    ISLICE,
-    LAYER_PAIR,
-    PAIR_CALL,
-    _ctx,
-    _enable_findings,
-    _tree,
-    decoder,
-)
+from tests.test_enable_shapes import ready_model_edit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = REPO_ROOT / "workflows"
@@ -81,12 +71,7 @@ def _one_line_exit_2(result: subprocess.CompletedProcess[str]) -> None:
 def enable_edit(tmp_path: Path) -> dict[str, Any]:
     """The recipe's own enable-decoder-and-declare edit on a small synthetic tree: the base
     text, the text the codemods write, and the finding, as publish sees them."""
-    tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM))
-    (finding,) = _enable_findings(tree)
-    ctx = _ctx(tree, finding)
-    (candidate,) = candidates(ctx.scan)
-    (edit,) = _edits(ctx, finding, candidate, candidate.verdict, absolute=False)
-    assert edit.kind == "enable-decoder-and-declare"
+    tree, finding, edit = ready_model_edit(tmp_path)
     before = (tree / edit.path).read_text()
     return {
         "path": edit.path,
@@ -791,17 +776,12 @@ def _planted_lock(standin, date: str) -> None:
 
 
 @pytest.mark.vllm_tree
-def test_a_stale_publish_lock_is_broken(seed, upstream_standin) -> None:
+@pytest.mark.parametrize(
+    "date", ["2001-01-01 00:00:00 +0000", "2099-12-31 00:00:00 +0000"], ids=["stale", "future"]
+)
+def test_a_stale_or_future_dated_publish_lock_is_broken(seed, upstream_standin, date) -> None:
     plan_dir, work_dir = seed
-    _planted_lock(upstream_standin, "2001-01-01 00:00:00 +0000")
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
-    assert result.action == "opened", result.message
-
-
-@pytest.mark.vllm_tree
-def test_a_future_dated_publish_lock_expires(seed, upstream_standin) -> None:
-    plan_dir, work_dir = seed
-    _planted_lock(upstream_standin, "2099-12-31 00:00:00 +0000")
+    _planted_lock(upstream_standin, date)
     result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
     assert result.action == "opened", result.message
 
