@@ -7,7 +7,8 @@ to check out:
 
 - the branch name itself: its head on the fork;
 - a full commit sha: accepted when it is that branch's head, or the head's parent (the
-  upstream commit the fix was built on, which the fail-before run tests).
+  upstream commit the fix was built on, which the fail-before run tests); the first parent only,
+  never a merge's other parents.
 
 Everything else is refused: another repository (upstream included), a branch that is not
 ``bot/<recipe>/<class-slug>``, ``refs/pull/*`` and any other ref, a short sha, the head of any
@@ -58,6 +59,11 @@ def guarded_commit(
         raise BotError(f"refused: {branch} is not a branch on {fork}")
     if ref in (branch, head):
         return head
-    if ref in client.commit_parents(fork, head):
+    # Only the first parent: the upstream commit the fix was built on. A merge's second parent
+    # could be any commit someone merged into the branch.
+    parents = client.commit_parents(fork, head)
+    if parents and ref == parents[0]:
         return ref
-    raise BotError(f"refused: {ref[:60]} is neither the head of {branch} on {fork} nor its parent")
+    raise BotError(
+        f"refused: {ref[:60]} is neither the head of {branch} on {fork} nor its first parent"
+    )

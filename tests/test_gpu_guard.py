@@ -17,6 +17,7 @@ from tests.test_verify_local import commit_all
 BOT_BRANCH = "bot/eagle3-interface/foo-for-causal-lm"
 # Another fix's branch on the same fork: not the plan's, so not testable under its dispatch.
 OTHER_BOT_BRANCH = "bot/eagle3-interface/bar-for-causal-lm"
+MERGED_BRANCH = "bot/eagle3-interface/merged"
 IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
     "GIT_AUTHOR_EMAIL": "t@invalid",
@@ -55,6 +56,9 @@ def fork(github_standin: GitHubStandIn, tmp_path: Path) -> dict[str, str]:
     repo.git.commit("-q", "--no-gpg-sign", "-m", "other base", env=IDENTITY)
     shas["other_base"] = repo.head.commit.hexsha
     shas["other_on_base"] = _commit_on(repo, "bot/eagle3-interface/baz", "vllm/baz.py")
+    # A bot branch whose head merges someone's commit: its second parent is not the base.
+    repo.git.checkout("-q", "-b", MERGED_BRANCH, "main")
+    repo.git.merge("-q", "--no-ff", "--no-gpg-sign", "-m", "merge", "feature/other", env=IDENTITY)
     repo.git.update_ref("refs/pull/1/head", shas["other"])
     github_standin.add_repo(UPSTREAM, seed_from=work)
     git_dir = github_standin.add_repo(FORK, seed_from=work)
@@ -81,6 +85,14 @@ def test_the_heads_parent_is_allowed_for_the_fail_before_run(
     fork: dict[str, str], capsys: pytest.CaptureFixture
 ) -> None:
     assert guard(FORK, fork["base"], capsys) == (0, fork["base"], "")
+
+
+def test_only_the_first_parent_of_a_merge_is_allowed(
+    fork: dict[str, str], capsys: pytest.CaptureFixture
+) -> None:
+    code, out, err = guard(FORK, fork["other"], capsys, branch=MERGED_BRANCH)
+    assert (code, out) == (2, "") and "first parent" in err
+    assert guard(FORK, fork["base"], capsys, branch=MERGED_BRANCH) == (0, fork["base"], "")
 
 
 @pytest.mark.parametrize(
