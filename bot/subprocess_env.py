@@ -18,11 +18,12 @@ import pwd
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bot.errors import BotError
+from bot.sandbox import sandboxed
 
 _KEEP = frozenset(
     {
@@ -168,19 +169,88 @@ def refuse_beside_credentials(what: str, then: str = "") -> None:
 
 
 def run_upstream_code(
-    command: list[str], *, cwd: Path, extra: Mapping[str, str], timeout: float | None
+    command: list[str],
+    *,
+    cwd: Path,
+    extra: Mapping[str, str],
+    timeout: float | None,
+    writable: Sequence[Path] = (),
+    readable: Sequence[Path] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run a process that executes upstream code (pytest on a vLLM tree, the smoke harness):
-    never beside a credential it could read, with a scratch ``HOME`` and the minimal
-    environment plus ``extra``. Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``."""
+    """Run a process that executes upstream code (pytest on a vLLM tree, the smoke harness,
+    the engine): never beside a credential it could read, with a scratch ``HOME`` and the
+    minimal environment plus ``extra``, inside the sandbox (:mod:`bot.sandbox`: no network, no
+    other process, the real home and the bot's data hidden, everything read-only but ``cwd``,
+    ``writable`` and the scratch home; ``readable`` and ``PYTHONPATH`` are bound back
+    read-only). Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``."""
     refuse_beside_credentials(f"`{Path(command[0]).name} {' '.join(command[1:3])}`")
     with scratch_home() as home:
-        return subprocess.run(
+        env = upstream_code_env(home, {"TMPDIR": "/tmp", **extra})
+        on_path = [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        wrapped = sandboxed(
             command,
             cwd=cwd,
-            env=upstream_code_env(home, extra),
+            home=home,
+            readable=[*readable, *on_path],
+            writable=writable,
+            hidden_homes=_real_homes(),
+        )
+        return subprocess.run(
+            wrapped,
+            cwd=cwd,
+            env=env,
             capture_output=True,
             text=True,
             timeout=timeout,
             check=False,
         )
+
+
+def run_build_step(
+    command: list[str],
+    *,
+    extra: Mapping[str, str],
+    writable: Sequence[Path],
+    home: Path,
+    cwd: Path | None = None,
+) -> subprocess.Popen[str]:
+    """Start a build step that may run code from the package index (pip building a release's
+    requirements or its source distribution): in the sandbox *with* the network, the minimal
+    environment (the machine's pip settings kept) with ``home`` as ``HOME``, nothing but
+    ``writable`` and ``home`` writable, stdout and stderr merged into one text pipe."""
+    where = cwd or home
+    pip_cache = _pip_cache()
+    env = {k: v for k, v in minimal_env().items() if not k.startswith("XDG_")}
+    env.update({"HOME": str(home), "TMPDIR": "/tmp", "PIP_CACHE_DIR": str(pip_cache), **extra})
+    # Local wheel directories the machine's pip configuration names stay readable.
+    links = [Path(p) for p in env.get("PIP_FIND_LINKS", "").split() if p.startswith("/")]
+    wrapped = sandboxed(
+        command,
+        cwd=where,
+        home=home,
+        readable=links,
+        writable=[*writable, pip_cache],
+        network=True,
+        hidden_homes=_real_homes(),
+    )
+    return subprocess.Popen(
+        wrapped,
+        cwd=where,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def _pip_cache() -> Path:
+    """pip's cache, shared with the build steps (writable there: a build could put a bad wheel
+    in it, which only other builds read; no credential lives there)."""
+    configured = os.environ.get("PIP_CACHE_DIR")
+    if configured:
+        path = Path(configured)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = Path(base) / "pip"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -81,7 +81,12 @@ def _spy_plan(tmp_path: Path, seen: Path) -> Path:
 
 @pytest.fixture
 def runner_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The variables a GitHub Actions job holding a write token has."""
+    """The variables a GitHub Actions job holding a write token has.
+
+    These tests look at the environment layer alone, so the sandbox, which would also hide
+    the spy's record files, is off here; tests/test_sandbox.py runs the same kind of spy
+    inside it."""
+    monkeypatch.setenv("BOT_SANDBOX", "off")
     command_file = tmp_path / "runner" / "github_env"
     command_file.parent.mkdir()
     command_file.write_text("")
@@ -239,8 +244,10 @@ def test_verify_refuses_to_run_upstream_code_beside_a_credential_it_started_with
     assert TOKEN not in refused.stderr + refused.stdout
     assert not seen.exists()
     assert read_plan_dir(plan_dir).plan.verification is None
-    # Without the credential in its environment the same command runs the spy's test.
+    # Without the credential in its environment the same command runs the spy's test (the
+    # sandbox off, so that the spy's record reaches this test's directory).
     del env["GITHUB_TOKEN"]
+    env["BOT_SANDBOX"] = "off"
     ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert ran.returncode == 0, ran.stderr
     assert list(seen.glob("*.json"))

@@ -12,7 +12,6 @@ import fcntl
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 from bot.config import cache_dir
 from bot.errors import BotError
 from bot.gitrepo import Repo
-from bot.subprocess_env import minimal_env
+from bot.subprocess_env import run_build_step, scratch_home
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
 _READY_MARKER = "bot-tree-ready"
@@ -72,13 +71,20 @@ def _download_sdist(version: str, scratch: Path) -> Path:
         str(scratch / "dl"),
         f"vllm=={version}",
     ]
-    env = minimal_env({"TMPDIR": str(pip_tmp), **_proxy_settings()})
-    # pip is expected to fail at "preparing metadata"; the unpacked tree is what we want.
-    result = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    # pip is expected to fail at "preparing metadata" (which runs the release's setup.py, in
+    # the sandbox); the unpacked tree is what we want.
+    with scratch_home() as home:
+        process = run_build_step(
+            command,
+            extra={"TMPDIR": str(pip_tmp), **_proxy_settings()},
+            writable=[scratch],
+            home=home,
+        )
+        output, _ = process.communicate()
     for candidate in sorted(pip_tmp.glob("pip-download-*/vllm*")):
         if (candidate / "vllm" / "__init__.py").is_file():
             return candidate
-    tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+    tail = (output or "").strip().splitlines()[-1:] or ["no output"]
     raise BotError(f"could not download the vLLM {version} source distribution: {tail[0]}")
 
 

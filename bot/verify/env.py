@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +33,7 @@ from packaging.utils import canonicalize_name
 
 from bot.config import cache_dir
 from bot.errors import BotError
-from bot.subprocess_env import minimal_env
+from bot.subprocess_env import run_build_step, scratch_home
 from bot.tree.fetch import release_tree
 
 MANIFEST = "bot-env.json"
@@ -110,6 +109,9 @@ def read_requirements(tree: Path) -> RequirementSet:
         name = canonicalize_name(req.name)
         if req.marker is not None and not req.marker.evaluate():
             continue
+        if req.url:  # `name @ https://...` or `file:///...`: never fetched from the tree's word
+            skipped.append(Skipped(str(req), "not from the package index (a URL or local path)"))
+            continue
         if name in _TORCH_FAMILY:
             if not torch_added:
                 install.append(torch_requirement())
@@ -154,7 +156,7 @@ def _read_file(directory: Path, name: str, seen: set[str]) -> list[Requirement]:
         if not line or line.startswith("#"):
             continue
         if line.startswith("-r "):
-            result.extend(_read_file(directory, line.split()[1], seen))
+            result.extend(_read_file(directory, _inside(directory, line.split()[1]), seen))
             continue
         if line.startswith("-"):
             continue  # index options: the machine's pip configuration decides
@@ -163,6 +165,14 @@ def _read_file(directory: Path, name: str, seen: set[str]) -> list[Requirement]:
         except InvalidRequirement:
             continue
     return result
+
+
+def _inside(directory: Path, name: str) -> str:
+    """``name`` (an ``-r`` include) if it stays inside the tree, else a BotError."""
+    tree = directory.parent.resolve()
+    if not (directory / name).resolve().is_relative_to(tree):
+        raise BotError(f"requirements/ includes {name[:80]!r}, outside the vLLM tree; refusing it")
+    return name
 
 
 def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
@@ -225,7 +235,8 @@ def _build(version: str, dest: Path, wanted: RequirementSet, say: Progress) -> E
     say(f"building the vLLM {version} environment in {dest}")
     for item in wanted.skipped:
         say(f"  skipping {item.requirement}: {item.reason}")
-    _run([sys.executable, "-m", "venv", str(dest)], say, timeout=600)
+    dest.mkdir(parents=True)
+    _run([sys.executable, "-m", "venv", str(dest)], say, timeout=600, dest=dest)
     python = dest / "bin" / "python"
     installed, unresolved = _install(python, list(wanted.install), say)
     info = EnvInfo(
@@ -271,7 +282,7 @@ def _install(python: Path, wanted: list[str], say: Progress) -> tuple[list[str],
     skipped: list[Skipped] = []
     for _ in range(_MAX_SKIPS):
         command = [str(python), "-m", "pip", "install", "--progress-bar", "off", *wanted]
-        code, tail = _run(command, say, timeout=_INSTALL_TIMEOUT)
+        code, tail = _run(command, say, timeout=_INSTALL_TIMEOUT, dest=python.parent.parent)
         if code == 0:
             return wanted, skipped
         missing = _UNRESOLVED.search(tail)
@@ -292,28 +303,26 @@ def _name(requirement: str) -> str:
         return requirement
 
 
-def _run(command: list[str], say: Progress, *, timeout: float) -> tuple[int, str]:
-    """Run with output streamed to ``say`` (pip's milestones only); exit code and output tail."""
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=minimal_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1"}),
-    )
-    deadline = time.monotonic() + timeout
-    lines: list[str] = []
-    assert process.stdout is not None
-    for line in process.stdout:
-        line = line.rstrip()
-        lines.append(line)
-        del lines[:-200]
-        if line.startswith(("Collecting ", "Installing collected", "Successfully", "ERROR")):
-            say("  " + line[:160])
-        if time.monotonic() > deadline:
-            process.kill()
-            raise BotError(f"{Path(command[0]).name} did not finish in {timeout:g}s")
-    code = process.wait()
+def _run(command: list[str], say: Progress, *, timeout: float, dest: Path) -> tuple[int, str]:
+    """Run a build step in the sandbox (network on, only ``dest`` writable) with its output
+    streamed to ``say`` (pip's milestones only); exit code and output tail."""
+    with scratch_home() as home:
+        process = run_build_step(
+            command, extra={"PIP_DISABLE_PIP_VERSION_CHECK": "1"}, writable=[dest], home=home
+        )
+        deadline = time.monotonic() + timeout
+        lines: list[str] = []
+        assert process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip()
+            lines.append(line)
+            del lines[:-200]
+            if line.startswith(("Collecting ", "Installing collected", "Successfully", "ERROR")):
+                say("  " + line[:160])
+            if time.monotonic() > deadline:
+                process.kill()
+                raise BotError(f"{Path(command[0]).name} did not finish in {timeout:g}s")
+        code = process.wait()
     return code, "\n".join(lines)
 
 

@@ -79,7 +79,9 @@ def run_pytest(
         *node_ids,
     ]
     try:
-        result = run_upstream_code(command, cwd=cwd, extra=extra, timeout=timeout)
+        result = run_upstream_code(
+            command, cwd=cwd, extra=extra, timeout=timeout, writable=[junit_path.parent]
+        )
     except subprocess.TimeoutExpired:
         return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")
     if junit_path.is_file():

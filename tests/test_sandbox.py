@@ -1,0 +1,315 @@
+"""Upstream code runs in a sandbox: it cannot read another process's environment, the real
+HOME's credential files, reach the network, or write the bot's installed files.
+
+A planted ``vllm/__init__.py`` (the probe) tries all four when it is imported and ends its
+process at once: exit 3 and ``SANDBOX-PROBE leaks: [...]`` if anything worked, exit 4 and
+``SANDBOX-PROBE clean`` if nothing did. Each path that runs a tree's code (``bot verify``'s
+local tests, ``bot smoke``, :func:`run_upstream_code` as the engine stage uses it, and the
+build steps of ``bot env`` / ``bot fetch``) is run with the probe, and once more with the
+sandbox switched off (``BOT_SANDBOX=off``), where the same probe must find the leaks: the test
+can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import bot
+from bot.cli import main
+from bot.config import cache_dir
+from bot.errors import BotError
+from bot.gitrepo import Repo
+from bot.plan import read_plan_dir, update_plan
+from bot.subprocess_env import run_build_step, run_upstream_code, scratch_home
+from bot.verify import VerifyOptions, verify_plan
+from bot.verify.env import vllm_env
+from tests.test_token_isolation import _spy_plan
+from tests.test_verify_local import commit_all
+
+SIBLING_TOKEN = "ghp_sibling_process_token_for_the_sandbox_test"
+CREDENTIAL = "https://mallory:ghp_planted_home_credential@github.com"
+PROBE = """
+import glob, os, pathlib, socket, sys
+_leaks = []
+for _path in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        if {token!r}.encode() in open(_path, "rb").read():
+            _leaks.append("read another process's environment")
+    except OSError:
+        pass
+for _name in (".git-credentials", ".netrc"):
+    try:
+        if pathlib.Path({home!r}, _name).read_text():
+            _leaks.append("read ~/" + _name)
+    except OSError:
+        pass
+_probe = pathlib.Path({bot_dir!r}, ".sandbox-probe-" + str(os.getpid()))
+try:
+    _probe.write_text("x")
+    _probe.unlink()
+    _leaks.append("wrote into the bot's installed package")
+except OSError:
+    pass
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+    _leaks.append("reached the network")
+except OSError:
+    pass
+{report}
+"""
+# How the probe reports: exit codes and one stderr line (every path shows one or the other).
+EXIT_REPORT = """
+print("SANDBOX-PROBE " + (f"leaks: {_leaks}" if _leaks else "clean"), file=sys.stderr, flush=True)
+os._exit(3 if _leaks else 4)
+"""
+
+
+@pytest.fixture
+def hostile_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, object]]:
+    """A sibling process holding a token, an operator HOME with credential files, a listening
+    socket on 127.0.0.1; yields what the probe is formatted with."""
+    home = tmp_path / "operator-home"
+    home.mkdir()
+    for name in (".git-credentials", ".netrc"):
+        (home / name).write_text(CREDENTIAL + "\n")
+    # The bot's shared caches (built vLLM environments) stay where they are: the sandbox hides
+    # them from upstream code whatever their place.
+    monkeypatch.setenv("BOT_CACHE_DIR", str(cache_dir()))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("BOT_SANDBOX", raising=False)
+    sibling = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        env={"PATH": os.defpath, "SIBLING_TOKEN": SIBLING_TOKEN},
+    )
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    try:
+        yield {
+            "token": SIBLING_TOKEN,
+            "home": str(home),
+            "bot_dir": str(Path(bot.__file__).parent),
+            "port": listener.getsockname()[1],
+        }
+    finally:
+        listener.close()
+        sibling.kill()
+        sibling.wait()
+
+
+def probe(machine: dict[str, object], report: str = EXIT_REPORT) -> str:
+    return PROBE.format(report=report, **machine)
+
+
+def _verdict(output: str) -> str:
+    lines = [line for line in output.splitlines() if "SANDBOX-PROBE" in line]
+    assert lines, output[-2000:]
+    return lines[-1].split("SANDBOX-PROBE", 1)[1].strip()
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_run_upstream_code_is_sandboxed(
+    hostile_machine: dict[str, object],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox: str,
+) -> None:
+    if sandbox == "off":
+        monkeypatch.setenv("BOT_SANDBOX", "off")
+    work = tmp_path / "work"
+    work.mkdir()
+    result = run_upstream_code(
+        [sys.executable, "-c", probe(hostile_machine)], cwd=work, extra={}, timeout=120
+    )
+    verdict = _verdict(result.stderr)
+    if sandbox == "on":
+        assert (result.returncode, verdict) == (4, "clean")
+    else:  # the same probe without the sandbox: every leak is there to find
+        assert result.returncode == 3
+        for leak in ("another process", ".git-credentials", ".netrc", "bot's installed", "network"):
+            assert leak in verdict
+
+
+def test_the_sandbox_still_lets_the_step_write_its_work_directory(tmp_path: Path) -> None:
+    work, out = tmp_path / "work", tmp_path / "out"
+    work.mkdir()
+    out.mkdir()
+    code = "import pathlib, sys; pathlib.Path(sys.argv[1], 'r.txt').write_text('ok')"
+    result = run_upstream_code(
+        [sys.executable, "-c", code, str(out)], cwd=work, extra={}, timeout=60, writable=[out]
+    )
+    assert result.returncode == 0, result.stderr
+    assert (out / "r.txt").read_text() == "ok"
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_a_build_step_has_the_network_but_nothing_else(
+    hostile_machine: dict[str, object],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox: str,
+) -> None:
+    """``bot env``'s pip install and ``bot fetch``'s pip download run here: the package index
+    must be reachable, credentials, other processes and the bot's files not."""
+    if sandbox == "off":
+        monkeypatch.setenv("BOT_SANDBOX", "off")
+    monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
+    dest = tmp_path / "venv"
+    dest.mkdir()
+    with scratch_home() as home:
+        process = run_build_step(
+            [sys.executable, "-c", probe(hostile_machine)], extra={}, writable=[dest], home=home
+        )
+        output, _ = process.communicate(timeout=120)
+    verdict = _verdict(output)
+    assert "network" in verdict  # the build step needs the index
+    others = ("another process", ".git-credentials", ".netrc", "bot's installed")
+    found = [leak for leak in others if leak in verdict]
+    assert found == ([] if sandbox == "on" else list(others))
+
+
+# pytest captures the probe's stderr at the descriptor, so under pytest it reports through the
+# test's failure message instead (which the JUnit report carries into the verification).
+VARIABLE_REPORT = """
+VERDICT = "SANDBOX-PROBE " + (f"leaks: {_leaks}" if _leaks else "clean")
+"""
+REPORTING_TEST = """
+import vllm
+
+
+def test_imports_vllm():
+    raise AssertionError(vllm.VERDICT)
+"""
+
+
+def _probe_plan(tmp_path: Path, machine: dict[str, object], report: str = EXIT_REPORT) -> Path:
+    plan_dir = _spy_plan(tmp_path, tmp_path / "unused")
+    tree = Path(read_plan_dir(plan_dir).plan.repo_path)
+    (tree / "vllm" / "__init__.py").write_text(probe(machine, report))
+    (tree / "tests" / "test_spy.py").write_text(REPORTING_TEST.lstrip())
+    plan = read_plan_dir(plan_dir).plan
+    plan.base_commit = commit_all(tree)
+    update_plan(plan_dir, plan)
+    return plan_dir
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_bot_verify_runs_the_planted_init_in_the_sandbox(
+    hostile_machine: dict[str, object],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    sandbox: str,
+) -> None:
+    plan_dir = _probe_plan(tmp_path, hostile_machine, VARIABLE_REPORT)
+    if sandbox == "off":
+        monkeypatch.setenv("BOT_SANDBOX", "off")
+
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+
+    # The local GPU test imports vllm in a pytest process of its own and reports the verdict.
+    gpu = verification["gpu"]
+    verdict = _verdict(json.dumps(gpu).replace("\\n", "\n"))
+    assert verdict == "clean" if sandbox == "on" else verdict.startswith("leaks:")
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_bot_smoke_runs_the_planted_init_in_the_sandbox(
+    hostile_machine: dict[str, object],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    sandbox: str,
+) -> None:
+    python = vllm_env("0.34.0").python  # the harness needs torch before it imports the target
+    plan_dir = _probe_plan(tmp_path, hostile_machine)
+    plan = read_plan_dir(plan_dir).plan
+    if sandbox == "off":
+        monkeypatch.setenv("BOT_SANDBOX", "off")
+    target = "vllm.model_executor.models.foo:FooForCausalLM"
+    main(
+        ["smoke", "--tree", plan.repo_path, "--base", plan.base_commit, "--target", target]
+        + ["--python", str(python)]
+    )
+    out = capsys.readouterr().out
+    # The harness imported the module, so vllm/__init__.py ran and exited: 4 clean, 3 leaks.
+    assert f"exited with {4 if sandbox == 'on' else 3}" in out, out
+
+
+def test_without_namespaces_the_run_refuses_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A machine without bwrap (or forbidding namespaces) refuses; BOT_SANDBOX=off opts out."""
+    from bot import sandbox
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no bwrap to be found
+    sandbox._probe.cache_clear()
+    try:
+        with pytest.raises(BotError) as refused:
+            run_upstream_code([sys.executable, "-c", "pass"], cwd=tmp_path, extra={}, timeout=30)
+        assert "\n" not in str(refused.value)
+        assert "BOT_SANDBOX=off" in str(refused.value)
+        monkeypatch.setenv("BOT_SANDBOX", "off")
+        done = run_upstream_code([sys.executable, "-c", "pass"], cwd=tmp_path, extra={}, timeout=30)
+        assert done.returncode == 0
+    finally:
+        sandbox._probe.cache_clear()
+
+
+@pytest.fixture
+def spy_package(tmp_path: Path, hostile_machine: dict[str, object]) -> Path:
+    """A source distribution whose build runs the probe (what a hostile requirement does)."""
+    links = tmp_path / "links"
+    source = tmp_path / "botspy-1.0"
+    source.mkdir(parents=True)
+    report = (
+        "import os as _os\n"
+        "pathlib.Path(_os.environ['PIP_CACHE_DIR'], 'verdict').write_text("
+        "'leaks: ' + repr(_leaks) if _leaks else 'clean')\n"
+        "raise SystemExit('probed')\n"
+    )
+    (source / "setup.py").write_text(probe(hostile_machine, report))
+    (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: botspy\nVersion: 1.0\n")
+    links.mkdir()
+    subprocess.run(
+        ["tar", "-czf", str(links / "botspy-1.0.tar.gz"), "-C", str(tmp_path), "botspy-1.0"],
+        check=True,
+        env={"PATH": os.defpath},
+    )
+    return links
+
+
+@pytest.mark.parametrize("sandbox", ["on", "off"])
+def test_bot_env_builds_requirements_in_the_sandbox(
+    spy_package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+) -> None:
+    """``bot env`` on a release whose requirements name a package that runs code at build."""
+    if sandbox == "off":
+        monkeypatch.setenv("BOT_SANDBOX", "off")
+    cache, pip_cache = tmp_path / "cache", tmp_path / "pip-cache"
+    tree = cache / "vllm-trees" / "9.9.9"
+    (tree / "requirements").mkdir(parents=True)
+    (tree / "requirements" / "common.txt").write_text("botspy==1.0\n")
+    (tree / "requirements" / "cuda.txt").write_text("-r common.txt\n")
+    (tree / "vllm").mkdir()
+    (tree / "vllm" / "__init__.py").write_text("")
+    with Repo.init(tree) as _:
+        pass
+    (tree / ".git" / "bot-tree-ready").write_text("9.9.9\n")
+    monkeypatch.setenv("BOT_CACHE_DIR", str(cache))
+    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
+    monkeypatch.setenv("PIP_FIND_LINKS", str(spy_package))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's spelling of "no isolation"
+    monkeypatch.setenv("BOT_ENV_TORCH", "botspy==1.0")
+    assert main(["env", "9.9.9"]) == 2  # the probe's build fails, so the environment does too
+    verdict = (pip_cache / "verdict").read_text()
+    assert verdict == "clean" if sandbox == "on" else verdict.startswith("leaks:")
+    assert not (cache / "vllm-envs" / "9.9.9").exists()  # nothing half-built is left
