@@ -151,14 +151,13 @@ def cmd_drafts(args: argparse.Namespace) -> int:
         return 0
     if args.drafts_command == "accept":
         for e in drafts.accept_draft(args.repo_id):
-            print(f"accepted {e.repo_id} -> {e.target_repo_id or '-'} ({e.target_arch or '-'})")
+            shown = drafts.shown(e.repo_id, e.target_repo_id or "-", e.target_arch or "-")
+            print("accepted {} -> {} ({})".format(*shown))
         return 0
     catalogue = drafts.load_catalogue()
     entries = catalogue.for_arch(args.arch) if args.arch else list(catalogue.entries)
     for e in entries:
-        target, arch = e.target_repo_id or "-", e.target_arch or "-"
-        review = "reviewed" if e.reviewed else "unreviewed"
-        print(f"{e.method}\t{e.repo_id}\t{target}\t{arch}\t{review}")
+        print(drafts.listing_line(e))
     return 0
 
 

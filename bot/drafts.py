@@ -462,3 +462,21 @@ def _first_str(value: object) -> str | None:
     if isinstance(value, list) and value and isinstance(value[0], str):
         return value[0]
     return None
+
+
+def shown(*values: object) -> list[str]:
+    """Catalogue values made safe for a terminal: Hub metadata is anyone's text, and an escape
+    sequence in it (``\\x1b]...``) would otherwise drive the reader's terminal. Every character
+    that is not printable (controls, escapes, bidi overrides, tabs, newlines) is shown escaped."""
+    return [
+        "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(value)) for value in values
+    ]
+
+
+def listing_line(entry: DraftEntry) -> str:
+    """One line of ``bot drafts list``: method, draft, target, architecture, review state."""
+    review = "reviewed" if entry.reviewed else "unreviewed"
+    fields = shown(
+        entry.method, entry.repo_id, entry.target_repo_id or "-", entry.target_arch or "-", review
+    )
+    return "\t".join(fields)

@@ -283,3 +283,27 @@ def test_a_hub_card_changes_nothing_in_the_proposed_patch(
     patch = (tmp_path / "after" / "patch.diff").read_text()
     assert patch == (tmp_path / "before" / "patch.diff").read_text()
     assert evil_target not in patch and "trust_remote_code" not in patch
+
+
+def test_list_shows_terminal_escapes_from_hub_metadata_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model card's base_model is anyone's text: an OSC/CSI sequence in it must reach the
+    terminal as visible characters, never as an escape the terminal acts on."""
+    from bot.drafts import DraftEntry, write_catalogue_file
+
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
+    hostile = DraftEntry(
+        repo_id="mallory/Foo-DFlash\x1b]0;owned\x07",
+        method="dflash",
+        target_repo_id="foo-org/Foo\x1b[2J\x1b[31m\u202e",
+        target_arch="FooForCausalLM",
+        source="hub",
+        reviewed=False,
+    )
+    write_catalogue_file(user_catalogue_path(), [hostile], "test")
+    assert cli.main(["drafts", "list", "--arch", "FooForCausalLM"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "mallory/Foo-DFlash\\x1b]0;owned\\x07" in out
+    assert all(line.count("\t") == 4 for line in out.splitlines())
