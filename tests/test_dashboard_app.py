@@ -344,9 +344,7 @@ def test_api_docs_load_nothing_from_elsewhere(journal: Journal, ids: dict[str, i
     assert client.get("/openapi.json").status_code == 200
 
 
-def test_a_cross_site_visit_leaves_the_session_alone(
-    journal: Journal, ids: dict[str, int], github_standin: GitHubStandIn
-) -> None:
+def _signed_in_as_alice(journal: Journal, github_standin: GitHubStandIn):
     github_standin.add_token("ghp_aliceTOKEN0123456789abcdefghijklmn", "alice")
     app = create_app(journal, _settings(api_url=github_standin.api_url))
     client = _client(app)
@@ -357,6 +355,13 @@ def test_a_cross_site_visit_leaves_the_session_alone(
             "token": "ghp_aliceTOKEN0123456789abcdefghijklmn",
         },
     )
+    return app, client
+
+
+def test_a_cross_site_visit_leaves_the_session_alone(
+    journal: Journal, ids: dict[str, int], github_standin: GitHubStandIn
+) -> None:
+    app, client = _signed_in_as_alice(journal, github_standin)
     assert "Sign out" in client.get("/").text
 
     # A link on another site: SameSite=Strict keeps the cookie home, and the answer must not
@@ -372,3 +377,24 @@ def test_a_cross_site_visit_leaves_the_session_alone(
     assert "Sign out" in page and "alice" in page
     client.post("/logout", data={"csrf": csrf_from(page)})
     assert "Sign in" in client.get("/").text
+
+
+def test_a_session_cookie_copied_before_logout_is_worthless_after_it(
+    journal: Journal, ids: dict[str, int], github_standin: GitHubStandIn
+) -> None:
+    """The cookie is signed, not stored: without a server-side record, a copy taken before the
+    maintainer signs out would keep acting as them for the cookie's 12 hours."""
+    app, client = _signed_in_as_alice(journal, github_standin)
+    page = client.get("/").text
+    assert "Sign out" in page
+    stolen = client.cookies.get("bot_session")
+    assert stolen
+    client.post("/logout", data={"csrf": csrf_from(page)})
+
+    thief = _client(app)
+    thief.cookies.set("bot_session", stolen)
+    assert "Sign out" not in thief.get("/").text  # read as anonymous
+    approve = thief.post(
+        f"/proposals/{ids['seed']}/approve", data={"csrf": "x"}, follow_redirects=False
+    )
+    assert approve.status_code == 403

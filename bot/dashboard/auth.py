@@ -45,9 +45,37 @@ def viewer_of(request: Request) -> Viewer:
     if settings.as_login:
         return Viewer(login=settings.as_login, maintainer=True)
     login = request.session.get("login")
-    if not isinstance(login, str) or not login:
+    if not isinstance(login, str) or not login or not _live(request):
         return ANONYMOUS
     return Viewer(login=login, maintainer=login.lower() in settings.maintainers)
+
+
+# The session cookie is signed, not stored: a copy taken before a logout would stay valid for
+# its whole max_age. So each sign-in also gets a random id, kept here while it is signed in;
+# logging out (or restarting the dashboard) forgets it, and every copy of the cookie with it.
+def start_session(request: Request, login: str) -> None:
+    sid = secrets.token_urlsafe(32)
+    _live_sessions(request).add(sid)
+    request.session.clear()
+    request.session["login"] = login
+    request.session["sid"] = sid
+
+
+def end_session(request: Request) -> None:
+    _live_sessions(request).discard(str(request.session.get("sid")))
+    request.session.clear()
+
+
+def _live(request: Request) -> bool:
+    sid = request.session.get("sid")
+    return isinstance(sid, str) and sid in _live_sessions(request)
+
+
+def _live_sessions(request: Request) -> set[str]:
+    state = request.app.state
+    if not hasattr(state, "live_sessions"):
+        state.live_sessions = set()
+    return state.live_sessions
 
 
 def csrf_token(request: Request) -> str:

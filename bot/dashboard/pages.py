@@ -15,8 +15,10 @@ from bot.dashboard.actions import Outcome
 from bot.dashboard.auth import (
     check_csrf,
     csrf_token,
+    end_session,
     login_for_token,
     require_maintainer,
+    start_session,
     viewer_of,
 )
 from bot.errors import BotError
@@ -191,8 +193,7 @@ async def login(
     except BotError as exc:
         return render(request, "login.html", status_code=403, error=str(exc))
     # The token was used for that one call: it is not stored in the session, nor echoed.
-    request.session.clear()
-    request.session["login"] = login_name
+    start_session(request, login_name)
     maintainer = login_name.lower() in request.app.state.settings.maintainers
     request.session["flash"] = (
         f"Signed in as {login_name}."
@@ -205,5 +206,5 @@ async def login(
 @router.post("/logout")
 def logout(request: Request, csrf: str = Form("")) -> RedirectResponse:
     check_csrf(request, csrf)
-    request.session.clear()
+    end_session(request)
     return RedirectResponse("/", status_code=303)
