@@ -57,7 +57,7 @@ def fork_url(settings: GitHubSettings) -> str:
     """``BOT_FORK_URL`` if set, else ``https://<web host>/<fork owner>/<upstream name>.git``."""
     override = os.environ.get("BOT_FORK_URL")
     if override:
-        return override
+        return _without_credentials(override, "BOT_FORK_URL")
     if not settings.fork_owner:
         raise BotError("no fork configured: set BOT_FORK_OWNER (or BOT_FORK_URL)")
     name = settings.upstream.split("/", 1)[1]
@@ -68,8 +68,21 @@ def upstream_url(settings: GitHubSettings) -> str:
     """``BOT_UPSTREAM_URL`` if set, else ``https://<web host>/<upstream>.git``."""
     override = os.environ.get("BOT_UPSTREAM_URL")
     if override:
-        return override
+        return _without_credentials(override, "BOT_UPSTREAM_URL")
     return f"https://{_web_host(settings)}/{settings.upstream}.git"
+
+
+def _without_credentials(url: str, name: str) -> str:
+    """``url``, refused when it carries a user or password: the remote's URL is saved in the
+    work repository's git config (and shown by git), where a token must never be."""
+    parts = urlsplit(url)
+    # ssh://git@host/... names an account, not a secret; over HTTP a user name may be a token.
+    if parts.password or (parts.scheme.lower() in ("http", "https") and parts.username):
+        raise BotError(
+            f"{name} carries credentials in its URL; give it without them (the token comes "
+            "from GITHUB_TOKEN, handed to git through its environment)"
+        )
+    return url
 
 
 def _web_host(settings: GitHubSettings) -> str:
