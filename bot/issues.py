@@ -24,6 +24,8 @@ from bot import jsonio
 from bot.errors import BotError
 
 MAX_ISSUE_FILE_BYTES = 8 * 1024 * 1024
+# GitHub's numbers fit SQLite's 64-bit integers with room to spare; publish uses the same bound.
+MAX_ISSUE_NUMBER = 10**9
 
 
 _REPO_URL = re.compile(r"/repos/([\w.-]+/[\w.-]+)/?$")
@@ -47,6 +49,8 @@ def load_issue(
 ) -> UpstreamIssue:
     """Issue ``number`` (from ``issue_file``, else from upstream on GitHub), resolved to the
     upstream issue it is about. ``fetch`` reads an upstream issue by number."""
+    if isinstance(number, bool) or not 0 < number < MAX_ISSUE_NUMBER:
+        raise BotError(f"not an issue number: {str(number)[:20]} (1 to {MAX_ISSUE_NUMBER - 1})")
     fetch = fetch or _fetcher(upstream)
     if issue_file is None:
         return UpstreamIssue(fetch(number))
@@ -128,4 +132,6 @@ def read_issue_file(path: Path) -> dict[str, Any]:
     number = data.get("number")
     if number is not None and (isinstance(number, bool) or not isinstance(number, int)):
         raise BotError(f"{path}: `number` must be an integer")
+    if number is not None and not 0 < number < MAX_ISSUE_NUMBER:
+        raise BotError(f"{path}: `number` is not an issue number (1 to {MAX_ISSUE_NUMBER - 1})")
     return data

@@ -40,8 +40,19 @@ def _issue_file(tmp_path: Path, text: str) -> Path:
         ('{"title": "x", "body": "y", "number": 1e999}', "too large"),
         ('{"title": "x", "body": "y", "number": true}', "`number`"),
         ('{"title": "x", "body": "y", "number": NaN}', "not valid JSON"),
+        ('{"title": "x", "body": "y", "number": 1' + "0" * 30 + "}", "not an issue number"),
+        ('{"title": "x", "body": "y", "number": -3}', "not an issue number"),
     ],
-    ids=["deep-nesting", "lone-surrogate", "huge-int", "huge-float", "number-true", "nan"],
+    ids=[
+        "deep-nesting",
+        "lone-surrogate",
+        "huge-int",
+        "huge-float",
+        "number-true",
+        "nan",
+        "10**30",
+        "negative",
+    ],  # fmt: skip
 )
 def test_hostile_issue_files(tmp_path: Path, text: str, fragment: str) -> None:
     tree = make_tree(tmp_path / "tree", {}, {})
@@ -51,6 +62,17 @@ def test_hostile_issue_files(tmp_path: Path, text: str, fragment: str) -> None:
         "--out", str(tmp_path / "plan"),
     )  # fmt: skip
     _one_line_exit_2(result, fragment)
+    assert not (tmp_path / "plan").exists()
+
+
+def test_an_issue_argument_beyond_githubs_numbers_is_one_line(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "tree", {}, {})
+    issue = _issue_file(tmp_path, '{"title": "x", "body": "y"}')
+    result = run_bot(
+        "propose", "--issue", str(10**30), "--issue-file", str(issue), "--repo", str(tree),
+        "--dry-run", "--out", str(tmp_path / "plan"),
+    )  # fmt: skip
+    _one_line_exit_2(result, "not an issue number")
     assert not (tmp_path / "plan").exists()
 
 
