@@ -6,6 +6,7 @@ Callers hold ``state.lock``.
 
 from __future__ import annotations
 
+import collections
 import re
 import shlex
 import urllib.parse
@@ -302,20 +303,23 @@ def edit_pull(state: State, request: Request, match: re.Match[str]) -> Response:
     return 200, state.pull_json(repo, number), {}
 
 
-_GRAPHQL_READY = re.compile(r"\bmarkPullRequestReadyForReview\s*\(")
+_GRAPHQL_READY = re.compile(r"\b(markPullRequestReadyForReview|convertPullRequestToDraft)\s*\(")
 
 
 def graphql(state: State, request: Request, match: re.Match[str]) -> Response:
     _require_login(request)
     query = (request.body or {}).get("query", "")
-    if not _GRAPHQL_READY.search(query):
+    mutation = _GRAPHQL_READY.search(query)
+    if not mutation:
         return 200, graphql_api.execute(state, query, request.body.get("variables")), {}
+    name = mutation.group(1)
+    draft = name == "convertPullRequestToDraft"
     node_id = request.body["variables"]["input"]["pullRequestId"]
     for item in state.issues.values():
         if item.get("pull") and f"PR_{item['id']}" == node_id:
-            item["pull"]["draft"] = False
-            result = {"clientMutationId": None, "pullRequest": {"isDraft": False}}
-            return 200, {"data": {"markPullRequestReadyForReview": result}}, {}
+            item["pull"]["draft"] = draft
+            result = {"clientMutationId": None, "pullRequest": {"isDraft": draft}}
+            return 200, {"data": {name: result}}, {}
     error = {"type": "NOT_FOUND", "message": f"Could not resolve to a node with id {node_id}"}
     return 200, {"errors": [error]}, {}
 
@@ -387,7 +391,8 @@ def dispatch_workflow(state: State, request: Request, match: re.Match[str]) -> R
     inputs = {str(k): str(v) for k, v in (body.get("inputs") or {}).items()}
     file = match["file"]
     template = state.run_name_templates.get((repo, file))
-    title = template.format(**inputs) if template else file
+    # An input the dispatch leaves out renders as its default ("" for the optional ones).
+    title = template.format_map(collections.defaultdict(str, inputs)) if template else file
     run = Run(next(state.ids), repo, file, body["ref"], inputs, title, now_iso())
     state.runs[run.id] = run
     return 204, None, {}
