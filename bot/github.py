@@ -580,6 +580,19 @@ class GitHubClient:
             ready,
         )
 
+    def convert_to_draft(self, number: int, repo: str | None = None) -> None:
+        """Ready -> draft: GraphQL's convertPullRequestToDraft (REST cannot do this either)."""
+        self._require_token("marking a pull request as a draft")
+
+        def draft() -> bool | None:
+            return True if self.get_pull(number, repo).get("draft") else None
+
+        self._write(
+            f"marking pull request #{number} as a draft",
+            lambda: self._repo(repo).get_pull(number).convert_to_draft() or True,
+            draft,
+        )
+
     # --- actions ------------------------------------------------------------------------
 
     def dispatch_workflow(

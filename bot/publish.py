@@ -28,10 +28,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import git
+
 from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
 from bot.git import CommitInfo, default_work_dir, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
+from bot.gitrepo import Repo
+from bot.gpu_evidence import TestedCommit, confirmed, gpu_tests_of, smoke_target_of
 from bot.markdown import inline
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
 from bot.publish_checks import (
@@ -42,7 +46,6 @@ from bot.publish_checks import (
     commit_message,
 )
 from bot.publish_lock import fork_lock
-from bot.verify.dispatch import WORKFLOW_FILE as GPU_WORKFLOW_FILE
 from bot.verify.evidence import require_evidence
 
 REVIEWER_MARKER = "<!-- bot:reviewer -->"
@@ -126,12 +129,14 @@ class PublishBudget:
         return None
 
     @contextmanager
-    def claim(self, work_dir: Path) -> Iterator[str | None]:
+    def claim(self, work_dir: Path, fingerprint: str = "") -> Iterator[str | None]:
         """Hold the fork's publish lock and count again; yields a refusal, or None to go on.
 
         The lock is held while the caller creates its PR, and released after."""
         client = self._client()
-        with fork_lock(work_dir, self.settings, may_wait=client.may_wait) as held:
+        with fork_lock(
+            work_dir, self.settings, may_wait=client.may_wait, fingerprint=fingerprint
+        ) as held:
             if not held:
                 yield (
                     "another run holds the fork's publish lock and BOT_GITHUB_MAX_WAIT is "
@@ -228,9 +233,10 @@ def publish_plan(
             "let the bot start it afresh)"
         )
     pushed = push_branch(commit, work_dir, settings)
+    tested = _tested_commit(plan, commit, work_dir)
     if open_pulls:
-        return _update(client, settings, plan, open_pulls[0], title, body, commit, pushed)
-    with budget.claim(work_dir) as refusal:
+        return _update(client, settings, plan, open_pulls[0], title, body, commit, pushed, tested)
+    with budget.claim(work_dir, plan.fingerprint) as refusal:
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
         try:
@@ -239,7 +245,7 @@ def publish_plan(
                 body=body,
                 head=head,
                 base=client.default_branch(plan.upstream),
-                draft=not _verified(plan, client, settings),
+                draft=not _verified(plan, client, settings, tested),
                 marker=marker,
                 repo=plan.upstream,
             )
@@ -250,11 +256,11 @@ def publish_plan(
             if not open_now:
                 raise
             return _update(
-                client, settings, plan, open_now[0], title, body, commit, pushed, adopted=True
+                client, settings, plan, open_now[0], title, body, commit, pushed, tested, True
             )
         budget.record()
     if adopted:
-        return _update(client, settings, plan, pull, title, body, commit, pushed, adopted=True)
+        return _update(client, settings, plan, pull, title, body, commit, pushed, tested, True)
     labelled = client.add_labels(pull["number"], [settings.label], repo=plan.upstream)
     comment_url, _ = _comment_on_issue(client, plan, pull)
     note = "" if labelled else f" (could not add label {settings.label!r})"
@@ -319,10 +325,10 @@ def _update(
     body: str,
     commit: CommitInfo,
     pushed: bool,
-    *,
+    tested: TestedCommit,
     adopted: bool = False,
 ) -> PublishResult:
-    """Bring an open PR of ours up to date: body, readiness, label, the issue comment."""
+    """Bring an open PR of ours up to date: body, readiness (both ways), label, the comment."""
     changes: list[str] = []
     if adopted:
         changes.append("adopted it (GitHub had opened it; the answer to that was lost)")
@@ -331,10 +337,16 @@ def _update(
     if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
         pull = client.edit_pull(pull["number"], title=title, body=body, repo=plan.upstream)
         changes.append("updated title/body")
-    if pull.get("draft") and _verified(plan, client, settings):
+    verified = _verified(plan, client, settings, tested)
+    if pull.get("draft") and verified:
         client.mark_ready_for_review(pull["number"], repo=plan.upstream)
         pull = client.get_pull(pull["number"], repo=plan.upstream)
         changes.append("marked ready for review")
+    elif not pull.get("draft") and not verified:
+        # No GPU run GitHub confirms for this commit (or a later one failed or was cancelled).
+        client.convert_to_draft(pull["number"], repo=plan.upstream)
+        pull = client.get_pull(pull["number"], repo=plan.upstream)
+        changes.append("marked as a draft again: no passed GPU run of this commit")
     labels = {str(label.get("name")) for label in pull.get("labels") or []}
     if settings.label not in labels:
         if client.add_labels(pull["number"], [settings.label], repo=plan.upstream):
@@ -411,33 +423,48 @@ def _result(
     return PublishResult(action, pull["number"], pull.get("html_url"), comment_url, message)
 
 
-def _verified(plan: Plan, client: GitHubClient, settings: GitHubSettings) -> bool:
+def _verified(
+    plan: Plan, client: GitHubClient, settings: GitHubSettings, tested: TestedCommit
+) -> bool:
     """Verification passed, on a GPU run GitHub confirms: the plan directory is no witness of
-    its own (an artifact can say ``passed``), so a PR leaves draft only when the run it names is
-    the bot repository's gpu-verify workflow, finished with success, for the recorded request.
-    A local GPU run is the operator's word, taken only outside GitHub Actions (where the plan
-    comes from another job, which ran no GPU test)."""
+    its own (an artifact can say ``passed`` and name any green run), so a PR leaves draft only
+    when GitHub shows the bot repository's gpu-verify run of this very commit, with the tests
+    and smoke target re-derived here, made after the commit, passed, and not followed by a
+    failed or cancelled one (:mod:`bot.gpu_evidence`). A local GPU run is the operator's word,
+    taken only outside GitHub Actions (where the plan comes from another job, which ran no GPU
+    test)."""
     verification = plan.verification or {}
     gpu = verification.get("gpu")
     if verification.get("passed") is not True or not isinstance(gpu, dict):
         return False
     if gpu.get("mode") == "local":
         return os.environ.get("GITHUB_ACTIONS") != "true"
-    run_id, request_id = gpu.get("run_id"), gpu.get("request_id")
     if gpu.get("mode") != "dispatch" or not settings.bot_repo:
         return False
-    if not isinstance(run_id, int) or isinstance(run_id, bool) or not isinstance(request_id, str):
-        return False
-    try:
-        run = client.get_workflow_run(settings.bot_repo, run_id)
-    except BotError:
-        return False
-    return (
-        run.get("status") == "completed"
-        and run.get("conclusion") == "success"
-        and str(run.get("path") or "").endswith(f"/{GPU_WORKFLOW_FILE}")
-        and request_id in str(run.get("display_title") or "").split()
-    )
+    return confirmed(gpu, tested, client, settings.bot_repo)
+
+
+def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:
+    """What a GPU run must have tested, from the pushed commit and the checked edits."""
+    registry = next((e.get("path") for e in plan.edits if e.get("kind") == "registry-entry"), None)
+    with Repo(work_dir) as repo:
+        head = repo.commit(commit.sha)
+        parent = head.parents[0].hexsha if head.parents else ""
+
+        def text(rev: str) -> str | None:
+            try:
+                return repo.git.show(f"{rev}:{registry}") if registry else None
+            except git.GitCommandError:
+                return None
+
+        tests = gpu_tests_of(text(parent), text(commit.sha)) if parent else ()
+        return TestedCommit(
+            head=commit.sha,
+            first_parent=parent,
+            made_at=datetime.fromtimestamp(head.committed_date, UTC),
+            smoke_target=smoke_target_of(plan),
+            gpu_tests=tests,
+        )
 
 
 def _body_sha(body: str) -> str | None:

@@ -57,7 +57,7 @@ class RegistryEntryPlan:
 
     @property
     def gpu_test(self) -> str:
-        return _GPU_TEST.format(key=self.key)
+        return gpu_test_for(self.key)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +72,11 @@ class RegistryEntryPlan:
             "why": self.why,
             "gpu_test": self.gpu_test,
         }
+
+
+def gpu_test_for(key: str) -> str:
+    """The GPU test node id for the registry entry ``key``."""
+    return _GPU_TEST.format(key=key)
 
 
 def plan_registry_entry(

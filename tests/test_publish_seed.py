@@ -111,18 +111,15 @@ def test_closed_unmerged_pr_is_never_reopened(seed, github_standin):
     assert _publish(plan_dir, work_dir).action == "merged"
 
 
-def _successful_gpu_run(standin, monkeypatch) -> dict:
-    """A gpu-verify run on the bot's repository, dispatched and finished with success, as
-    `bot verify --gpu dispatch` records it."""
-    from bot.github import GitHubClient
+def _successful_gpu_run(standin, monkeypatch, plan_dir: Path) -> dict:
+    """A gpu-verify run on the bot's repository for the pushed head, with the recipe's tests
+    and smoke target, dispatched and finished with success, as `bot verify --gpu dispatch`
+    records it."""
+    from tests.test_publish_gpu_runs import _head, _honest_inputs, _run, titled_like_the_workflow
 
     monkeypatch.setenv("BOT_REPO", BOT_REPO)
-    standin.add_repo(BOT_REPO)
-    standin.set_run_name(BOT_REPO, "gpu-verify.yml", "gpu-verify {request_id}")
-    GitHubClient().dispatch_workflow(BOT_REPO, "gpu-verify.yml", "main", {"request_id": "r1"})
-    (run,) = standin.runs()
-    standin.complete_run(run["id"], "success")
-    return {"mode": "dispatch", "conclusion": "success", "run_id": run["id"], "request_id": "r1"}
+    titled_like_the_workflow(standin)
+    return _run(standin, "success", **_honest_inputs(plan_dir, _head(standin)))
 
 
 def test_body_change_updates_in_place_and_verification_marks_ready(
@@ -141,7 +138,7 @@ def test_body_change_updates_in_place_and_verification_marks_ready(
     assert _publish(plan_dir, work_dir, reviewer="maintainer2").action == "unchanged"
     assert github_standin.pulls(UPSTREAM)[0]["draft"] is True
     # The GPU run it names, finished with success on the bot's repository, makes it ready.
-    plan.verification["gpu"] = _successful_gpu_run(github_standin, monkeypatch)
+    plan.verification["gpu"] = _successful_gpu_run(github_standin, monkeypatch, plan_dir)
     update_plan(plan_dir, plan)
     ready = _publish(plan_dir, work_dir, reviewer="maintainer2")
     assert ready.action == "updated"

@@ -134,20 +134,33 @@ def test_interface_over_a_decoder_without_the_mixin_fails_the_smoke_check() -> N
     ), check.detail
 
 
-def test_smoke_target_comes_from_the_plans_finding(tmp_path: Path) -> None:
+def test_smoke_target_comes_from_the_edit_that_declares_the_interface(tmp_path: Path) -> None:
     from bot.plan import READY, Plan
 
-    finding = {"evidence": {"class": {"path": "vllm/models/kimi_k3/amd/linear.py"}}}
+    linear = "vllm/models/kimi_k3/amd/linear.py"
+    declare = {"path": linear, "kind": "declare-interface"}
+    test_edit = {"path": "tests/models/test_registry.py", "kind": "regression-test"}
+    # The finding's path is no witness: a plan naming a working module there changes nothing.
+    finding = {"path": "vllm/model_executor/models/llama.py"}
     plan = Plan(status=READY, reason="r", class_name="KimiLinearForCausalLM", finding=finding)
-    plan.recipe = "eagle3-interface"
+    plan.recipe, plan.edits = "eagle3-interface", [declare, test_edit]
+    assert smoke.target_of(plan) == smoke.SmokeTarget(
+        "vllm.models.kimi_k3.amd.linear", "KimiLinearForCausalLM"
+    )
+    plan.recipe = "eagle3-enable"
+    plan.edits = [{"path": linear, "kind": "enable-decoder-and-declare"}, test_edit]
     assert smoke.target_of(plan) == smoke.SmokeTarget(
         "vllm.models.kimi_k3.amd.linear", "KimiLinearForCausalLM"
     )
     plan.class_name = "Kimi; import os"
     assert smoke.target_of(plan) == "the plan names no class"
     plan.class_name = "KimiLinearForCausalLM"
-    plan.finding = {"evidence": {"class": {"path": "../../etc/passwd.py"}}}
-    assert "does not say which file" in str(smoke.target_of(plan))
+    plan.edits = [{"path": "../../etc/passwd.py", "kind": "declare-interface"}]
+    assert "do not declare the interface" in str(smoke.target_of(plan))
+    plan.edits = [declare, {"path": "vllm/other.py", "kind": "declare-interface"}]
+    assert "do not declare the interface" in str(smoke.target_of(plan))
+    plan.edits = [test_edit]
+    assert "do not declare the interface" in str(smoke.target_of(plan))
     plan.recipe = "eagle3-wrapper"
     assert "has no smoke check" in str(smoke.target_of(plan))
     assert json.dumps(smoke.runtime_env(tmp_path))  # plain strings only

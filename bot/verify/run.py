@@ -228,7 +228,9 @@ def _dispatch_stage(
         target_repo = f"{settings.fork_owner}/{settings.upstream.split('/')[-1]}"
     if not plan.branch:
         raise BotError("--gpu dispatch needs the plan's branch, pushed by `bot publish`")
-    target_ref = options.target_ref or plan.branch
+    # The full sha, not the branch name: `bot publish` counts a run only for the commit it
+    # pushed, and reads which one from the run's title.
+    target_ref = options.target_ref or _branch_head(client, target_repo, plan.branch)
     workflow_ref = os.environ.get("BOT_WORKFLOW_REF") or _default_branch(client, settings.bot_repo)
     smoke_target = smoke.target_of(plan)
     after_target = GpuTarget(
@@ -254,6 +256,17 @@ def _dispatch_stage(
         before = wait_for_run(client, pending_before, options.poll, deadline)
         result["before"] = {k: before.get(k) for k in ("conclusion", "run_url", "run_id")}
     return result
+
+
+def _branch_head(client: ActionsClient, repo: str, branch: str) -> str:
+    """The branch's head on ``repo`` as GitHub reports it; the branch name if it cannot say."""
+    heads = getattr(client, "branch_heads", None)
+    if not callable(heads):
+        return branch
+    try:
+        return str(heads(repo, branch).get(branch) or branch)
+    except BotError:
+        return branch
 
 
 def _default_branch(client: ActionsClient, repo: str) -> str:

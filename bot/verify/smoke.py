@@ -12,7 +12,6 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bot.errors import BotError
 from bot.plan import Plan
@@ -54,18 +53,28 @@ def runtime_env(tree: Path) -> dict[str, str]:
     }
 
 
+# The edit kinds that declare the interface on the plan's class, in the file that defines it
+# (``bot publish`` checks exactly that on the base text before it counts a GPU run).
+_DECLARING_KINDS = frozenset({"declare-interface", "enable-decoder-and-declare"})
+
+
 def target_of(plan: Plan) -> SmokeTarget | str:
-    """The class the smoke check builds, or why there is none."""
+    """The class the smoke check builds, or why there is none: the plan's class in the file its
+    recipe's declaring edit changes. Never the finding's path, which nothing checks (a plan
+    naming another, already working module there would have the check pass on that one)."""
     if plan.recipe not in _RECIPES:
         return f"the {plan.recipe} recipe has no smoke check"
-    finding: dict[str, Any] = plan.finding or {}
-    evidence = finding.get("evidence") or {}
-    where = (evidence.get("class") or {}).get("path") or finding.get("path")
-    class_name = plan.class_name or finding.get("class")
-    if not (isinstance(where, str) and where.startswith("vllm/") and where.endswith(".py")):
-        return "the plan does not say which file defines the class"
+    class_name = plan.class_name
     if not (isinstance(class_name, str) and class_name.isidentifier()):
         return "the plan names no class"
+    paths = {
+        edit.get("path")
+        for edit in plan.edits
+        if isinstance(edit, dict) and edit.get("kind") in _DECLARING_KINDS
+    }
+    where = paths.pop() if len(paths) == 1 else None
+    if not (isinstance(where, str) and where.startswith("vllm/") and where.endswith(".py")):
+        return "the plan's edits do not declare the interface in one model file"
     module = where.removesuffix(".py").replace("/", ".")
     if not all(part.isidentifier() for part in module.split(".")):
         return f"{where} is not an importable module path"
