@@ -22,6 +22,17 @@ lock commit's committer date says when it was taken, and a lock older than
 request) is broken, again with a lease on the stale commit, so two runs cannot both break it
 and both proceed. An unclear push (the connection dropped) is settled by reading the ref:
 if it names our commit, we hold the lock.
+
+A crashed holder need not block for the whole TTL. The lock commit's message records who holds
+it: the plan's fingerprint, the host, the pid and that process's start time. Before waiting, a
+run breaks the lock (with the same lease) when
+
+* the holder published the same plan (same fingerprint): a rerun after a crash. Even if that
+  run were still alive, both would create a PR from the same head branch, which GitHub allows
+  only once (the second is adopted), and one plan opens one PR, so the caps still hold;
+* the holder ran on this host and its process is gone (or the pid now names a process that
+  started at another time). Actions runners are separate machines, where no such check is
+  possible: there the TTL stays the bound.
 """
 
 from __future__ import annotations
@@ -63,6 +74,7 @@ def fork_lock(
     *,
     may_wait: Callable[[float], bool],
     ttl: float | None = None,
+    fingerprint: str = "",
 ) -> Iterator[bool]:
     """Hold the fork's publish lock for the ``with`` body; yields False if it stayed taken.
 
@@ -71,7 +83,7 @@ def fork_lock(
     """
     ttl = lock_ttl() if ttl is None else ttl
     repo = Repo(work_dir)
-    mine = _lock_commit(repo, settings)
+    mine = _lock_commit(repo, settings, fingerprint)
     held = False
     unexplained = 0  # refused although nobody holds the lock: a push problem, not a lock
     while not held:
@@ -88,7 +100,8 @@ def fork_lock(
                 raise BotError("taking the fork's publish lock failed: the push was refused")
             continue
         # A lock dated in the future (a skewed clock, or planted) must expire too: by |age|.
-        if abs(_age(repo, settings, holder)) > ttl:
+        age, note = _age_and_note(repo, settings, holder)
+        if abs(age) > ttl or _abandoned(note, fingerprint):
             _push(repo, settings, f"--force-with-lease={_LOCK_REF}:{holder}", f":{_LOCK_REF}")
             continue
         if not may_wait(_POLL_SECONDS):
@@ -103,14 +116,23 @@ def fork_lock(
             _push(repo, settings, f"--force-with-lease={_LOCK_REF}:{mine}", f":{_LOCK_REF}")
 
 
-def _lock_commit(repo: Repo, settings: GitHubSettings) -> str:
+def _lock_commit(repo: Repo, settings: GitHubSettings, fingerprint: str = "") -> str:
     identity = {
         "GIT_AUTHOR_NAME": settings.git_name,
         "GIT_AUTHOR_EMAIL": settings.git_email,
         "GIT_COMMITTER_NAME": settings.git_name,
         "GIT_COMMITTER_EMAIL": settings.git_email,
     }
-    note = f"bot publish lock: {socket.gethostname()[:60]} pid {os.getpid()} {time.time_ns()}"
+    note = "\n".join(
+        [
+            f"bot publish lock {time.time_ns()}",
+            "",
+            f"host: {socket.gethostname()[:60]}",
+            f"pid: {os.getpid()}",
+            f"started: {_started(os.getpid())}",
+            f"fingerprint: {fingerprint}",
+        ]
+    )
     with _git_errors("preparing the publish lock"), repo.git.custom_environment(**identity):
         return repo.git.commit_tree(_EMPTY_TREE, "-m", note)
 
@@ -132,6 +154,11 @@ def _holder(repo: Repo, settings: GitHubSettings) -> str | None:
 
 
 def _age(repo: Repo, settings: GitHubSettings, sha: str) -> float:
+    return _age_and_note(repo, settings, sha)[0]
+
+
+def _age_and_note(repo: Repo, settings: GitHubSettings, sha: str) -> tuple[float, dict[str, str]]:
+    """The lock commit's age in seconds and its holder's note (empty when it changed hands)."""
     try:
         with _auth_env(repo, settings):
             repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
@@ -139,11 +166,43 @@ def _age(repo: Repo, settings: GitHubSettings, sha: str) -> float:
         # The holder may release the lock between our look and this fetch: then it is free,
         # and the next round takes it. Any other failure is said as one line.
         if _holder(repo, settings) != sha:
-            return 0.0
+            return 0.0, {}
         with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
             repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
     with _git_errors("reading the fork's publish lock"):
         fetched = repo.commit(repo.git.rev_parse("FETCH_HEAD"))
     if fetched.hexsha != sha:
-        return 0.0  # taken again meanwhile: fresh
-    return time.time() - fetched.committed_date
+        return 0.0, {}  # taken again meanwhile: fresh
+    return time.time() - fetched.committed_date, _note(str(fetched.message))
+
+
+def _note(message: str) -> dict[str, str]:
+    fields = {}
+    for line in message.splitlines()[2:]:
+        key, sep, value = line.partition(": ")
+        if sep:
+            fields[key] = value.strip()
+    return fields
+
+
+def _abandoned(note: dict[str, str], fingerprint: str) -> bool:
+    """Whether the holder described by ``note`` can be taken as gone (module docstring)."""
+    if fingerprint and note.get("fingerprint") == fingerprint:
+        return True
+    if note.get("host") != socket.gethostname()[:60]:
+        return False
+    pid, recorded = note.get("pid", ""), note.get("started", "")
+    if not pid.isdigit() or int(pid) == os.getpid() or not recorded or not _started(os.getpid()):
+        return False  # no /proc here (or then): the TTL decides
+    started = _started(int(pid))
+    return started != recorded  # gone, or the pid now names a later process
+
+
+def _started(pid: int) -> str:
+    """The process's start time (clock ticks since boot, from /proc), "" when there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    # The command name may hold spaces and parentheses: count fields after its last ")".
+    return stat.rpartition(")")[2].split()[19]
