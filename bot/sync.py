@@ -21,7 +21,7 @@ from bot.dashboard.auth import maintainers_from_env
 from bot.errors import BotError
 from bot.github import BodyRevision, GitHubClient
 from bot.markdown import inline
-from bot.store import PENDING, Journal
+from bot.store import PENDING, Journal, Proposal
 
 if TYPE_CHECKING:
     from bot.publish import PublishResult
@@ -144,17 +144,34 @@ def render_dashboard(journal: Journal) -> str:
     ]
     pending = journal.proposals(PENDING)
     for proposal in pending:
-        title = inline(proposal.title, limit=200)
-        issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
-        shown = journal.as_published(proposal.id)
-        digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
-        lines.append(
-            f"- [ ] {title} — `{proposal.state}`{issue} "
-            f"<!-- bot:approve={proposal.fingerprint} review={digest} -->"
-        )
+        lines.append(box_line(journal, proposal))
     if not pending:
         lines.append("Nothing is waiting.")
     return "\n".join(lines) + "\n"
+
+
+def box_line(journal: Journal, proposal: Proposal) -> str:
+    """The unticked line the bot renders for ``proposal``: what it shows, and its marker."""
+    title = inline(proposal.title, limit=200)
+    issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
+    shown = journal.as_published(proposal.id)
+    digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
+    return (
+        f"- [ ] {title} — `{proposal.state}`{issue} "
+        f"<!-- bot:approve={proposal.fingerprint} review={digest} -->"
+    )
+
+
+def ticked_as_rendered(body: str, box: tuple[str, str], rendered: str) -> bool:
+    """Whether ``box`` is ticked on a line that, unticked, is exactly ``rendered``: a marker
+    moved onto another proposal's line (anyone who can edit the issue can do that) makes the
+    line say one thing and approve another, so such a tick counts for nothing."""
+    for match in _TASK.finditer(body):
+        if match[1] in "xX" and (match[2], match[3] or "") == box:
+            line = match[0].strip()
+            unticked = re.sub(r"^([-*+][ \t]+)\[[xX]\]", r"\1[ ]", line, count=1)
+            return unticked == rendered
+    return False
 
 
 def ticked_boxes(body: str) -> set[tuple[str, str]]:
@@ -205,6 +222,12 @@ def _dashboard_issue(
             if editor is None or editor.lower() not in maintainers:
                 why = f"ticked by {editor or 'someone the edit history does not name'}, "
                 why += "who is not in BOT_MAINTAINERS"
+                report.refused.append(f"{fingerprint}: {why}")
+                journal.add_event(proposal.id, "sync", "tick ignored", why)
+                continue
+            rendered = box_line(journal, proposal)
+            if not ticked_as_rendered(body, (fingerprint, approved_hash), rendered):
+                why = "the ticked line is not the one the bot rendered for it (its marker moved)"
                 report.refused.append(f"{fingerprint}: {why}")
                 journal.add_event(proposal.id, "sync", "tick ignored", why)
                 continue

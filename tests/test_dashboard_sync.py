@@ -209,3 +209,37 @@ def test_who_ticked_is_the_editor_of_the_revision_that_ticked() -> None:
     )
     assert who_ticked(box, ticked, [rev("a", ticked), rev("b", ticked), rev("x", None)]) is None
     assert who_ticked(box, ticked, [rev(None, ticked), rev("bot", open_)]) is None
+
+
+def test_a_tick_on_a_line_whose_marker_was_swapped_approves_nothing(
+    tmp_path: Path, upstream_standin: GitHubStandIn, dashboard_repo: str
+) -> None:
+    """Eve swaps two lines' hidden markers; Alice ticks the line that *shows* the hostile
+    proposal, whose marker is now the seed's: the seed must not be published on that tick."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    ids = populate(journal, tmp_path, release_tree("0.23.0"))
+    github = GitHubClient()
+    sync(journal, github)
+    issue = _dashboard_issue(github)
+    seed, hostile = journal.proposal(ids["seed"]), journal.proposal(ids["hostile"])
+    lines = issue["body"].splitlines()
+    at = {
+        fp: next(i for i, x in enumerate(lines) if f"bot:approve={fp} " in x)
+        for fp in (seed.fingerprint, hostile.fingerprint)
+    }
+    text = {fp: lines[i].split("<!--")[0] for fp, i in at.items()}
+    marker = {fp: "<!--" + lines[i].split("<!--", 1)[1] for fp, i in at.items()}
+    lines[at[seed.fingerprint]] = text[seed.fingerprint] + marker[hostile.fingerprint]
+    lines[at[hostile.fingerprint]] = text[hostile.fingerprint] + marker[seed.fingerprint]
+    swapped = "\n".join(lines) + "\n"
+    _as(EVE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=swapped)
+
+    # Alice ticks the line that reads as the hostile proposal (it carries the seed's marker).
+    line = lines[at[hostile.fingerprint]]
+    ticked = swapped.replace(line, "- [x] " + line[len("- [ ] ") :])
+    _as(ALICE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=ticked)
+    report = sync(journal, github)
+    assert report.approved == []
+    assert any("marker moved" in why for why in report.refused), report.refused
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+    assert upstream_standin.pulls(UPSTREAM) == []
