@@ -26,7 +26,9 @@ _SUPPORTED_DUMP = re.compile(
 _NAME_CHARS = r"[A-Za-z0-9_.-]"
 # A token that may be a model name: letters and at least one digit (`Qwen3-30B-A3B`,
 # `GLM5.3-Flash`), read anywhere, also as the last segment of a path or URL.
-_MODEL_TOKEN = re.compile(rf"(?<![A-Za-z0-9_.])(?=[A-Za-z]{{2}})({_NAME_CHARS}{{3,120}})")
+_MODEL_TOKEN = re.compile(
+    rf"(?<![A-Za-z0-9_.])(?=[A-Za-z]{{2}}|[A-Za-z]-[A-Za-z])({_NAME_CHARS}{{3,120}})"
+)  # `K-EXAONE-236B`: a one-letter first word too
 # `Gemma 4`, `Llama 4 Scout`, `Qwen3 Next`: a family name written with spaces.
 _SPACED_NAME = re.compile(
     r"\b([A-Z][A-Za-z]{2,20}\d?(?:[ ]+(?:\d+(?:\.\d+)?|[A-Z][a-z]{2,10})){1,2})\b"
