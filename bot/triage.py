@@ -642,11 +642,13 @@ class _NameIndex:
         return _build_index(known, catalogue)
 
 
-_INDEX_CACHE: dict[tuple[int, int], _NameIndex] = {}
+# Keyed by the tree's (cached, long-lived) KnownModels and the catalogue's content: callers
+# load a fresh but equal catalogue per issue.
+_INDEX_CACHE: dict[tuple[int, DraftCatalogue], _NameIndex] = {}
 
 
 def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
-    key = (id(known), id(catalogue))
+    key = (id(known), catalogue)
     if key in _INDEX_CACHE:
         return _INDEX_CACHE[key]
     pairs = [(hf_id, arch) for hf_id, archs in known.id_to_archs().items() for arch in archs]

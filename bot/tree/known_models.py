@@ -88,10 +88,14 @@ class KnownModels:
             if entry.category in GENERATION_CATEGORIES:
                 for hf_id in entry.hf_ids:
                     _add_unique(tested.setdefault(hf_id, []), entry.arch)
+        ids: dict[str, list[str]] = {}  # arch -> ids, as hf_ids() gives them, in one pass
+        for entry in self.examples:
+            if entry.category in GENERATION_CATEGORIES or entry.category == "embedding":
+                ids.setdefault(entry.arch, []).extend(entry.hf_ids)
         mapping: dict[str, list[str]] = {}
         for arch in self.generation_archs():
-            for hf_id in self.hf_ids(arch):
-                if hf_id in tested and arch not in tested[hf_id]:
+            for hf_id in [*ids.get(arch, ()), *self.doc_examples.get(arch, ())]:
+                if not _HF_ID.match(hf_id) or (hf_id in tested and arch not in tested[hf_id]):
                     continue
                 _add_unique(mapping.setdefault(hf_id, []), arch)
         return mapping
