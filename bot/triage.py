@@ -8,6 +8,7 @@ taken from the issue can carry markup, shell syntax or template code onwards.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -55,6 +56,7 @@ _SCORE_VERSION_FAMILY = 0.72  # same family and version, another size: the class
 _SCORE_PREFIX = 0.72
 _BY_FAMILY_MOE = "(total and active parameters: a mixture of experts) is the MoE class of"
 _MAX_PROSE_NAMES = 400
+_MAX_MENTIONS = 400
 _SCORE_PROSE = 0.8  # a name read in prose, not in a command: never as strong as `--model X`
 _SCORE_DRAFT_NAME = 0.7  # the target named inside a draft's own name (`...-EAGLE3-<target>`)
 _BONUS_SIGNATURE = 0.1
@@ -192,8 +194,7 @@ def triage_issue(
 
     evidence = _Evidence()
     index = _NameIndex.build(known, catalogue)
-    mentions = _target_mentions(text, spec_spans, known, catalogue)
-    served = _served_names(text, spec_spans)
+    mentions, served = _target_mentions(text, spec_spans, catalogue)
     for mention in mentions:
         before = dict(evidence.scores)
         _resolve_mention(mention, index, evidence)
@@ -552,12 +553,20 @@ def _spec_spans(text: str) -> list[tuple[int, int]]:
                 i for i in (text.find("}", end, limit), text.find(")", end, limit)) if i >= 0
             ]
             end = min(closing) + 1 if closing else limit
-        spans.append((start, end))
+        if spans and start <= spans[-1][1]:  # overlapping: one span
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        else:
+            spans.append((start, end))
     return spans
 
 
 def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
-    return any(start <= position < end for start, end in spans)
+    """``spans`` as ``_spec_spans`` gives them: sorted and not overlapping."""
+    index = bisect.bisect_right(spans, (position, _NO_END)) - 1
+    return index >= 0 and position < spans[index][1]
+
+
+_NO_END = 1 << 62
 
 
 def _issue_draft(text: str, spans: list[tuple[int, int]], reasons: list[str]) -> str | None:
@@ -581,35 +590,42 @@ def _trim(name: str) -> str:
 
 
 def _target_mentions(
-    text: str, spans: list[tuple[int, int]], known: KnownModels, catalogue: DraftCatalogue
-) -> list[str]:
-    """Names given as the model to serve (`vllm serve X`, `--model X`, `model=...`) and every
-    ``org/name`` that is not a draft, a container image or inside the speculative config."""
-    found: list[str] = []
+    text: str, spans: list[tuple[int, int]], catalogue: DraftCatalogue
+) -> tuple[list[str], set[str]]:
+    """(mentions, served): names given as the model to serve (`vllm serve X`, `--model X`,
+    `model=...`; also returned alone as ``served``) and every ``org/name`` that is not a draft,
+    a container image or inside the speculative config (the first :data:`_MAX_MENTIONS`
+    distinct ones: a flood of names is not a bug report)."""
+    found: dict[str, None] = {}
     for pattern in _TARGET_PATTERNS:
         for match in pattern.finditer(text):
+            if len(found) >= _MAX_MENTIONS:
+                break
             if not _inside(match.start(), spans):
-                found.append(_trim(match.group("name")))
+                found[_trim(match.group("name"))] = None
+    served = set(found)
+    drafts = _draft_ids(catalogue)
+    seen: set[str] = set()
     for match in _HF_ID.finditer(text):
         name = match.group("name")
-        if _inside(match.start(), spans) or catalogue.find(name) is not None:
+        if len(found) >= _MAX_MENTIONS:
+            break
+        if name in seen:
+            continue
+        seen.add(name)
+        if _inside(match.start(), spans) or name.lower() in drafts:
             continue
         if is_container_image(text, match.start(), match.end()):
             continue
         if not _MODEL_LIKE_ID.match(name):  # `and/or`, `TP/PP`, `N/A`: prose, not a model
             continue
-        found.append(_trim(name))
-    return [m for m in dict.fromkeys(found) if m and not m.startswith("-")]
+        found[_trim(name)] = None
+    return [m for m in found if m and not m.startswith("-")], served
 
 
-def _served_names(text: str, spans: list[tuple[int, int]]) -> set[str]:
-    """Names given as the model to serve (`vllm serve X`, `--model X`, `model=...`)."""
-    return {
-        _trim(match.group("name"))
-        for pattern in _TARGET_PATTERNS
-        for match in pattern.finditer(text)
-        if not _inside(match.start(), spans)
-    }
+@lru_cache(maxsize=4)
+def _draft_ids(catalogue: DraftCatalogue) -> frozenset[str]:
+    return frozenset(e.repo_id.lower() for e in catalogue.entries)
 
 
 def _prose_names(
@@ -617,15 +633,21 @@ def _prose_names(
 ) -> list[str]:
     """Model names written without a command: in prose, paths and URLs (kept when they resolve)."""
     seen = {m.lower() for m in mentions}
-    names = [*url_repo_ids(text), *model_tokens(_outside(text, spans))][:_MAX_PROSE_NAMES]
-    return [n for n in dict.fromkeys(names) if n.lower() not in seen and catalogue.find(n) is None]
+    urls = url_repo_ids(text)[:_MAX_PROSE_NAMES]
+    names = [*urls, *model_tokens(_outside(text, spans), _MAX_PROSE_NAMES - len(urls))]
+    drafts = _draft_ids(catalogue)
+    return [n for n in dict.fromkeys(names) if n.lower() not in seen and n.lower() not in drafts]
 
 
 def _outside(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` with the speculative-config spans blanked (their names are the draft's)."""
+    """``text`` with the speculative-config spans blanked (their names are the draft's);
+    built in one pass, whatever the number of spans."""
+    pieces, done = [], 0
     for start, end in spans:
-        text = text[:start] + " " * (end - start) + text[end:]
-    return text
+        pieces += [text[done:start], " " * (end - start)]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 @dataclass(frozen=True)
