@@ -7,6 +7,8 @@ Machines here are noisy, so every figure is a ratio to a baseline measured in th
   imports, index, every recipe, priorities, the journal write), with an empty cache;
 - command warm: ``bot scan --json TREE`` again, with the cache the cold run left;
 - library cold / warm: ``bot.pipeline.scan`` called in this process (index + recipes).
+- with ``--history``: warm ``bot scan`` with a cache of this release alone, and again after
+  the cache has also seen other releases (issue 24: the second must cost what the first does).
 Goals (issue 12): command cold <= 1.0x, command warm <= 0.15x, on wall-clock time. CPU seconds
 (the command's pool workers included) are shown next to them as ratios to the baseline's: on a
 machine shared with other work, wall-clock time is what the scheduler left us, CPU is what we
@@ -78,18 +80,38 @@ def timed_command(root: Path, *flags: str, cpu: list[float] | None = None) -> fl
     return elapsed
 
 
+def cached_releases(but: str) -> list[str]:
+    """The releases whose trees are in the user cache (``bot fetch``), ``but`` excepted."""
+    from bot.config import cache_dir
+
+    trees = cache_dir() / "vllm-trees"
+    found = [p.name for p in trees.iterdir() if (p / "vllm").is_dir()] if trees.is_dir() else []
+    return sorted(v for v in found if v != but)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="0.34.0")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--command-only", action="store_true", help="skip the library figures")
+    parser.add_argument(
+        "--history",
+        nargs="*",
+        metavar="VERSION",
+        help="also time warm scans with a cache of this release alone and after scanning these "
+        "releases too (no VERSION: every other release in the cache)",
+    )
+    parser.add_argument("--history-only", action="store_true", help="only the --history figures")
     args = parser.parse_args()
+    if args.history is not None and not args.history:
+        args.history = cached_releases(args.version)
     root = release_tree(args.version)
+    history = [release_tree(v) for v in args.history or ()]  # before BOT_CACHE_DIR moves
     files = model_files(root)
-    keys = ("base", "cmd-cold", "cmd-warm", "cold", "warm")
+    keys = ("base", "cmd-cold", "cmd-warm", "cold", "warm", "warm-alone", "warm-history")
     runs: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
-    for _ in range(args.repeat):
+    for _ in range(0 if args.history_only else args.repeat):
         with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as home:
             os.environ["BOT_CACHE_DIR"] = cache  # the subprocesses inherit both
             os.environ["BOT_HOME"] = home  # the command's journal write stays here
@@ -102,6 +124,17 @@ def main() -> int:
             os.environ["BOT_CACHE_DIR"] = cache
             runs["cold"].append(timed_scan(root, use_cache=True))
             runs["warm"].append(timed_scan(root, use_cache=True))
+    if args.history:
+        for _ in range(args.repeat):
+            with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as home:
+                os.environ["BOT_CACHE_DIR"], os.environ["BOT_HOME"] = cache, home
+                runs["base"].append(parse_baseline(root, cpu["base"]))
+                timed_command(root)  # a cache of this release alone
+                runs["warm-alone"].append(timed_command(root, cpu=cpu["warm-alone"]))
+                for other in history:  # then the cache sees the other releases
+                    timed_command(other)
+                timed_command(root)
+                runs["warm-history"].append(timed_command(root, cpu=cpu["warm-history"]))
     base = statistics.median(runs["base"])
     base_cpu = statistics.median(cpu["base"])
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -113,6 +146,8 @@ def main() -> int:
         ("bot scan (warm)", "cmd-warm", "0.15x"),
         ("library scan, cold", "cold", ""),
         ("library scan, warm", "warm", ""),
+        ("bot scan (warm), cache of this release alone", "warm-alone", ""),
+        (f"bot scan (warm), cache after {len(args.history)} more releases", "warm-history", ""),
     )
     for label, key, goal in rows:
         if not runs[key]:

@@ -8,6 +8,7 @@ taken from the issue can carry markup, shell syntax or template code onwards.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ from bot.triage_text import (
     spaced_phrases,
     url_repo_ids,
 )
+from bot.triage_tree import broken_claim, config_model_types, draft_archs
 
 THRESHOLD = 0.7
 PROPOSE, ASK, SILENT = "propose", "ask", "silent"
@@ -47,9 +49,14 @@ _SCORE_CORE_NAME = 0.75
 _SCORE_FAMILY = 0.5
 _SCORE_MODEL_TYPE = 0.85
 _BY_CORE = "without variant suffixes matches"
-_BY_FAMILY = "only by model family matches"
+_BY_FAMILY = "by model family and version matches"
+_BY_MAJOR = "only by model family (major version) matches"
+_BY_PREFIX = "extends the name of"
+_SCORE_VERSION_FAMILY = 0.72  # same family and version, another size: the class serves sizes alike
+_SCORE_PREFIX = 0.72
 _BY_FAMILY_MOE = "(total and active parameters: a mixture of experts) is the MoE class of"
 _MAX_PROSE_NAMES = 400
+_MAX_MENTIONS = 400
 _SCORE_PROSE = 0.8  # a name read in prose, not in a command: never as strong as `--model X`
 _SCORE_DRAFT_NAME = 0.7  # the target named inside a draft's own name (`...-EAGLE3-<target>`)
 _BONUS_SIGNATURE = 0.1
@@ -82,6 +89,9 @@ _HF_ID = re.compile(r"(?<![\w./-])(?P<name>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95})
 _MODEL_LIKE_ID = re.compile(r"^[A-Za-z0-9][\w.-]+/(?=[\w.-]*\d)[\w.-]{2,}$")
 _HF_ID_FULL = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _ARCH_TOKEN = re.compile(r"\b[A-Z][A-Za-z0-9_]{2,100}\b")
+_PLAIN_WORD = re.compile(r"^[A-Z][a-z]+$")
+# A plain word is an architecture only where code or a log writes it.
+_CODE_BEFORE = re.compile(r"""(?:[`"'\[]|architectures?\W{0,4}|Model\s*=\s*)$""", re.I)
 METHODS = ("eagle3", "dflash", "dspark")
 
 # Suffix tokens that name a quantisation, a fine-tune variant or a release date, not a model.
@@ -95,7 +105,7 @@ _VARIANT_TOKENS = frozenset(
 )
 _DATE_TOKEN = re.compile(r"^(?:\d{4}|\d{6}|\d{8})$")
 _SIZE_TOKEN = re.compile(r"^(?:\d+(?:\.\d+)?[bmk]|a\d+(?:\.\d+)?b|e\d+b|\d+x\d+b)$")
-_MINOR_VERSION = re.compile(r"^(\d+)\.\d+$")
+_MINOR_VERSION = re.compile(r"^([a-z]*\d+)\.\d+$")  # `3.2`, `v2.5`, `qwen3.5`
 _SPLIT = re.compile(r"[-_ ]+")
 _QUANT_TOKEN = re.compile(r"^(?:q\d(?:k)?|iq\d|w\d+a\d+|g\d+|int\d+|e4m3|mxfp\d|fp\d+|\d+bit)$")
 
@@ -137,6 +147,9 @@ class _Evidence:
     scores: dict[str, float] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     alternatives: list[str] = field(default_factory=list)
+    served: set[str] = field(default_factory=set)  # archs the served model's name resolves to
+    corroborated: set[str] = field(default_factory=set)  # archs a log or config names
+    loose: set[str] = field(default_factory=set)  # matched by major version only
 
     def add(self, arch: str, score: float, reason: str) -> None:
         if score > self.scores.get(arch, 0.0):
@@ -181,9 +194,12 @@ def triage_issue(
 
     evidence = _Evidence()
     index = _NameIndex.build(known, catalogue)
-    mentions = _target_mentions(text, spec_spans, known, catalogue)
+    mentions, served = _target_mentions(text, spec_spans, catalogue)
     for mention in mentions:
+        before = dict(evidence.scores)
         _resolve_mention(mention, index, evidence)
+        if mention in served:
+            evidence.served.update(a for a, v in evidence.scores.items() if v != before.get(a))
     for name in _prose_names(text, spec_spans, mentions, catalogue):
         if _resolve_mention(name, index, evidence, quiet=True, score_cap=_SCORE_PROSE):
             mentions.append(name)
@@ -193,8 +209,10 @@ def triage_issue(
                 mentions.append(phrase)
     for arch in _named_archs(text, root):
         evidence.add(arch, _SCORE_ARCH_NAMED, f"the issue names the architecture `{arch}`")
+        evidence.corroborated.add(arch)
         mentions.append(arch)
     for model_type, archs in _model_type_archs(text, root):
+        evidence.corroborated.update(archs)
         for arch in archs:
             evidence.add(
                 arch,
@@ -204,6 +222,9 @@ def triage_issue(
     if issue_draft:
         _draft_evidence(issue_draft, catalogue, index, evidence)
     reasons.extend(evidence.reasons)
+    _drop_drafts(root, evidence, reasons)
+    _merge_aliases(root, evidence, reasons)
+    _prefer_served(evidence, reasons)
     _drop_fixed_candidates(root, evidence, reasons)
 
     architecture, confidence, alternatives = _decide(evidence)
@@ -234,12 +255,18 @@ def triage_issue(
 
     ours = _ours(issue, title, raw_text, signature, reasons)
     confident = confidence >= THRESHOLD
-    fixed = _already_fixed(root, [*architectures, *alternatives], reasons) if ours else False
-    outcome = _outcome(issue, ours and not fixed, confident, reasons)
+    candidates = [*architectures, *alternatives]
+    broken = _broken_claims(root, candidates, reasons) if ours else {}
+    # "Already fixed" is said only of the class the checkpoint surely loads, and only when its
+    # claim holds; a class matched loosely, or whose claim the tree shows broken, is asked about.
+    surely = confident or not (evidence.loose & set(candidates))
+    fixed = _already_fixed(root, candidates, reasons) if ours and surely and not broken else False
+    outcome = _outcome(issue, ours and not fixed, confident and not broken, reasons)
     missing: tuple[str, ...] = ()
     if outcome == ASK:
         missing = (
             modality_question
+            or _claim_question(broken)
             or _question(architecture, alternatives, mentions, signature, method, signatures),
         )
     return Triage(
@@ -324,6 +351,97 @@ def _drop_fixed_candidates(root: Path, evidence: _Evidence, reasons: list[str]) 
         for arch in fixed:
             del evidence.scores[arch]
         reasons.append(f"set aside, they already have the interface: {', '.join(fixed)}")
+
+
+def _drop_drafts(root: Path, evidence: _Evidence, reasons: list[str]) -> None:
+    """A speculative-decoding draft or MTP head is never the class to fix: it is what the
+    user attaches to the target, not the target."""
+    try:
+        drafts = draft_archs(root)
+    except BotError:
+        return
+    dropped = [arch for arch in evidence.scores if arch in drafts]
+    for arch in dropped:
+        del evidence.scores[arch]
+        evidence.served.discard(arch)
+    if dropped:
+        reasons.append(f"set aside, the tree registers them as drafts: {', '.join(dropped)}")
+
+
+def _merge_aliases(root: Path, evidence: _Evidence, reasons: list[str]) -> None:
+    """Registry keys that load the same class (`ExaoneMoeForCausalLM`, `ExaoneMoEForCausalLM`)
+    are one candidate, not a tie."""
+    if len(evidence.scores) < 2:
+        return
+    try:
+        loads = _loaded_class(root)
+    except BotError:
+        return
+    kept: dict[tuple[str, str], str] = {}
+    for arch in sorted(evidence.scores, key=lambda a: -evidence.scores[a]):
+        key = loads.get(arch)
+        if key is None:
+            continue
+        if key in kept:  # the evidence was shared between the names: it is the class's
+            evidence.scores[kept[key]] += evidence.scores.pop(arch)
+            reasons.append(f"{arch} is another registry name of {kept[key]}'s class {key[1]}")
+        else:
+            kept[key] = arch
+
+
+@lru_cache(maxsize=8)
+def _loaded_class(tree_root: Path) -> dict[str, tuple[str, str]]:
+    from bot.tree.model_registry import load_model_registry
+
+    return {
+        e.arch: (e.module, e.class_name)
+        for e in load_model_registry(tree_root).entries
+        if e.category in GENERATION_CATEGORIES
+    }
+
+
+def _prefer_served(evidence: _Evidence, reasons: list[str]) -> None:
+    """The model the command serves is the one that failed: models named only in prose
+    (contrasts, earlier attempts, plans) do not compete with it."""
+    if not evidence.served:
+        return
+    prose_only = [arch for arch in evidence.scores if arch not in evidence.served]
+    prose_only = [a for a in prose_only if a not in evidence.corroborated]
+    if prose_only and len(prose_only) < len(evidence.scores):
+        for arch in prose_only:
+            del evidence.scores[arch]
+        reasons.append(f"set aside, named only outside the serve command: {', '.join(prose_only)}")
+
+
+def _broken_claims(root: Path, archs: list[str], reasons: list[str]) -> dict[str, str]:
+    """Candidates that declare the interface but that the tree shows would fail when used."""
+    if not archs:
+        return {}
+    try:
+        ctx = _scan_context(root)
+    except BotError:
+        return {}
+    from bot.recipes.interface_status import already_fixed
+
+    found = {}
+    for arch in archs:
+        if already_fixed(ctx, arch):
+            why = broken_claim(ctx, arch)
+            if why:
+                found[arch] = why
+                reasons.append(f"{arch} declares SupportsEagle3 but would fail: {why}")
+    return found
+
+
+def _claim_question(broken: dict[str, str]) -> str | None:
+    if not broken:
+        return None
+    arch = next(iter(broken))
+    return (
+        f"`{arch}` declares SupportsEagle3, but vLLM's tree shows it would fail when used. "
+        f"Is `{arch}` the `architectures` entry of your model's config.json, and does your "
+        "traceback end in `set_aux_hidden_state_layers` (please paste its last lines)?"
+    )
 
 
 @lru_cache(maxsize=4)
@@ -435,12 +553,20 @@ def _spec_spans(text: str) -> list[tuple[int, int]]:
                 i for i in (text.find("}", end, limit), text.find(")", end, limit)) if i >= 0
             ]
             end = min(closing) + 1 if closing else limit
-        spans.append((start, end))
+        if spans and start <= spans[-1][1]:  # overlapping: one span
+            spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
+        else:
+            spans.append((start, end))
     return spans
 
 
 def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
-    return any(start <= position < end for start, end in spans)
+    """``spans`` as ``_spec_spans`` gives them: sorted and not overlapping."""
+    index = bisect.bisect_right(spans, (position, _NO_END)) - 1
+    return index >= 0 and position < spans[index][1]
+
+
+_NO_END = 1 << 62
 
 
 def _issue_draft(text: str, spans: list[tuple[int, int]], reasons: list[str]) -> str | None:
@@ -464,25 +590,42 @@ def _trim(name: str) -> str:
 
 
 def _target_mentions(
-    text: str, spans: list[tuple[int, int]], known: KnownModels, catalogue: DraftCatalogue
-) -> list[str]:
-    """Names given as the model to serve (`vllm serve X`, `--model X`, `model=...`) and every
-    ``org/name`` that is not a draft, a container image or inside the speculative config."""
-    found: list[str] = []
+    text: str, spans: list[tuple[int, int]], catalogue: DraftCatalogue
+) -> tuple[list[str], set[str]]:
+    """(mentions, served): names given as the model to serve (`vllm serve X`, `--model X`,
+    `model=...`; also returned alone as ``served``) and every ``org/name`` that is not a draft,
+    a container image or inside the speculative config (the first :data:`_MAX_MENTIONS`
+    distinct ones: a flood of names is not a bug report)."""
+    found: dict[str, None] = {}
     for pattern in _TARGET_PATTERNS:
         for match in pattern.finditer(text):
+            if len(found) >= _MAX_MENTIONS:
+                break
             if not _inside(match.start(), spans):
-                found.append(_trim(match.group("name")))
+                found[_trim(match.group("name"))] = None
+    served = set(found)
+    drafts = _draft_ids(catalogue)
+    seen: set[str] = set()
     for match in _HF_ID.finditer(text):
         name = match.group("name")
-        if _inside(match.start(), spans) or catalogue.find(name) is not None:
+        if len(found) >= _MAX_MENTIONS:
+            break
+        if name in seen:
+            continue
+        seen.add(name)
+        if _inside(match.start(), spans) or name.lower() in drafts:
             continue
         if is_container_image(text, match.start(), match.end()):
             continue
         if not _MODEL_LIKE_ID.match(name):  # `and/or`, `TP/PP`, `N/A`: prose, not a model
             continue
-        found.append(_trim(name))
-    return [m for m in dict.fromkeys(found) if m and not m.startswith("-")]
+        found[_trim(name)] = None
+    return [m for m in found if m and not m.startswith("-")], served
+
+
+@lru_cache(maxsize=4)
+def _draft_ids(catalogue: DraftCatalogue) -> frozenset[str]:
+    return frozenset(e.repo_id.lower() for e in catalogue.entries)
 
 
 def _prose_names(
@@ -490,15 +633,21 @@ def _prose_names(
 ) -> list[str]:
     """Model names written without a command: in prose, paths and URLs (kept when they resolve)."""
     seen = {m.lower() for m in mentions}
-    names = [*url_repo_ids(text), *model_tokens(_outside(text, spans))][:_MAX_PROSE_NAMES]
-    return [n for n in dict.fromkeys(names) if n.lower() not in seen and catalogue.find(n) is None]
+    urls = url_repo_ids(text)[:_MAX_PROSE_NAMES]
+    names = [*urls, *model_tokens(_outside(text, spans), _MAX_PROSE_NAMES - len(urls))]
+    drafts = _draft_ids(catalogue)
+    return [n for n in dict.fromkeys(names) if n.lower() not in seen and n.lower() not in drafts]
 
 
 def _outside(text: str, spans: list[tuple[int, int]]) -> str:
-    """``text`` with the speculative-config spans blanked (their names are the draft's)."""
+    """``text`` with the speculative-config spans blanked (their names are the draft's);
+    built in one pass, whatever the number of spans."""
+    pieces, done = [], 0
     for start, end in spans:
-        text = text[:start] + " " * (end - start) + text[end:]
-    return text
+        pieces += [text[done:start], " " * (end - start)]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
 
 
 @dataclass(frozen=True)
@@ -507,6 +656,7 @@ class _NameIndex:
     by_repo_name: dict[str, list[tuple[str, str]]]  # lower-cased repo name -> [(id, arch)]
     by_core: dict[str, list[tuple[str, str]]]  # squashed core name -> [(id, arch)]
     by_family: dict[str, list[tuple[str, str]]]  # squashed family name -> [(id, arch)]
+    by_major: dict[str, list[tuple[str, str]]]  # squashed family, minor version dropped
     archs: frozenset[str] = frozenset()  # every architecture the index knows
 
     @classmethod
@@ -514,11 +664,13 @@ class _NameIndex:
         return _build_index(known, catalogue)
 
 
-_INDEX_CACHE: dict[tuple[int, int], _NameIndex] = {}
+# Keyed by the tree's (cached, long-lived) KnownModels and the catalogue's content: callers
+# load a fresh but equal catalogue per issue.
+_INDEX_CACHE: dict[tuple[int, DraftCatalogue], _NameIndex] = {}
 
 
 def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
-    key = (id(known), id(catalogue))
+    key = (id(known), catalogue)
     if key in _INDEX_CACHE:
         return _INDEX_CACHE[key]
     pairs = [(hf_id, arch) for hf_id, archs in known.id_to_archs().items() for arch in archs]
@@ -531,14 +683,16 @@ def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
     by_repo_name: dict[str, list[tuple[str, str]]] = {}
     by_core: dict[str, list[tuple[str, str]]] = {}
     by_family: dict[str, list[tuple[str, str]]] = {}
+    by_major: dict[str, list[tuple[str, str]]] = {}
     for hf_id, arch in dict.fromkeys(pairs):
         _append(exact, hf_id.lower(), arch)
         repo_name = hf_id.rsplit("/", 1)[-1]
         _append(by_repo_name, repo_name.lower(), (hf_id, arch))
         _append(by_core, squash(core_name(repo_name)), (hf_id, arch))
         _append(by_family, squash(family_name(repo_name)), (hf_id, arch))
+        _append(by_major, squash(major_family(repo_name)), (hf_id, arch))
     archs = frozenset(arch for _, arch in pairs) | frozenset(known.generation_archs())
-    index = _NameIndex(exact, by_repo_name, by_core, by_family, archs)
+    index = _NameIndex(exact, by_repo_name, by_core, by_family, by_major, archs)
     if len(_INDEX_CACHE) > 8:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = index
@@ -554,12 +708,23 @@ def _append(mapping: dict[str, list[Any]], key: str, value: Any) -> None:
 
 def core_name(name: str) -> str:
     """``Qwen3-Next-80B-A3B-Instruct-FP8`` -> ``qwen3-next-80b-a3b``: variant tokens dropped
-    (quantisation, fine-tune variant, release date), wherever they stand after the first."""
-    tokens = [t for t in _SPLIT.split(name.rsplit("/", 1)[-1].lower()) if t]
+    (quantisation, fine-tune variant, release date), wherever they stand after the first.
+    Versions are written one way: ``3_5``, ``3p5`` and ``3-5`` are ``3.5``."""
+    tokens = [t for t in _SPLIT.split(dotted_versions(name.rsplit("/", 1)[-1].lower())) if t]
     if len(tokens) > 1 and tokens[0] == "meta":  # Meta-Llama-3.1-8B is Llama-3.1-8B
         tokens.pop(0)
     kept = tokens[:1] + [t for t in tokens[1:] if not _is_variant(t)]
     return "-".join(kept)
+
+
+# `InternVL3_5`, `MiniCPM-V-4_5`, `Llama-3_3`, `step3p5`, `Qwen2-5-VL`: a minor version written
+# with `_`, `p` or `-` between two digits (a size such as `3-8B` or `3-30B` is not one).
+_GLUED_VERSION = re.compile(r"(?<=\d)[_p](?=\d)")
+_DASHED_VERSION = re.compile(r"(?<![\d.])(\d{1,2})-(\d)(?=$|[-_ /])")
+
+
+def dotted_versions(name: str) -> str:
+    return _DASHED_VERSION.sub(r"\1.\2", _GLUED_VERSION.sub(".", name))
 
 
 def _is_variant(token: str) -> bool:
@@ -567,15 +732,15 @@ def _is_variant(token: str) -> bool:
 
 
 def family_name(name: str) -> str:
-    """``core_name`` without sizes or minor versions: ``mistral-small-3.2-24b``
-    -> ``mistral-small-3``.
+    """``core_name`` without sizes: ``mistral-small-3.2-24b`` -> ``mistral-small-3.2``. The
+    version stays: `3.5` and `V2.5` are other models than `3` and `V2`."""
+    return "-".join(t for t in core_name(name).split("-") if not _SIZE_TOKEN.match(t))
 
-    Versions are compared by major number only (Llama 3 and 3.1 share an architecture).
-    """
-    tokens = [
-        _MINOR_VERSION.sub(r"\1", t) for t in core_name(name).split("-") if not _SIZE_TOKEN.match(t)
-    ]
-    return "-".join(tokens)
+
+def major_family(name: str) -> str:
+    """``family_name`` with minor versions dropped (``mistral-small-3``): Llama 3 and 3.1 share
+    an architecture, so this names candidates, never a class whose version differs alone."""
+    return "-".join(_MINOR_VERSION.sub(r"\1", t) for t in family_name(name).split("-"))
 
 
 def squash(name: str) -> str:
@@ -612,33 +777,46 @@ def _resolve_mention(
     how = how or (f"`{name}` (model name `{base}`)" if base != name else f"`{name}`")
     if not base or len(base) < 3:
         return False
+    core = core_name(base)
     lookups = (
         (index.by_repo_name, base.lower(), _SCORE_EXACT_ID, "has the same name as"),
-        (
-            index.by_core,
-            squash(core_name(base)),
-            _SCORE_CORE_NAME,
-            "without variant suffixes matches",
-        ),
-        (index.by_family, squash(family_name(base)), _SCORE_FAMILY, "only by model family matches"),
+        (index.by_core, squash(core), _SCORE_CORE_NAME, _BY_CORE),
+        (index.by_family, squash(family_name(base)), _SCORE_VERSION_FAMILY, _BY_FAMILY),
+        *_prefix_lookups(core, index),
+        (index.by_major, squash(major_family(base)), _SCORE_FAMILY, _BY_MAJOR),
     )
     for table, key, score, label in lookups:
         matches = table.get(key) if key else None
         if matches:
             archs = list(dict.fromkeys(arch for _, arch in matches))
-            if table is index.by_family and _ACTIVE_PARAMS.search(base):
+            if table in (index.by_family, index.by_major) and _ACTIVE_PARAMS.search(base):
                 moe = _mixture_of_experts(archs, index.archs)
                 if moe:  # the family and the MoE naming together name one class
                     archs, score, label = moe, _SCORE_CORE_NAME, _BY_FAMILY_MOE
             examples = ", ".join(f"{hf_id} ({arch})" for hf_id, arch in matches[:4])
             for arch in archs:
                 evidence.add(arch, min(score, score_cap) / len(archs), f"{how} {label} {examples}")
+            if label == _BY_MAJOR:
+                evidence.loose.update(archs)
             return True
     if not quiet:
         evidence.reasons.append(
             f"{how} matches no model the vLLM tree or the draft catalogue knows"
         )
     return False
+
+
+def _prefix_lookups(
+    core: str, index: _NameIndex
+) -> list[tuple[dict[str, list[tuple[str, str]]], str, float, str]]:
+    """A known name with words added (`GLM-4.5-Air` is a `GLM-4.5`): the longest known name
+    the user's starts with, version included (at least two words, one with a digit)."""
+    tokens = core.split("-")
+    for size in range(len(tokens) - 1, 1, -1):
+        prefix = "-".join(tokens[:size])
+        if any(ch.isdigit() for ch in prefix) and squash(prefix) in index.by_core:
+            return [(index.by_core, squash(prefix), _SCORE_PREFIX, _BY_PREFIX)]
+    return []
 
 
 def _resolve_phrase(phrase: str, index: _NameIndex, evidence: _Evidence) -> bool:
@@ -732,8 +910,10 @@ def _model_type_archs(text: str, tree_root: Path) -> list[tuple[str, tuple[str, 
         archs_known = _generation_archs(tree_root)
     except BotError:
         return []
-    for model_type in model_types(text):
-        archs = table.get(model_type)
+    wanted_types = model_types(text)
+    configs = config_model_types(tree_root) if wanted_types else {}
+    for model_type in wanted_types:
+        archs = table.get(model_type) or configs.get(model_type)
         if not archs:
             wanted = squash(model_type)
             archs = tuple(a for a in archs_known if re.sub(r"For\w+$", "", a).lower() == wanted)
@@ -752,6 +932,10 @@ def _named_archs(text: str, tree_root: Path) -> list[str]:
     found: list[str] = []
     for match in _ARCH_TOKEN.finditer(text):
         token = match.group(0)
+        if _PLAIN_WORD.match(token) and not _CODE_BEFORE.search(
+            text, max(0, match.start() - 40), match.start()
+        ):
+            continue  # `Ovis`, a registry key that is also the family's word in prose
         if token in archs:
             found.append(token)
         elif token in classes and len(classes[token]) == 1:
@@ -823,6 +1007,8 @@ def _modality_decision(
     tied = [best, *rivals]
     kinds = [_is_multimodal(a, categories) for a in tied]
     if len(tied) != 2 or sorted(kinds) != [False, True]:
+        return None
+    if evidence.loose & set(tied):  # two releases of a family (`3.5`, `3.7`), not one checkpoint
         return None
     mm_arch, text_arch = (tied[0], tied[1]) if kinds[0] else (tied[1], tied[0])
     score = max(evidence.scores[a] for a in tied)

@@ -7,6 +7,7 @@ linear regular expressions only. Extracted names are limited to ``[A-Za-z0-9_./:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # Shell lines that were commented out: `# vllm serve other/model`, `#   --model x \`. A markdown
@@ -17,16 +18,15 @@ _COMMENTED_COMMAND = re.compile(
 )
 # vLLM's "Supported architectures: dict_keys([...])" (or a plain list) names every architecture
 # the build knows: it says nothing about the user's model.
-_SUPPORTED_DUMP = re.compile(
-    r"Supported architectures:?\s*(?:dict_keys\()?\[[^\]]{0,200000}\]\)?"
-    r"|dict_keys\(\[[^\]]{0,200000}\]\)",
-    re.I,
-)
+_DUMP_START = re.compile(r"Supported architectures:?\s*(?:dict_keys\()?\[|dict_keys\(\[", re.I)
+_DUMP_CHARS = 200_000
 
 _NAME_CHARS = r"[A-Za-z0-9_.-]"
 # A token that may be a model name: letters and at least one digit (`Qwen3-30B-A3B`,
 # `GLM5.3-Flash`), read anywhere, also as the last segment of a path or URL.
-_MODEL_TOKEN = re.compile(rf"(?<![A-Za-z0-9_.])(?=[A-Za-z]{{2}})({_NAME_CHARS}{{3,120}})")
+_MODEL_TOKEN = re.compile(
+    rf"(?<![A-Za-z0-9_.])(?=[A-Za-z]{{2}}|[A-Za-z]-[A-Za-z])({_NAME_CHARS}{{3,120}})"
+)  # `K-EXAONE-236B`: a one-letter first word too
 # `Gemma 4`, `Llama 4 Scout`, `Qwen3 Next`: a family name written with spaces.
 _SPACED_NAME = re.compile(
     r"\b([A-Z][A-Za-z]{2,20}\d?(?:[ ]+(?:\d+(?:\.\d+)?|[A-Z][a-z]{2,10})){1,2})\b"
@@ -62,7 +62,9 @@ _REQUEST_WORDS = re.compile(
 _AFFIRMATIVE = re.compile(r"\b(?:is|are)\s+(?:already\s+)?supported\b(?![^.\n]{0,30}\bnot\b)", re.I)
 _NEGATION = re.compile(r"\b(?:not|n't|no|never|unsupported|lacks?|missing|without)\b", re.I)
 _FEATURE_TITLE = re.compile(r"^\s*\[(?:feature|new model|rfc|model|feature request)\]", re.I)
-_SENTENCE = re.compile(r"[^.!?\n]{1,600}")
+_SENTENCE_END = re.compile(r"[.!?\n]")
+_SENTENCE_CHARS = 600
+_DIGIT = re.compile(r"\d")
 # The tree's interface names, written in tracebacks and by users who read the code.
 INTERFACE_WORDS = re.compile(r"\bSupportsEagle3\b|\bsupports_eagle3\b|\bEagleModelMixin\b")
 
@@ -79,23 +81,55 @@ _TEXT_ONLY_WORDS = re.compile(
 def drop_noise(text: str) -> str:
     """Remove what names models without being about the user's model."""
     text = _COMMENTED_COMMAND.sub(" ", text)
-    return _SUPPORTED_DUMP.sub(" ", text)
+    return _drop_supported_dumps(text)
 
 
-def model_tokens(text: str) -> list[str]:
+def _drop_supported_dumps(text: str) -> str:
+    """Blank every architectures dump (its opening up to the first ``]`` within
+    :data:`_DUMP_CHARS`). Each start looks for its ``]`` by reusing the last search, so a flood
+    of unclosed openings costs one pass, not one window per opening."""
+    pieces, done, close = [], 0, -1
+    for match in _DUMP_START.finditer(text):
+        start = match.start()
+        if start < done:
+            continue
+        if close < match.end():
+            close = text.find("]", match.end())
+            if close < 0:
+                break
+        if close - match.end() > _DUMP_CHARS:
+            continue
+        end = close + 1
+        if text.startswith(")", end):
+            end += 1
+        pieces += [text[done:start], " "]
+        done = end
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
+def model_tokens(text: str, limit: int = 400) -> list[str]:
     """Name-like tokens anywhere in prose, paths and URLs (resolved later; most resolve to
-    nothing). Container images are left out."""
-    found: list[str] = []
+    nothing), the first ``limit`` distinct ones. Container images are left out."""
+    found: dict[str, None] = {}
+    seen: set[str] = set()
     for match in _MODEL_TOKEN.finditer(text):
+        if len(found) >= limit:
+            break
         token = match.group(1).strip(".-_")
+        if token in seen:
+            continue
+        seen.add(token)
         if not any(ch.isdigit() for ch in token):
             continue
         if is_container_image(text, match.start(1), match.end(1)):
             continue
-        found.append(token)
+        found[token] = None
     for match in _SPACED_NAME.finditer(text):
-        found.append(re.sub(r" +", "-", match.group(1)))
-    return list(dict.fromkeys(found))
+        if len(found) >= limit:
+            break
+        found[re.sub(r" +", "-", match.group(1))] = None
+    return list(found)
 
 
 _WORD = re.compile(r"(?<!\S)[A-Za-z0-9][A-Za-z0-9.]{0,30}(?=[\s,;:!?)]|\.?$|\.\s)")
@@ -106,7 +140,7 @@ def spaced_phrases(text: str, limit: int = 5000) -> list[str]:
     """Runs of 2-4 words, one with a digit (`step 3.5 flash`, `qwen3 next 80b`), joined with
     hyphens: how users write a model's name in a sentence. Resolved only by exact name."""
     found: list[str] = []
-    for line in text.splitlines():
+    for line in _lines_with_digits(text):
         words = [w.rstrip(".") for w in _WORD.findall(line)]
         for start in range(len(words)):
             for size in range(2, _MAX_PHRASE_WORDS + 1):
@@ -116,6 +150,18 @@ def spaced_phrases(text: str, limit: int = 5000) -> list[str]:
         if len(found) > limit:
             break
     return list(dict.fromkeys(found))[:limit]
+
+
+def _lines_with_digits(text: str) -> Iterator[str]:
+    """The lines holding a digit, in order; each line is read once however many it holds."""
+    done = 0
+    for match in _DIGIT.finditer(text):
+        if match.start() < done:
+            continue
+        start = max(done, text.rfind("\n", done, match.start()) + 1)
+        end = text.find("\n", match.end())
+        done = len(text) if end < 0 else end + 1
+        yield text[start:done].rstrip("\n")
 
 
 def url_repo_ids(text: str) -> list[str]:
@@ -135,7 +181,11 @@ def is_container_image(text: str, start: int, end: int) -> bool:
     if _IMAGE_TAG.match(text[end : end + 2]):
         return True
     window = max(0, start - _IMAGE_LINE_CHARS)
-    before = text[text.rfind("\n", window, start) + 1 : start]
+    line_start = text.rfind("\n", window, start)  # -1: the line is longer than the window
+    before = text[line_start + 1 if line_start >= 0 else window : start]
+    lowered = before.lower()
+    if "docker" not in lowered and "image" not in lowered and "from" not in lowered:
+        return False
     return bool(_IMAGE_CONTEXT.search(before)) and "--model" not in before
 
 
@@ -174,14 +224,28 @@ def method_request(title: str, text: str) -> Request | None:
     """The sentence asking for EAGLE-3/DFlash/DSpark support, if the issue has one."""
     if _FEATURE_TITLE.search(title) and _ANY_METHOD.search(title):
         return Request(method_in_text(title) or "eagle3", title.strip()[:160])
-    for match in _SENTENCE.finditer(text):
-        sentence = match.group(0)
-        if not _ANY_METHOD.search(sentence) or not _REQUEST_WORDS.search(sentence):
+    for sentence in _sentences_naming_a_method(text):
+        if not _REQUEST_WORDS.search(sentence):
             continue
         if _AFFIRMATIVE.search(sentence) and not _NEGATION.search(sentence):
             continue
         return Request(method_in_text(sentence) or "eagle3", sentence.strip()[:160])
     return None
+
+
+def _sentences_naming_a_method(text: str) -> Iterator[str]:
+    """Each sentence (up to :data:`_SENTENCE_CHARS` either side of the name, cut at ``.!?`` and
+    line ends) around a method's name, once; the text is read once in all."""
+    done = 0
+    for match in _ANY_METHOD.finditer(text):
+        if match.start() < done:
+            continue
+        floor = max(done, match.start() - _SENTENCE_CHARS)
+        before = _SENTENCE_END.search(text[floor : match.start()][::-1])
+        start = match.start() - before.start() if before else floor
+        after = _SENTENCE_END.search(text, match.end(), match.end() + _SENTENCE_CHARS)
+        done = after.start() if after else min(len(text), match.end() + _SENTENCE_CHARS)
+        yield text[start:done]
 
 
 def modality_words(text: str) -> tuple[list[str], list[str]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -166,7 +167,7 @@ def test_corrupt_journal_is_reported_and_rebuilt(tmp_path: Path) -> None:
 
 @pytest.mark.vllm_tree
 @pytest.mark.parametrize("kind", ["facts", "signatures"])
-@pytest.mark.parametrize("damage", ["bad-entries", "not-a-pickle", "foreign-object"])
+@pytest.mark.parametrize("damage", ["bad-entries", "not-a-database", "foreign-object"])
 def test_corrupt_cache_is_reported_and_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, damage: str
 ) -> None:
@@ -179,14 +180,14 @@ def test_corrupt_cache_is_reported_and_rebuilt(
 
     first = run()
     assert first.returncode == 0, first.stderr
-    [cache] = (tmp_path / "cache" / "index").glob(f"{kind}-*.pickle")
-    stored = pickle.loads(cache.read_bytes())
-    if damage == "bad-entries":
-        cache.write_bytes(pickle.dumps({key: "garbage" for key in stored}))
-    elif damage == "not-a-pickle":
-        cache.write_bytes(b"\x80\x05garbage")
+    [cache] = (tmp_path / "cache" / "index").glob(f"{kind}-*.sqlite3")
+    if damage == "not-a-database":
+        cache.write_bytes(b"this is not a database" * 100)
     else:
-        cache.write_bytes(pickle.dumps({key: ValueError("x") for key in stored}))
+        value = "garbage" if damage == "bad-entries" else ValueError("x")
+        with sqlite3.connect(cache) as db:
+            db.execute("UPDATE facts SET value = ?", (pickle.dumps(value),))
+        db.close()
     result = run()
     assert result.returncode == 0, result.stderr
     assert result.stdout == first.stdout

@@ -60,7 +60,12 @@ NAMES = [
     ("./gemma-3-27b-it-qat", "Gemma3ForConditionalGeneration"),
     ("Qwen3NextForCausalLM", "Qwen3NextForCausalLM"),
     ("/models/my-finetune", None),
-    ("zai-org/GLM-4.5-Air-FP8", None),
+    ("acme-labs/Zorblax-9-FP8", None),
+    # a known name with a word added, the version kept: GLM-4.5-Air is a GLM-4.5
+    ("zai-org/GLM-4.5-Air-FP8", "Glm4MoeForCausalLM"),
+    # versions written `3_5`, `3.5`: not the `3` family's class
+    ("nm-testing/Phi-3.5-MoE-instruct-FP8", "PhiMoEForCausalLM"),
+    ("/models/InternVL3_5-38B", "InternVLChatModel"),
 ]
 
 
@@ -77,21 +82,37 @@ def test_model_names_map_to_architectures(version: str, name: str, expected: str
 
 
 def test_ambiguous_names_score_down_and_ask_which() -> None:
-    root = release_tree("0.34.0")
-    # Two classes, neither with the interface, that the family name cannot tell apart.
-    lacking = frozenset({"Mistral3ForConditionalGeneration", "PixtralForConditionalGeneration"})
-    issue = _serve("mistralai/Mistral-Small-3.2-24B-Instruct-2506")
-    result = triage_issue(issue, root, lacking=lacking)
-    assert result.confidence < THRESHOLD and result.alternatives
+    # Step-3.6 is no release the tree knows: its family's 3.5 and 3.7 are different classes,
+    # and neither is chosen for a version the user did not write.
+    result = triage_issue(_serve("stepfun-ai/Step-3.6-Flash"), release_tree("0.34.0"))
+    assert result.outcome == "ask" and result.confidence < THRESHOLD
+    assert {result.architecture, *result.alternatives} == {
+        "Step3p5ForCausalLM",
+        "Step3p7ForConditionalGeneration",
+    }
     assert any(r.startswith("other candidate architectures") for r in result.reasons)
 
 
 def test_classes_that_already_have_the_interface_are_not_ours() -> None:
     result = triage_issue(
-        _serve("mistralai/Mistral-Small-3.2-24B-Instruct-2506"), release_tree("0.34.0")
+        _serve("mistralai/Mistral-Small-3.1-24B-Instruct-2503"), release_tree("0.34.0")
     )
     assert result.outcome == "silent" and result.missing == ()
     assert any(r.startswith("not ours: already fixed") for r in result.reasons)
+
+
+def test_a_release_the_tree_does_not_list_is_asked_about_not_called_fixed() -> None:
+    # Mistral-Small-3.2 matches the 3.1 checkpoint's class (which has the interface) only by
+    # major version: nothing-to-fix would be a guess, so the bot asks the one question.
+    result = triage_issue(
+        _serve("mistralai/Mistral-Small-3.2-24B-Instruct-2506"), release_tree("0.34.0")
+    )
+    assert result.outcome == "ask"
+    assert result.missing == (
+        "Can you confirm your model's config.json `architectures` is "
+        "`Mistral3ForConditionalGeneration`?",
+    )
+    assert not any(r.startswith("not ours") for r in result.reasons)
 
 
 def test_nothing_to_go_on_is_not_ours_and_stays_silent() -> None:

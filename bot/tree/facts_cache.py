@@ -1,25 +1,42 @@
-"""Per-file facts cached by content hash, in one pickle per kind under the user cache dir.
+"""Per-file facts cached by content hash, in one SQLite store per kind under the user cache dir.
 
 Whatever is derived from a file's text alone (class facts, error signatures) is keyed by the
-hash of that text, so a second run over an unchanged tree — or over a release that shares most
-files with one already seen — parses nothing.
+hash of that text, so a second run over an unchanged tree, or over a release that shares most
+files with one already seen, parses nothing. A run reads only the keys of the tree it scans
+(never the whole store), writes only what it parsed, and records which keys each tree uses:
+entries that no recorded tree uses any more, and trees that no longer exist, are pruned when a
+tree's set changes. So a warm scan costs what the tree costs, however many releases the cache
+has seen.
+
+Values are pickles of plain data only (dicts, lists, strings, numbers, tuples, sets): an entry
+that names any class or function is refused, so a planted cache cannot run code. A damaged
+store is reported and rebuilt.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import logging
 import pickle
+import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from bot.config import cache_dir
-from bot.fileio import write_atomic
 
 log = logging.getLogger(__name__)
+
+_BATCH = 500  # keys per query (SQLite's default limit on parameters is 999)
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS tree_keys (tree TEXT NOT NULL, key TEXT NOT NULL, "
+    "PRIMARY KEY (tree, key)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS tree_keys_key ON tree_keys (key)",
+)
 
 
 def content_key(data: bytes) -> str:
@@ -28,42 +45,149 @@ def content_key(data: bytes) -> str:
 
 def cache_file(kind: str, version: int) -> Path:
     tag = f"v{version}-py{sys.version_info.major}{sys.version_info.minor}"
-    return cache_dir() / "index" / f"{kind}-{tag}.pickle"
+    return cache_dir() / "index" / f"{kind}-{tag}.sqlite3"
 
 
 class _PlainUnpickler(pickle.Unpickler):
-    """Only plain data (dicts, lists, strings, numbers, tuples, sets): a cache file that names
-    any class or function is refused, so a planted cache cannot run code."""
+    """Only plain data: a value that names any class or function is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
         raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
 
 
-def load(path: Path, valid_entry: Callable[[Any], bool] | None = None) -> dict[str, Any]:
-    """The cache at ``path``; a missing one is empty, a damaged one is reported and rebuilt
-    (every entry is checked with ``valid_entry``; one bad entry discards the file)."""
+class _Corrupt(Exception):
+    pass
+
+
+class FactsStore:
+    """The store of one kind of facts. Use :func:`open_store`."""
+
+    def __init__(self, path: Path, valid_entry: Callable[[Any], bool] | None) -> None:
+        self.path = path
+        self._valid = valid_entry
+        self._db: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection | None:
+        """The open store; None when it cannot be opened (then nothing is cached)."""
+        if self._db is None:
+            try:
+                self._db = self._open()
+            except sqlite3.DatabaseError:  # not a database, or a damaged one
+                self._rebuild()
+                with contextlib.suppress(OSError, sqlite3.Error):
+                    self._db = self._open()
+            except (OSError, sqlite3.Error):
+                return None
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            for statement in _SCHEMA:
+                db.execute(statement)
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
+
+    def get(self, keys: Iterable[str]) -> dict[str, Any]:
+        """The stored values of ``keys`` (those present). A damaged store is reported, emptied
+        and read as empty."""
+        try:
+            return self._get(list(dict.fromkeys(keys)))
+        except (_Corrupt, sqlite3.DatabaseError):
+            self._rebuild()
+            return {}
+
+    def _get(self, keys: list[str]) -> dict[str, Any]:
+        db = self._connect()
+        if db is None:
+            return {}
+        found: dict[str, Any] = {}
+        for batch in _batches(keys):
+            marks = ",".join("?" * len(batch))
+            query = f"SELECT key, value FROM facts WHERE key IN ({marks})"  # "?" marks only
+            for key, blob in db.execute(query, batch):
+                found[key] = self._decode(blob)
+        return found
+
+    def _decode(self, blob: bytes) -> Any:
+        try:
+            value = _PlainUnpickler(io.BytesIO(blob)).load()
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with our cache, it is rebuilt
+            raise _Corrupt(str(exc)) from None
+        if self._valid is not None and not self._valid(value):
+            raise _Corrupt("an entry is not what the cache holds")
+        return value
+
+    def put(self, items: dict[str, Any]) -> None:
+        """Store ``items`` (a cache we cannot write only costs time)."""
+        db = self._connect()
+        if db is None or not items:
+            return
+        rows = [(k, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)) for k, v in items.items()]
+        with contextlib.suppress(sqlite3.Error), _transaction(db):
+            db.executemany("INSERT OR REPLACE INTO facts (key, value) VALUES (?, ?)", rows)
+
+    def record_tree(self, tree: Path, keys: Iterable[str]) -> None:
+        """Remember the keys ``tree`` uses; when they changed, prune what no tree uses."""
+        db = self._connect()
+        if db is None:
+            return
+        name, wanted = str(tree.resolve()), set(keys)
+        with contextlib.suppress(sqlite3.Error):
+            rows = db.execute("SELECT key FROM tree_keys WHERE tree = ?", (name,))
+            if {key for (key,) in rows} == wanted:
+                return
+            with _transaction(db):
+                db.execute("DELETE FROM tree_keys WHERE tree = ?", (name,))
+                db.executemany(
+                    "INSERT INTO tree_keys (tree, key) VALUES (?, ?)", [(name, k) for k in wanted]
+                )
+                trees = [t for (t,) in db.execute("SELECT DISTINCT tree FROM tree_keys")]
+                gone = [(t,) for t in trees if not Path(t).is_dir()]
+                db.executemany("DELETE FROM tree_keys WHERE tree = ?", gone)
+                db.execute("DELETE FROM facts WHERE key NOT IN (SELECT key FROM tree_keys)")
+
+    def _rebuild(self) -> None:
+        log.warning("the cache %s was corrupt; it is rebuilt", self.path)
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                Path(f"{self.path}{suffix}").unlink()
+
+    def close(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+
+@contextlib.contextmanager
+def open_store(
+    kind: str, version: int, valid_entry: Callable[[Any], bool] | None = None
+) -> Iterator[FactsStore]:
+    store = FactsStore(cache_file(kind, version), valid_entry)
     try:
-        with path.open("rb") as handle:
-            data = _PlainUnpickler(handle).load()
-    except FileNotFoundError:
-        return {}
-    except Exception:  # noqa: BLE001 - whatever is wrong with our cache, it is only rebuilt
-        return _corrupt(path)
-    if not isinstance(data, dict) or not all(
-        isinstance(key, str) and (valid_entry is None or valid_entry(value))
-        for key, value in data.items()
-    ):
-        return _corrupt(path)
-    return data
+        yield store
+    finally:
+        store.close()
 
 
-def _corrupt(path: Path) -> dict[str, Any]:
-    log.warning("the cache %s was corrupt; it is rebuilt", path)
-    with contextlib.suppress(OSError):
-        path.unlink()
-    return {}
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
 
 
-def save(path: Path, cache: dict[str, Any]) -> None:
-    with contextlib.suppress(OSError):  # a cache we cannot write only costs time
-        write_atomic(path, pickle.dumps(cache, protocol=pickle.HIGHEST_PROTOCOL))
+def _batches(keys: list[str]) -> Iterator[list[str]]:
+    for start in range(0, len(keys), _BATCH):
+        yield keys[start : start + _BATCH]

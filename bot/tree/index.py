@@ -216,10 +216,6 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
 
 def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
     root = root.resolve()
-    cache_path = facts_cache.cache_file("facts", EXTRACT_VERSION)
-    stored: dict[str, FileFacts] = facts_cache.load(cache_path, _is_file_facts)
-    # --no-cache ignores what is stored but still refreshes it (other trees' entries stay).
-    cache: dict[str, FileFacts] = stored if use_cache else {}
     entries: list[tuple[str, str, bool, str]] = []
     for path in model_files(root):
         module, is_package = module_name(root, path)
@@ -227,10 +223,16 @@ def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
         digest = facts_cache.content_key(data)
         entries.append((module, str(path.relative_to(root)), is_package, digest))
 
-    missing = [e for e in entries if e[3] not in cache]
-    parsed = _parse_all([(m, str(root / p), pkg) for m, p, pkg, _ in missing])
-    for (_, _, _, digest), facts in zip(missing, parsed):
-        cache[digest] = stored[digest] = facts
+    with facts_cache.open_store("facts", EXTRACT_VERSION, _is_file_facts) as store:
+        # Only this tree's entries are read; --no-cache ignores them but still refreshes the
+        # store (other trees' entries stay).
+        cache: dict[str, FileFacts] = store.get(e[3] for e in entries) if use_cache else {}
+        missing = [e for e in entries if e[3] not in cache]
+        parsed = _parse_all([(m, str(root / p), pkg) for m, p, pkg, _ in missing])
+        new = {digest: facts for (_, _, _, digest), facts in zip(missing, parsed)}
+        cache.update(new)
+        store.put(new)
+        store.record_tree(root, (e[3] for e in entries))
 
     index = ClassIndex(root=root, modules={}, parsed=len(missing))
     for module, rel, is_package, digest in entries:
@@ -239,8 +241,6 @@ def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
             index.problems.append(f"{rel}: {facts['error']}")
             continue
         index.modules[module] = ModuleFacts(module, rel, is_package, facts)
-    if missing:
-        facts_cache.save(cache_path, stored)
     return index
 
 

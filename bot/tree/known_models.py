@@ -79,14 +79,31 @@ class KnownModels:
         return list(dict.fromkeys([*archs, *self.doc_examples]))
 
     def id_to_archs(self) -> dict[str, list[str]]:
-        """HF id (as written) -> generation architectures that list it."""
+        """HF id (as written) -> generation architectures that list it. Where the test registry
+        lists an id (default or ``extras``), its classes are the ones that load it: the docs'
+        tables group models by family and lag behind (`MiniCPMV` lists `MiniCPM-V-4_6`, which
+        the test registry gives its own class)."""
+        tested: dict[str, list[str]] = {}
+        for entry in self.examples:
+            if entry.category in GENERATION_CATEGORIES:
+                for hf_id in entry.hf_ids:
+                    _add_unique(tested.setdefault(hf_id, []), entry.arch)
+        ids: dict[str, list[str]] = {}  # arch -> ids, as hf_ids() gives them, in one pass
+        for entry in self.examples:
+            if entry.category in GENERATION_CATEGORIES or entry.category == "embedding":
+                ids.setdefault(entry.arch, []).extend(entry.hf_ids)
         mapping: dict[str, list[str]] = {}
         for arch in self.generation_archs():
-            for hf_id in self.hf_ids(arch):
-                archs = mapping.setdefault(hf_id, [])
-                if arch not in archs:
-                    archs.append(arch)
+            for hf_id in [*ids.get(arch, ()), *self.doc_examples.get(arch, ())]:
+                if not _HF_ID.match(hf_id) or (hf_id in tested and arch not in tested[hf_id]):
+                    continue
+                _add_unique(mapping.setdefault(hf_id, []), arch)
         return mapping
+
+
+def _add_unique(items: list[str], item: str) -> None:
+    if item not in items:
+        items.append(item)
 
 
 def load_known_models(tree_root: Path) -> KnownModels:

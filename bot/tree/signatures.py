@@ -46,10 +46,7 @@ def error_signatures(tree_root: Path) -> list[ErrorSignature]:
     package = tree_root / "vllm"
     if not package.is_dir():
         raise BotError(f"{tree_root} has no vllm/ package; is it a vLLM tree?")
-    cache_path = facts_cache.cache_file("signatures", _CACHE_VERSION)
-    cache = facts_cache.load(cache_path, _is_signature_list)
-    changed = False
-    found: list[ErrorSignature] = []
+    marked: list[tuple[str, str, bytes]] = []  # (key, relative path, text) of marker files
     for path in sorted(package.rglob("*.py")):
         try:
             data = path.read_bytes()
@@ -59,17 +56,23 @@ def error_signatures(tree_root: Path) -> list[ErrorSignature]:
         if not any(marker.encode() in data for marker in _MARKERS):
             continue
         relative = path.relative_to(tree_root).as_posix()
-        key = f"{facts_cache.content_key(data)}:{relative}"
-        if key not in cache:
-            try:
-                source = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-            cache[key] = [s.to_dict() for s in signatures_in_source(source, relative)]
-            changed = True
-        found.extend(_from_dict(item) for item in cache[key])
-    if changed:
-        facts_cache.save(cache_path, cache)
+        marked.append((f"{facts_cache.content_key(data)}:{relative}", relative, data))
+    found: list[ErrorSignature] = []
+    with facts_cache.open_store("signatures", _CACHE_VERSION, _is_signature_list) as store:
+        cache = store.get(key for key, _, _ in marked)
+        new: dict[str, list[dict[str, Any]]] = {}
+        for key, relative, data in marked:
+            if key not in cache:
+                try:
+                    source = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                cache[key] = new[key] = [
+                    s.to_dict() for s in signatures_in_source(source, relative)
+                ]
+            found.extend(_from_dict(item) for item in cache[key])
+        store.put(new)
+        store.record_tree(tree_root, (key for key, _, _ in marked))
     return found
 
 

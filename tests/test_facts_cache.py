@@ -1,0 +1,88 @@
+"""The facts store: a run reads the keys it asks for, writes what it parsed, and entries no
+tree uses any more are pruned (issue 24, item 5: scan cost must not grow with history)."""
+
+from __future__ import annotations
+
+import pickle
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.tree import facts_cache
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _stored_keys(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        keys = {key for (key,) in db.execute("SELECT key FROM facts")}
+    db.close()
+    return keys
+
+
+def _tree(tmp_path: Path, name: str) -> Path:
+    tree = tmp_path / name
+    tree.mkdir()
+    return tree
+
+
+def test_a_run_reads_only_its_keys_and_shares_entries_between_trees(tmp_path: Path) -> None:
+    old, new = _tree(tmp_path, "0.23.0"), _tree(tmp_path, "0.34.0")
+    with facts_cache.open_store("facts", 1) as store:
+        store.put({"a": {"x": 1}, "b": {"x": 2}})
+        store.record_tree(old, ["a", "b"])
+        store.put({"c": {"x": 3}})  # 0.34.0 shares `b` with 0.23.0: only `c` is parsed
+        store.record_tree(new, ["b", "c"])
+    with facts_cache.open_store("facts", 1) as store:
+        assert store.get(["b", "c", "missing"]) == {"b": {"x": 2}, "c": {"x": 3}}
+        assert store.get([]) == {}
+
+
+def test_entries_no_tree_uses_are_pruned(tmp_path: Path) -> None:
+    old, new = _tree(tmp_path, "0.23.0"), _tree(tmp_path, "0.34.0")
+    with facts_cache.open_store("facts", 1) as store:
+        store.put({"a": 1, "b": 2})
+        store.record_tree(old, ["a", "b"])
+        store.put({"c": 3})
+        store.record_tree(new, ["b", "c"])
+        path = store.path
+    assert _stored_keys(path) == {"a", "b", "c"}
+    with facts_cache.open_store("facts", 1) as store:  # 0.34.0 changed: its `c` is gone
+        store.put({"d": 4})
+        store.record_tree(new, ["b", "d"])
+    assert _stored_keys(path) == {"a", "b", "d"}
+    old.rmdir()  # a tree that no longer exists keeps nothing alive
+    with facts_cache.open_store("facts", 1) as store:
+        store.record_tree(new, ["d"])
+    assert _stored_keys(path) == {"d"}
+
+
+def test_a_large_store_of_other_trees_is_not_read(tmp_path: Path) -> None:
+    # Entries of other trees are never decoded: a planted value there would be refused only
+    # if it were read, and a run over this tree must not see (or pay for) it.
+    mine, other = _tree(tmp_path, "mine"), _tree(tmp_path, "other")
+    with facts_cache.open_store("facts", 1, lambda v: isinstance(v, int)) as store:
+        store.put({"k": 1})
+        store.record_tree(mine, ["k"])
+        store.record_tree(other, ["planted"])
+        path = store.path
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO facts VALUES (?, ?)", ("planted", pickle.dumps(ValueError("x"))))
+    db.close()
+    with facts_cache.open_store("facts", 1, lambda v: isinstance(v, int)) as store:
+        assert store.get(["k"]) == {"k": 1}
+        assert store.get(["planted"]) == {}  # read: refused, store rebuilt
+    assert not path.exists() or _stored_keys(path) == set()
+
+
+def test_a_store_that_cannot_be_written_only_costs_time(tmp_path: Path) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be")
+    with facts_cache.open_store("facts", 1) as store:
+        store.put({"a": 1})
+        store.record_tree(tmp_path, ["a"])
+        assert store.get(["a"]) == {}
