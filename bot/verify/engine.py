@@ -19,6 +19,7 @@ A target the engine cannot import or build, or a method this engine does not run
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.errors import BotError
 from bot.subprocess_env import run_upstream_code
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
 from bot.verify.checks import Check
@@ -272,3 +274,71 @@ def record_lines(record: dict[str, Any]) -> list[str]:
         error = f": {run['error'][:160]}" if run.get("error") else ""
         lines.append(f"  {run['tree']:6} {run['method']:6} {run['outcome']}{error} {figures}")
     return lines
+
+
+_CHECKPOINT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def checkpoints_check(
+    python: Path, target: str, drafts: dict[str, str], work: Path, timeout: float = 3600.0
+) -> Check:
+    """The GPU runner's engine check: the installed (patched) vLLM with real checkpoints (the
+    registry entry's target and drafts, ``owner/name``): each method's greedy output equals
+    the output without speculation, and its drafts are proposed and accepted."""
+    for name in (target, *drafts.values()):
+        if not _CHECKPOINT.match(name):
+            raise BotError(f"not a checkpoint name (owner/name): {name[:120]!r}")
+    methods = [m for m in METHODS if m in drafts]
+    work.mkdir(parents=True, exist_ok=True)
+    job_file, result_file = work / "engine-job.json", work / "engine-result.json"
+    case = {"id": "checkpoints", "checkpoints": {"target": target, **drafts}}
+    job_file.write_text(json.dumps({"cases": [case], "methods": methods}), encoding="utf-8")
+    command = [str(python), str(HARNESS), "--job", str(job_file), "--result", str(result_file)]
+    extra = {"PYTHONPATH": str(HARNESS_DIR), "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
+    try:
+        completed = run_upstream_code(command, cwd=work, extra=extra, timeout=timeout)
+        log = excerpt(completed.stdout + completed.stderr)
+    except subprocess.TimeoutExpired:
+        return Check("engine", None, f"not checked: the engine did not finish in {timeout:g}s")
+    try:
+        raw = json.loads(result_file.read_text(encoding="utf-8"))["cases"]["checkpoints"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return Check("engine", None, "not checked: the engine harness wrote no result", log)
+    runs = raw.get("runs") or {}
+    baseline = runs.get("after/none") or {}
+    record = {"target": target, "drafts": drafts, "runs": []}
+    record["runs"] = [_run_record("after", None, baseline)] if baseline else []
+    problems, said = [], []
+    for method in methods:
+        run = runs.get(f"after/{method}") or {}
+        record["runs"].append(_run_record("after", method, run, baseline))
+        if run.get("outcome") != "ok":
+            problems.append(f"{method}: {run.get('outcome')}: {run.get('error')}")
+        elif run.get("outputs") != baseline.get("outputs"):
+            problems.append(f"{method}: greedy output differs from no speculation")
+        elif not run.get("accepted"):
+            problems.append(f"{method}: none of {run.get('proposed')} drafted tokens accepted")
+        else:
+            said.append(f"{method}: identical, {run['accepted']} of {run['proposed']} accepted")
+    if baseline.get("outcome") != "ok":
+        return Check("engine", None, f"not checked: {baseline.get('error')}", log, record)
+    if problems:
+        return Check("engine", False, "; ".join(problems)[:1500], log, record)
+    return Check("engine", True, f"{target}: " + "; ".join(said), log, record)
+
+
+def engine_checkpoints_of(registry_entry: dict[str, Any] | None) -> str:
+    """``"<target> <method>=<draft>"`` from a plan's registry entry (for the GPU runner's
+    engine check), or "" when the plan adds none."""
+    if not isinstance(registry_entry, dict):
+        return ""
+    args = registry_entry.get("args") or []
+    kwargs = dict((k, v) for k, v in (registry_entry.get("kwargs") or []) if isinstance(k, str))
+    target, draft = (args[0] if args else None), kwargs.get("speculative_model")
+    draft_info = registry_entry.get("draft") or {}
+    method = str(draft_info.get("method") or "eagle3").lower().replace("-", "")
+    if method not in METHODS or not all(
+        isinstance(x, str) and _CHECKPOINT.match(x) for x in (target, draft)
+    ):
+        return ""
+    return f"{target} {method}={draft}"

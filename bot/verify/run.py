@@ -22,6 +22,7 @@ from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
 from bot.verify.confine import confinement_check
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
+from bot.verify.engine import engine_checkpoints_of
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
 from bot.verify.render import render_results, replace_results_section
@@ -286,6 +287,7 @@ def _dispatch_stage(
         target_ref,
         plan.branch,
         smoke_target=str(smoke_target) if isinstance(smoke_target, smoke.SmokeTarget) else "",
+        engine_checkpoints=engine_checkpoints_of(plan.registry_entry),
     )
     # Dispatch both runs first: they can run side by side on a pool of GPU runners.
     pending_after = start_gpu_run(client, after_target, gpu_tests)

@@ -162,9 +162,13 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     except Exception as exc:  # noqa: BLE001 - the smoke harness's NotChecked and refusals
         raise NotChecked(f"no tiny config: {exc}") from None
     config.bos_token_id, config.eos_token_id, config.pad_token_id = 1, 2, 0
+    # The smoke harness unties the head; the engine loads what the architecture's own default
+    # says (Gemma2's vLLM class has no lm_head at all: always tied).
+    with contextlib.suppress(Exception):
+        config.tie_word_embeddings = bool(type(config)().tie_word_embeddings)
     torch.manual_seed(SEED)
     try:
-        model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001
         raise NotChecked(
             f"transformers cannot build {type(config).__name__} to write a random "
@@ -276,7 +280,7 @@ def counters(llm: Any) -> dict[str, int]:
     return found
 
 
-def engine_run(target: Path, method: str | None, draft: Path | None) -> dict[str, Any]:
+def engine_run(target: Path | str, method: str | None, draft: Path | str | None) -> dict[str, Any]:
     """One engine: load the target (and draft), generate greedily; the outcome and figures."""
     from vllm import LLM, SamplingParams
 
@@ -357,7 +361,20 @@ def shutdown(llm: Any) -> None:
         cleanup_dist_env_and_memory()
 
 
+def run_checkpoints(case: dict[str, Any], methods: list[str]) -> dict[str, Any]:
+    """The GPU runner's form: the installed (patched) vLLM with the registry entry's real
+    target and drafts; no overlay, no tiny model, no "before" (the checkout is patched)."""
+    checkpoints = case["checkpoints"]
+    runs: dict[str, Any] = {"after/none": engine_run(checkpoints["target"], None, None)}
+    for method in methods:
+        if checkpoints.get(method):
+            runs[f"after/{method}"] = engine_run(checkpoints["target"], method, checkpoints[method])
+    return {"runs": runs}
+
+
 def run_case(case: dict[str, Any], methods: list[str], work: Path) -> dict[str, Any]:
+    if case.get("checkpoints"):
+        return run_checkpoints(case, methods)
     arch, module_name = str(case["arch"]), str(case["module"])
     runs: dict[str, Any] = {}
     result: dict[str, Any] = {"runs": runs}
@@ -403,7 +420,8 @@ def main() -> int:
         import vllm
         from bot_vllm_cpu import force_cpu_platform
 
-        force_cpu_platform()
+        if os.environ.get("VLLM_TARGET_DEVICE") == "cpu":
+            force_cpu_platform()
         register_drafts_in_process()
         result["engine"] = {
             "version": str(vllm.__version__),
