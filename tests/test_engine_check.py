@@ -180,3 +180,28 @@ def test_the_pr_shows_each_run_escaped() -> None:
     )
     assert "<script>" not in text and "<!-- bot:results:end -->" not in text
     assert "the 0.34.0 tree's vllm.model\\_executor.models.glm4 registered" in text
+
+
+def test_hostile_checkpoint_names_are_one_line(capsys: pytest.CaptureFixture) -> None:
+    from bot.cli import main
+
+    for name in ("x; rm -rf /", "../../etc", "owner/name --trust-remote-code"):
+        assert main(["engine", "--checkpoint", name, "--eagle3", "a/b"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bot: not a checkpoint name") and "Traceback" not in err
+    assert main(["engine"]) == 2
+    assert "needs plan directories" in capsys.readouterr().err
+
+
+def test_the_gpu_runner_gets_the_registry_entrys_checkpoints() -> None:
+    entry = {
+        "args": ["zai-org/GLM-4-9B-0414"],
+        "kwargs": [["speculative_model", "some-org/GLM-4-9B-eagle3"]],
+        "draft": {"method": "eagle3"},
+    }
+    assert engine.engine_checkpoints_of(entry) == (
+        "zai-org/GLM-4-9B-0414 eagle3=some-org/GLM-4-9B-eagle3"
+    )
+    assert engine.engine_checkpoints_of(None) == ""
+    entry["kwargs"] = [["speculative_model", "evil; curl x"]]
+    assert engine.engine_checkpoints_of(entry) == ""
