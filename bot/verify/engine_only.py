@@ -21,17 +21,21 @@ from bot.tree.worktree import scratch_worktree
 from bot.verify import runtime, scratch, smoke
 from bot.verify.checks import Check
 from bot.verify.confine import confinement_check
+from bot.verify.engine_env import Engine
 from bot.verify.evidence import evidence_check
 
 
-def engine_plans(plan_dirs: list[Path], journal: bool = False) -> list[Check]:
-    """The engine check of every plan (recorded in its plan.json), in order."""
+def engine_plans(
+    plan_dirs: list[Path], journal: bool = False, engine: Engine | None = None
+) -> list[Check]:
+    """The engine check of every plan (recorded in its plan.json), in order; ``engine``
+    overrides the one each plan's release gets (:func:`bot.verify.engine_env.engine_for`)."""
     refuse_beside_credentials("bot engine")
     loaded = [read_plan_dir(plan_dir) for plan_dir in plan_dirs]
     for item in loaded:
         if item.plan.status != READY or not item.patch.strip():
             raise BotError(f"{item.plan.class_name or 'a plan'}: not a ready plan with a patch")
-    stages = [_prepared(item) for item in loaded]
+    stages = [_prepared(item, engine) for item in loaded]
     with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
         checks = runtime.run_engine_batch(stages, Path(work))
     for plan_dir, item, check in zip(plan_dirs, loaded, checks, strict=True):
@@ -39,10 +43,13 @@ def engine_plans(plan_dirs: list[Path], journal: bool = False) -> list[Check]:
     return checks
 
 
-def _prepared(loaded: PlanDir) -> runtime.RuntimeStage:
+def _prepared(loaded: PlanDir, engine: Engine | None = None) -> runtime.RuntimeStage:
     plan = loaded.plan
     stage = runtime.RuntimeStage(plan, None, "", smoke_target=smoke.target_of(plan))
-    stage.engine_case = stage.prepare_engine(True)
+    if engine is not None and isinstance(stage.smoke_target, smoke.SmokeTarget):
+        stage.engine, stage.engine_case = engine, ""
+    else:
+        stage.engine_case = stage.prepare_engine(True)
     if stage.engine is None:
         return stage
     repo_path = scratch.resolve_repo(plan.repo_path, plan.vllm_version, plan.base_commit)
