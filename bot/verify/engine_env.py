@@ -146,7 +146,7 @@ def _build(version: str, dest: Path, wanted: list[str], refused: Path, say: Prog
         [*pip, "install", "--progress-bar", "off", *wanted], say, timeout=_INSTALL_TIMEOUT
     )
     if code != 0:
-        reason = f"pip cannot install {wanted[0]} here: {last_line(tail)}"
+        reason = f"pip cannot install {wanted[0]} here: {_pip_reason(tail)}"
         # Remembered: the index will not serve it on the next run either.
         refused.write_text(json.dumps({"reason": reason}) + "\n", encoding="utf-8")
         raise BotError(reason)
@@ -168,3 +168,11 @@ def _build(version: str, dest: Path, wanted: list[str], refused: Path, say: Prog
     write_manifest(info)
     say(f"{PACKAGE} {version} engine ready: {info.size_bytes / 2**30:.1f} GiB, {info.seconds:.0f}s")
     return info
+
+
+def _pip_reason(tail: str) -> str:
+    """The line of pip's output that says why (a dependency the index cannot serve)."""
+    for line in tail.splitlines():
+        if " depends on " in line or "No matching distribution" in line:
+            return line.strip()[:300]
+    return last_line(tail)
