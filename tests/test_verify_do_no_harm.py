@@ -85,7 +85,10 @@ def test_the_right_patch_passes_every_local_check(tmp_path: Path) -> None:
         "ruff",
         "cpu-tests",
         "smoke",
+        "engine",
     ]
+    assert checks["engine"]["passed"] is None  # not run here, and never called passed
+    assert checks["engine"]["detail"].startswith("not checked: ")
     for name in ("apply", "confined", "rescan", "py_compile", "ruff"):
         assert checks[name]["passed"] is True, checks[name]
     assert "FooForCausalLM no longer found" in checks["rescan"]["detail"]

@@ -158,7 +158,8 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
     plan_dir = seed_plan
     tree = Path(read_plan_dir(plan_dir).plan.repo_path)
 
-    assert main(["verify", str(plan_dir), "--gpu", "skip"]) == 0
+    # The engine check of 0.23.0's plans is documented (docs/engine-evidence.md), not rerun here.
+    assert main(["verify", str(plan_dir), "--gpu", "skip", "--no-engine"]) == 0
 
     verification = read_plan_dir(plan_dir).plan.verification
     checks = checks_by_name(verification)
@@ -170,7 +171,11 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
         "ruff",
         "cpu-tests",
         "smoke",
+        "engine",
     ]
+    assert (
+        checks["engine"]["detail"] == "not checked: the engine check was turned off (--no-engine)"
+    )
     assert checks["confined"]["passed"] is True, checks["confined"]
     assert checks["rescan"]["passed"] is True
     assert "Qwen3NextForCausalLM no longer found" in checks["rescan"]["detail"]

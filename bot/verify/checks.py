@@ -21,9 +21,14 @@ class Check:
     passed: bool | None  # None: not checked, neither passed nor failed
     detail: str
     log_excerpt: str = ""  # what the check ran printed, for the write-up's details
+    # Typed figures of what the check ran (the engine check: each run's outcome and counts).
+    record: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if self.record is None:
+            del data["record"]
+        return data
 
 
 FindingKey = tuple[str, str, str]  # recipe, class, path

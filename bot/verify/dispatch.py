@@ -51,6 +51,8 @@ class GpuTarget:
     sha: str
     branch: str  # the bot's branch the plan publishes: the runner's guard tests only its commits
     smoke_target: str = ""  # module:Class for the runner's CPU smoke check before the GPU tests
+    # "<target> <method>=<draft>": the registry entry's real checkpoints for the engine check
+    engine_checkpoints: str = ""
 
 
 @dataclass
@@ -73,6 +75,8 @@ def start_gpu_run(client: ActionsClient, target: GpuTarget, node_ids: list[str])
     }
     if target.smoke_target:
         inputs["smoke_target"] = target.smoke_target
+    if target.engine_checkpoints:
+        inputs["engine_checkpoints"] = target.engine_checkpoints
     client.dispatch_workflow(target.bot_repo, WORKFLOW_FILE, target.workflow_ref, inputs)
     return PendingRun(request_id, created_after, target)
 

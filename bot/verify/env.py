@@ -23,7 +23,7 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,17 +184,16 @@ def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
     root.mkdir(parents=True, exist_ok=True)
     dest = root / version
     wanted = read_requirements(release_tree(version))
-    ready = _read_manifest(dest)
+    ready = read_manifest(dest)
     if ready is not None and ready.wanted == list(wanted.install):
         return ready
-    with open(root / f".{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        ready = _read_manifest(dest)
+    with build_lock(root, version):
+        ready = read_manifest(dest)
         if ready is not None and ready.wanted == list(wanted.install):
             return ready
         if ready is not None:
             say(f"the vLLM {version} environment needs other packages now: installing them")
-            return _write_manifest(_top_up(ready, wanted, say))
+            return write_manifest(_top_up(ready, wanted, say))
         if dest.exists():
             say(f"removing the unfinished environment at {dest}")
             shutil.rmtree(dest)
@@ -206,14 +205,23 @@ def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
     return info
 
 
+@contextlib.contextmanager
+def build_lock(root: Path, name: str) -> Iterator[None]:
+    """Held while the environment ``name`` under ``root`` is built: one builder at a time,
+    across processes (another caller waits, then finds it ready)."""
+    with open(root / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def existing_env(version: str) -> EnvInfo | None:
     """The environment for ``version`` if it is built and ready; never builds."""
     if not _VERSION.match(version):
         return None
-    return _read_manifest(envs_dir() / version)
+    return read_manifest(envs_dir() / version)
 
 
-def _read_manifest(dest: Path) -> EnvInfo | None:
+def read_manifest(dest: Path) -> EnvInfo | None:
     try:
         data = json.loads((dest / MANIFEST).read_text(encoding="utf-8"))
         return EnvInfo(
@@ -236,7 +244,7 @@ def _build(version: str, dest: Path, wanted: RequirementSet, say: Progress) -> E
     for item in wanted.skipped:
         say(f"  skipping {item.requirement}: {item.reason}")
     dest.mkdir(parents=True)
-    _run([sys.executable, "-m", "venv", str(dest)], say, timeout=600, dest=dest)
+    run_logged([sys.executable, "-m", "venv", str(dest)], say, timeout=600, dest=dest)
     python = dest / "bin" / "python"
     installed, unresolved = _install(python, list(wanted.install), say)
     info = EnvInfo(
@@ -247,10 +255,10 @@ def _build(version: str, dest: Path, wanted: RequirementSet, say: Progress) -> E
         installed=installed,
         skipped=[*wanted.skipped, *unresolved],
         seconds=round(time.monotonic() - started, 1),
-        size_bytes=_size(dest),
+        size_bytes=dir_size(dest),
         built_now=True,
     )
-    _write_manifest(info)
+    write_manifest(info)
     say(f"vLLM {version} environment ready: {info.size_bytes / 2**30:.1f} GiB, {info.seconds:.0f}s")
     return info
 
@@ -264,12 +272,12 @@ def _top_up(info: EnvInfo, wanted: RequirementSet, say: Progress) -> EnvInfo:
     info.installed = [r for r in wanted.install if r in info.installed or r in installed]
     info.skipped = [*wanted.skipped, *unresolved]
     info.seconds = round(info.seconds + time.monotonic() - started, 1)
-    info.size_bytes = _size(info.path)
+    info.size_bytes = dir_size(info.path)
     info.built_now = True
     return info
 
 
-def _write_manifest(info: EnvInfo) -> EnvInfo:
+def write_manifest(info: EnvInfo) -> EnvInfo:
     manifest = json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n"
     tmp = info.path / (MANIFEST + ".tmp")
     tmp.write_text(manifest, encoding="utf-8")
@@ -282,14 +290,14 @@ def _install(python: Path, wanted: list[str], say: Progress) -> tuple[list[str],
     skipped: list[Skipped] = []
     for _ in range(_MAX_SKIPS):
         command = [str(python), "-m", "pip", "install", "--progress-bar", "off", *wanted]
-        code, tail = _run(command, say, timeout=_INSTALL_TIMEOUT, dest=python.parent.parent)
+        code, tail = run_logged(command, say, timeout=_INSTALL_TIMEOUT, dest=python.parent.parent)
         if code == 0:
             return wanted, skipped
         missing = _UNRESOLVED.search(tail)
         name = canonicalize_name(missing.group(1)) if missing else None
         culprit = next((r for r in wanted if _name(r) == name), None)
         if culprit is None or _name(culprit) == "torch":
-            raise BotError(f"pip could not install the environment: {_last_line(tail)}")
+            raise BotError(f"pip could not install the environment: {last_line(tail)}")
         say(f"  the package index does not serve {culprit}: skipped")
         skipped.append(Skipped(culprit, "the package index serves no matching distribution"))
         wanted = [r for r in wanted if r != culprit]
@@ -303,7 +311,9 @@ def _name(requirement: str) -> str:
         return requirement
 
 
-def _run(command: list[str], say: Progress, *, timeout: float, dest: Path) -> tuple[int, str]:
+def run_logged(
+    command: list[str], say: Progress, *, timeout: float, dest: Path
+) -> tuple[int, str]:
     """Run a build step in the sandbox (network on, only ``dest`` writable) with its output
     streamed to ``say`` (pip's milestones only); exit code and output tail."""
     with scratch_home() as home:
@@ -326,12 +336,12 @@ def _run(command: list[str], say: Progress, *, timeout: float, dest: Path) -> tu
     return code, "\n".join(lines)
 
 
-def _last_line(text: str) -> str:
+def last_line(text: str) -> str:
     lines = [line for line in text.splitlines() if line.strip() and "WARNING" not in line]
     return (lines[-1] if lines else "no output")[:300]
 
 
-def _size(path: Path) -> int:
+def dir_size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:

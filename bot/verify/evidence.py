@@ -5,6 +5,12 @@ A recipe names the local checks it cannot do without (``required_checks``, e.g. 
 unchanged without them). ``bot verify`` fails a plan whose required check did not pass (a check
 that could not run is not evidence), and ``bot publish`` refuses a ready plan whose recorded
 verification lacks it, so an edit that changes a model's forward never reaches a PR unproven.
+
+The engine check (the real vLLM engine on CPU, EAGLE-3 and DFlash before and after) gates the
+recipes that change behaviour (:data:`ENGINE_GATED`): where the engine ran the target it must
+have passed; where it could not, the check says "not checked: <reason>" (shown in the plan and
+the PR) and the smoke check stays the gate. A verification with no engine check at all is
+refused: whether the engine could run it was never asked.
 """
 
 from __future__ import annotations
@@ -30,6 +36,38 @@ def required_checks(recipe: str | None) -> tuple[str, ...]:
 SMOKE_VALUES_PROVEN = "fed back as the stream into its layer"
 
 
+# Recipes whose edit changes what runs: the decoder's forward, or what a wrapper forwards.
+ENGINE_GATED = frozenset({"eagle3-enable", "eagle3-wrapper"})
+NOT_CHECKED = "not checked: "
+
+
+def missing_engine_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> str | None:
+    """Why ``checks`` lack the engine check ``recipe`` needs, or None (passed, or not checked
+    with the reason the engine could not run it)."""
+    if recipe not in ENGINE_GATED:
+        return None
+    found = [c for c in checks if isinstance(c, dict) and c.get("name") == "engine"]
+    if not found:
+        return f"the {recipe} recipe requires the engine check's result, and it was not run"
+    for check in found:
+        detail = str(check.get("detail") or "")
+        if check.get("passed") is False:
+            return f"the {recipe} recipe requires a passed engine check ({detail[:300]})"
+        if check.get("passed") is None and not detail.startswith(NOT_CHECKED):
+            return f"the {recipe} recipe's engine check neither passed nor says why not"
+    return None
+
+
+def engine_line(checks: Sequence[dict[str, Any]]) -> str | None:
+    """``engine: passed ...`` / ``engine: not checked: <reason>`` for the plan and the PR."""
+    for check in checks:
+        if isinstance(check, dict) and check.get("name") == "engine":
+            state = {True: "passed", False: "failed"}.get(check.get("passed"))
+            detail = str(check.get("detail") or "")
+            return f"engine: {state}: {detail}" if state else f"engine: {detail}"
+    return None
+
+
 def missing_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> str | None:
     """Why ``checks`` (as recorded in plan.json) lack what ``recipe`` requires, or None."""
     for name in required_checks(recipe):
@@ -45,23 +83,27 @@ def missing_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> st
                 f"the {recipe} recipe requires a passed smoke check that proves the aux values "
                 "(this one was recorded before the check did; run `bot verify` again)"
             )
-    return None
+    return missing_engine_evidence(recipe, checks)
 
 
 def evidence_check(recipe: str | None, checks: Sequence[Check]) -> Check | None:
     """A failing ``evidence`` check when a required check did not pass; None when the recipe
     requires nothing."""
-    if not required_checks(recipe):
+    if not required_checks(recipe) and recipe not in ENGINE_GATED:
         return None
-    missing = missing_evidence(recipe, [c.to_json() for c in checks])
+    recorded = [c.to_json() for c in checks]
+    missing = missing_evidence(recipe, recorded)
     if missing:
         return Check("evidence", False, missing)
-    return Check("evidence", True, f"{', '.join(required_checks(recipe))} passed")
+    said = [f"{', '.join(required_checks(recipe))} passed"] if required_checks(recipe) else []
+    if recipe in ENGINE_GATED:
+        said.append(str(engine_line(recorded))[:400])
+    return Check("evidence", True, "; ".join(said))
 
 
 def require_evidence(plan: Plan) -> None:
     """For publish: a ready plan of a recipe with required checks carries them, passed."""
-    if plan.status != READY or not required_checks(plan.recipe):
+    if plan.status != READY or not (required_checks(plan.recipe) or plan.recipe in ENGINE_GATED):
         return
     verification = plan.verification or {}
     checks = verification.get("checks") if isinstance(verification, dict) else None

