@@ -107,6 +107,20 @@ def mixed_layer_types(model_type: str) -> list[str] | None:
     return ["full_attention" if index % 2 == 0 else other for index in range(NUM_LAYERS)]
 
 
+def _built_with_sizes(config_class: type, default: Any, sizes: dict[str, int]) -> Any:
+    try:
+        return config_class(**sizes, num_hidden_layers=NUM_LAYERS)
+    except Exception:  # noqa: BLE001
+        expand = getattr(default, "mamba_expand", None)
+        if not ({"mamba_d_head", "mamba_n_heads", "hidden_size"} <= sizes.keys()) or not (
+            isinstance(expand, int)
+        ):
+            raise
+        # GraniteMoeHybrid checks mamba_d_head * mamba_n_heads == mamba_expand * hidden_size.
+        head = expand * sizes["hidden_size"] // sizes["mamba_n_heads"]
+        return config_class(**{**sizes, "mamba_d_head": head}, num_hidden_layers=NUM_LAYERS)
+
+
 def tiny_config(config_class: type) -> tuple[Any, list[str]]:
     """An instance of the architecture's own config class, shrunk to a few seconds of CPU,
     and the layer types the class derived before they were all made full attention."""
@@ -120,7 +134,7 @@ def tiny_config(config_class: type) -> tuple[Any, list[str]]:
     try:
         # Built with the sizes, so per-layer lists the class derives (layer_types,
         # mlp_layer_types, ...) have NUM_LAYERS entries.
-        config = config_class(**sizes, num_hidden_layers=NUM_LAYERS)
+        config = _built_with_sizes(config_class, default, sizes)
     except Exception:  # noqa: BLE001 - classes that refuse keyword sizes are shrunk in place
         config = default
         for name, value in sizes.items():
