@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from bot.recipes.base import PublishRule
 
 NAME = "eagle3-enable"
+BROKEN_CLAIM = "eagle3-broken-claim"
 MIXIN = "EagleModelMixin"
 TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
@@ -141,15 +142,20 @@ class Eagle3Enable:
         variant = platform_variant(finding)
         test_edit, cpu_tests = _regression_test(ctx, finding, variant)
         edits.append(test_edit)
+        claims = _broken_claims_fixed(ctx, candidate)
+        context = _writeup_context(ctx, finding, shape, absolute)
+        context["broken_claims"] = [
+            {"cls": c.class_name, "why": c.evidence.get("why", "")} for c in claims
+        ]
         return FixPlan(
             recipe=NAME,
             finding=finding,
-            resolves=(finding,),
+            resolves=(finding, *claims),
             variant=variant,
             edits=tuple(edits),
             tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
             registry=RegistryDecision(entry, entry_why),
-            writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, shape, absolute)),
+            writeup=WriteUp.from_folder(TEMPLATES, context),
             commit_title=(
                 f"[Model][Spec Decode] Support EAGLE-3 in {finding.class_name}"
                 + (f" ({variant} variant)" if variant else "")
@@ -160,6 +166,24 @@ class Eagle3Enable:
                 "EAGLE-3 speculative decoding can load it."
             ),
         )
+
+
+def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
+    """The ``eagle3-broken-claim`` reports this enablement fixes: classes that already declare
+    the interface and reach this very decoder, which lacks the mixin (Exaone4_5 through
+    Exaone4Model). The re-scan must see them gone; the write-up cites them as the cause."""
+    path = ctx.scan.index.path_of(candidate.decoder)
+    fixed: list[Finding] = []
+    for other in ctx.findings:
+        decoder = other.evidence.get("decoder") if other.recipe == BROKEN_CLAIM else None
+        if (
+            isinstance(decoder, dict)
+            and other.evidence.get("broken") == "no-mixin"
+            and decoder.get("name") == candidate.decoder.name
+            and decoder.get("path") == path
+        ):
+            fixed.append(other)
+    return fixed
 
 
 def candidates(ctx: ScanContext) -> list[Candidate]:

@@ -102,8 +102,10 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
     call_at = next((i for i, stmt in enumerate(body) if _layer_call(stmt, layer) is not None), None)
     call = _layer_call(body[call_at], layer) if call_at is not None else None
     bookkeeping = call_at or 0
-    if bookkeeping and _inert_statements(loaded, body[:bookkeeping]) < bookkeeping:
-        call, bookkeeping = None, 0  # something before the call may change what it is given
+    if call is not None and bookkeeping:
+        kept = {*call["targets"], layer, index}
+        if _inert_statements(loaded, kept, body[:bookkeeping]) < bookkeeping:
+            call, bookkeeping = None, 0  # something before the call may change the stream
     return {
         **found,
         "line": node.lineno,
@@ -120,23 +122,35 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
     }
 
 
-def _loaded_names(node: ast.AST) -> frozenset[str]:
-    return frozenset(
-        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-    )
+def _loaded_outside(func: ast.AST, loop: ast.For) -> frozenset[str]:
+    """The names ``func`` reads anywhere but inside ``loop``."""
+    found: set[str] = set()
+    pending: list[ast.AST] = [func]
+    while pending:
+        node = pending.pop()
+        if node is loop:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        pending.extend(ast.iter_child_nodes(node))
+    return frozenset(found)
 
 
-def _inert_statements(loaded: frozenset[str], statements: list[ast.stmt]) -> int:
-    """How many statements before the layer call are bookkeeping: they only count into names
-    nothing reads (``if isinstance(layer, X): num_attn += 1``) and call nothing but
-    ``isinstance``, so the stream cannot depend on them."""
+def _inert_statements(
+    loaded: frozenset[str], kept: set[str | None], statements: list[ast.stmt]
+) -> int:
+    """How many statements before the layer call leave the stream alone: they call nothing but
+    ``isinstance``, never rebind the stream, the residual, the layer or the index (``kept``),
+    and bind only names nothing after the loop reads (``loaded``: the reads outside it) --
+    bookkeeping (``if isinstance(layer, X): num_attn += 1``) or a side input for this layer
+    (Gemma 4's ``layer_per_input = per_layer_inputs[:, i, :]``)."""
     count = 0
     for stmt in statements:
         stored = {
             n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
         }
         calls = {_dotted(n.func) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
-        if not stored or calls - {"isinstance"} or stored & loaded:
+        if not stored or calls - {"isinstance"} or stored & (loaded | kept):
             break
         count += 1
     return count
@@ -297,9 +311,8 @@ def forward_shape(
     """The loops over ``self.<container>`` in ``forward`` (``fors``: its ``for`` statements,
     collected by the caller's walk) and what follows the main one; None without such a loop."""
     loops: list[tuple[ast.For, dict[str, Any]]] = []
-    loaded = _loaded_names(func)
     for node in fors:
-        if (loop := _loop(node, loaded)) is not None:
+        if (loop := _loop(node, _loaded_outside(func, node))) is not None:
             loops.append((node, loop))
     if not loops:
         return None
