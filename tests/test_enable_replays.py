@@ -1,10 +1,11 @@
 """eagle3-enable replayed on real releases: the plan matches what upstream merged next.
 
 For each window (MiniMax-M2 0.19.1 -> 0.20.0, Granite 0.31.0 -> 0.32.0, MiMoV2Flash 0.24.0 ->
-0.25.0) the bot proposes on the older tree, the patch is applied to a scratch checkout, and
-the EAGLE-relevant lines are compared with the next release's file: the mixin on the decoder,
-the interface on the target, the capture points (what is captured, with which residual, where),
-and the return. Other lines changed upstream in the same windows and are not compared.
+0.25.0, Gemma 4 0.19.0 -> 0.19.1) the bot proposes on the older tree, the patch is applied to
+a scratch checkout, and the EAGLE-relevant lines are compared with the next release's file: the
+mixin on the decoder, the interface on the target, the capture points (what is captured, with
+which residual, where), and the return. Other lines changed upstream in the same windows and
+are not compared.
 
 One known difference, by design: upstream's MiniMax-M2 and Granite fixes count the capture
 from ``0`` with a plain ``enumerate``; the bot follows the absolute form these releases' own
@@ -44,6 +45,9 @@ WINDOWS = [
     ("0.19.1", "0.20.0", "MiniMaxM2ForCausalLM", "MiniMaxM2Model", "minimax_m2.py"),
     ("0.31.0", "0.32.0", "GraniteForCausalLM", "GraniteModel", "granite.py"),
     ("0.24.0", "0.25.0", "MiMoV2FlashForCausalLM", "MiMoV2Model", "mimo_v2.py"),
+    # Gemma 4: a per-layer input read before the layer call, layers returning (h, None), the
+    # final norm picked by whether the residual is None
+    ("0.19.0", "0.19.1", "Gemma4ForCausalLM", "Gemma4Model", "gemma4.py"),
 ]
 
 

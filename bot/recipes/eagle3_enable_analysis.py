@@ -30,7 +30,8 @@ final norm's call):
   summed, and the decoder never adds the residual back; or each layer rebinds the residual it
   is given before reading it (what a layer sees is the first output alone) and the final norm
   takes the stream alone or hands the residual back unused (Cohere's ``LayerNorm``): captured
-  with ``residual=None`` (adding it would count it twice)
+  with ``residual=None`` (adding it would count it twice); where every layer returns
+  ``(hidden_states, None)`` (Gemma 4) the residual is passed by name, ``None`` after any layer
 """
 
 from __future__ import annotations
@@ -141,7 +142,11 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
         ignored = {_receiving_param(call, given, r) in r.get("dead_params", []) for r in returns}
         if len(ignored) != 1:
             return Refusal(f"some of the layers ({names}) ignore the {given} they are given")
-        layer = {**layer, "ignores_residual": ignored.pop()}
+        layer = {
+            **layer,
+            "ignores_residual": ignored.pop(),
+            "hands_back_none": all(r.get("second_none") for r in returns),
+        }
     residual = _residual_kind(index, decoder, shape, call, norm, adds, layer)
     if isinstance(residual, Refusal):
         return residual
@@ -328,6 +333,10 @@ def _residual_kind(
                 f"the layers ignore the {residual} they are given, yet the decoder adds it to "
                 f"{stream} after the loop"
             )
+        if layer.get("hands_back_none") and norm["args"] in ([stream], [stream, residual]):
+            # Every layer returns `(h, None)` (Gemma 4): after any layer the residual is None,
+            # so the capture may pass it by name, as upstream's Gemma 4 capture does.
+            return "full-stream-pair", residual
         if norm["args"] == [stream] or (
             norm["args"] == [stream, residual] and _norm_passes_through(index, decoder, norm)
         ):

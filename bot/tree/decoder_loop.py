@@ -356,6 +356,7 @@ def layer_returns(
             sums[name] = isinstance(node.op, ast.Add)
     delegates: set[str] = set()
     opaque = 0  # a name or a call returned whole
+    none_second: list[bool] = []  # per returned tuple: is its second element the literal None
     for node in returns:
         if node.value is not None:
             value = node.value
@@ -363,6 +364,8 @@ def layer_returns(
                 delegates.add(helper)  # `return self._post_attention(...)`: its returns count
             elif isinstance(value, ast.Tuple):
                 arities.add(len(value.elts))
+                second = value.elts[1] if len(value.elts) > 1 else None
+                none_second.append(isinstance(second, ast.Constant) and second.value is None)
                 first = _dotted(value.elts[0]) if value.elts else None
                 summed_first = summed_first or bool(first and sums.get(first))
             else:
@@ -376,6 +379,7 @@ def layer_returns(
         "arities": sorted(arities),
         "summed_first": summed_first,
         "delegates": sorted(delegates),
+        "second_none": bool(none_second) and all(none_second) and not opaque and not delegates,
         **parameter_use(func),
     }
 

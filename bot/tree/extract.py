@@ -16,7 +16,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 29  # 9-21 and 23-29 kept free for parallel branches sharing this cache
+EXTRACT_VERSION = 23  # 9-21 and 23-29 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
