@@ -100,11 +100,16 @@ def rank(
 ) -> list[Ranked]:
     """``findings`` in priority order; ``fixable`` names the recipes that plan fixes."""
     scored = [(f, demand_for(f, issues, catalogue)) for f in findings]
+
+    def can_fix(finding: Finding) -> bool:
+        # A finding its recipe refuses ("needs a human: ...") yields no patch.
+        return finding.recipe in fixable and not finding.evidence.get("refused")
+
     scored.sort(
         key=lambda item: (
             -len(item[1].issues),
             -len(item[1].drafts),
-            item[0].recipe not in fixable,
+            not can_fix(item[0]),
             item[0].recipe,
             item[0].path,
             item[0].line,
@@ -112,7 +117,7 @@ def rank(
         )
     )
     return [
-        Ranked(n, finding, demand, finding.recipe in fixable)
+        Ranked(n, finding, demand, can_fix(finding))
         for n, (finding, demand) in enumerate(scored, 1)
     ]
 

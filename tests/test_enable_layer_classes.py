@@ -70,7 +70,10 @@ def test_layer_classes_read_through_parameters_and_helpers_on_the_newest_release
         assert isinstance(shape, DecoderShape), (name, shape)
         assert (shape.loop, shape.residual, shape.layer_classes) == ("islice", residual, layers)
     internlm2 = str(by_name["InternLM2ForCausalLM"].verdict)
-    assert internlm2.startswith("needs a human: InternLM2Model has no .embed_tokens or .embedding")
+    assert internlm2.startswith(
+        "needs a human: InternLM2Model keeps its input embedding at self.tok_embeddings, not at "
+        ".embed_tokens or .embedding"
+    )
     assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:87" in internlm2
 
 
@@ -202,8 +205,16 @@ def load_eagle_model(target_model, vllm_config):
         ),  # noqa: E501
         (PARAMETER_INIT, LOADER, None),
         (MAKE_LAYERS_INIT, None, None),  # a release whose loader shares no embedding this way
+        (
+            MAKE_LAYERS_INIT.replace(
+                "prefix=''):\n",
+                "prefix=''):\n        self.word_embeddings = VocabParallelEmbedding(8, 8)\n",
+            ),
+            LOADER,
+            "DemoModel keeps its input embedding at self.word_embeddings, not at .embed_tokens",
+        ),  # BailingMoe's blocker
     ],
-    ids=["no-embedding-attribute", "embedding", "embed_tokens", "no-loader"],
+    ids=["no-embedding-attribute", "embedding", "embed_tokens", "no-loader", "word_embeddings"],
 )
 def test_a_decoder_whose_embedding_the_loader_cannot_share_refuses(
     tmp_path: Path, init: str, loader: str | None, refused: str | None

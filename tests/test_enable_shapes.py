@@ -111,8 +111,91 @@ class PassNorm(nn.Module):
 ADDING_NORM = PASS_NORM.replace("hidden_states * self.weight", "hidden_states + residuals")
 
 
+# Cohere 0.34.0: the norm class comes from a module-level factory returning one of two classes.
+NORM_FACTORY = """
+
+def select_norm(config):
+    if config.rms:
+        return PassNorm, 1e-6
+    return OtherNorm, 1e-5
+"""
+
+
+def _with_factory_norm(source: str) -> str:
+    return source.replace(
+        "        self.norm = RMSNorm(8)\n",
+        "        norm_cls, eps = select_norm(vllm_config)\n        self.norm = norm_cls(8)\n",
+    )
+
+
 def _with_norm(source: str, norm_class: str) -> str:
     return source.replace("self.norm = RMSNorm(8)", f"self.norm = {norm_class}(8)")
+
+
+# After-loop shapes read on 0.34.0 (BailingMoe, BailingMoeV3, Param2MoE, Flint, HYV3,
+# Step-3.5): each is the standard capture written differently.
+OPTIONAL_NORM = (
+    "        if residual is None:\n"
+    "            hidden_states = self.norm(hidden_states)\n"
+    "        else:\n"
+    "            hidden_states, _ = self.norm(hidden_states, residual)\n"
+)
+OPTIONAL_NORM_NOT_NONE = (
+    "        if residual is not None:\n"
+    "            hidden_states, _ = self.norm(hidden_states, residual)\n"
+    "        else:\n"
+    "            hidden_states = self.norm(hidden_states)\n"
+)
+ADD_THEN_REBIND = (
+    "        hidden_states = hidden_states + residual\n"
+    "        residual = hidden_states\n"
+    "\n"
+    "        hidden_states = self.norm(hidden_states)\n"
+)
+PP_EXIT = (
+    "        if not get_pp_group().is_last_rank:\n"
+    "            return IntermediateTensors({'hidden_states': hidden_states})\n"
+)
+# The pipeline exit with the final norm in its else (BailingMoe).
+PP_EXIT_ELSE = PP_EXIT + "        else:\n" + OPTIONAL_NORM.replace("        ", "            ")
+# Flint's exit: this stage ends before the last layer.
+END_LAYER_EXIT = PP_EXIT.replace(
+    "not get_pp_group().is_last_rank", "self.end_layer != len(self.layers)"
+)
+WHOLE_WITH_BOOKKEEPING = (
+    "        num_attn = 0\n"
+    "        for layer in self.layers:\n"
+    "            if isinstance(layer, Layer):\n"
+    "                num_attn += 1\n"
+)
+# A layer returning through a helper whose own tuples agree with its annotation (Flint).
+LAYER_THROUGH_HELPER = """
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states, residual):
+        if residual is None:
+            residual = hidden_states
+        return self._post(hidden_states, residual)
+
+    def _post(self, hidden_states, residual) -> tuple[torch.Tensor, torch.Tensor]:
+        fast = self.mlp.fast(hidden_states, residual)
+        if fast is not None:
+            return fast
+        return self.mlp(hidden_states), residual
+"""
+# Orion's layer: annotated as a pair, returns one tensor; the annotation alone is not believed.
+LAYER_ONE_MISANNOTATED = """
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden_states = hidden_states + self.mlp(hidden_states)
+        return hidden_states
+"""
+
+
+def decoder_tail(loop: str, after: str, init_residual: bool = True) -> str:
+    """A decoder whose whole after-loop part is ``after`` (no standard exit added)."""
+    return decoder(loop, "", init_residual).replace(
+        PP_EXIT + "        return hidden_states\n", after
+    )
 
 
 READY = [
@@ -129,6 +212,43 @@ READY = [
         LAYER_SUMMED_PAIR + PASS_NORM,
         _with_norm(decoder(ISLICE + PAIR_CALL, FUSED_NORM), "PassNorm"),
     ),
+    (
+        "islice",
+        "full-stream-pair",
+        LAYER_SUMMED_PAIR + PASS_NORM + PASS_NORM.replace("PassNorm", "OtherNorm") + NORM_FACTORY,
+        _with_factory_norm(decoder(ISLICE + PAIR_CALL, FUSED_NORM)),
+    ),
+    ("islice", "residual-stream", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, OPTIONAL_NORM)),
+    ("slice", "residual-stream", LAYER_PAIR, decoder(SLICE + PAIR_CALL, OPTIONAL_NORM_NOT_NONE)),
+    (
+        "islice",
+        "residual-stream",
+        LAYER_PAIR,
+        decoder_tail(ISLICE + PAIR_CALL, PP_EXIT_ELSE + "        return hidden_states\n"),
+    ),
+    (
+        "slice",
+        "residual-stream",
+        LAYER_PAIR,
+        decoder_tail(
+            SLICE + PAIR_CALL, END_LAYER_EXIT + FUSED_NORM + "        return hidden_states\n"
+        ),
+    ),
+    ("enumerate", "explicit-add", LAYER_PAIR, decoder(ENUMERATE + PAIR_CALL, ADD_THEN_REBIND)),
+    ("range", "no-residual", LAYER_ONE, decoder(RANGE + ONE_CALL, "", False)),
+    (
+        "whole",
+        "full-stream-pair",
+        LAYER_SUMMED_PAIR,
+        decoder(WHOLE_WITH_BOOKKEEPING + PAIR_CALL, PLAIN_NORM),
+    ),
+    ("slice", "residual-stream", LAYER_THROUGH_HELPER, decoder(SLICE + PAIR_CALL, FUSED_NORM)),
+    (
+        "islice",
+        "no-residual",
+        LAYER_ONE_MISANNOTATED,
+        decoder(ISLICE + ONE_CALL, PLAIN_NORM, False),
+    ),
 ]
 
 REFUSED = [
@@ -142,6 +262,12 @@ REFUSED = [
         "layers ignore the residual they are given, and the final norm adds it",
         LAYER_SUMMED_PAIR + ADDING_NORM,
         _with_norm(decoder(ISLICE + PAIR_CALL, FUSED_NORM), "PassNorm"),
+        "the layers ignore the residual they are given, but the final norm",
+    ),
+    (
+        "a norm factory one of whose classes adds the residual",
+        LAYER_SUMMED_PAIR + PASS_NORM + ADDING_NORM.replace("PassNorm", "OtherNorm") + NORM_FACTORY,
+        _with_factory_norm(decoder(ISLICE + PAIR_CALL, FUSED_NORM)),
         "the layers ignore the residual they are given, but the final norm",
     ),
     (
@@ -187,16 +313,48 @@ REFUSED = [
         "nested in another statement",
     ),
     (
-        "every layer, not this stage's",
+        "every layer of a decoder without stage bounds",
         LAYER_PAIR,
-        decoder("        for layer in self.layers:\n" + PAIR_CALL, FUSED_NORM),
-        "runs every layer",
+        decoder("        for layer in self.layers:\n" + PAIR_CALL, FUSED_NORM).replace(
+            "self.start_layer, self.end_layer, self.layers = make_layers(",
+            "self.layers = make_layers(",
+        ),
+        "runs every layer of self.layers, and DemoModel keeps no self.start_layer",
+    ),
+    (
+        "bookkeeping the stream reads is not bookkeeping",
+        LAYER_PAIR,
+        decoder(
+            WHOLE_WITH_BOOKKEEPING.replace("num_attn += 1", "hidden_states = hidden_states * 2")
+            + PAIR_CALL,
+            FUSED_NORM,
+        ),
+        "the stream is not one layer call per step",
+    ),
+    (
+        "a mode switch after the loop and no plain return: every blocker named",
+        LAYER_PAIR,
+        decoder_tail(
+            ISLICE + PAIR_CALL,
+            PP_EXIT
+            + "        if self.enable_ihc:\n"
+            + "            hidden_states = self.hc_head(hidden_states)\n"
+            + "        return self.norm(hidden_states)\n",
+        ),
+        "branches on `self.enable_ihc`; line 33 returns `self.norm(hidden_states)` rather than "
+        "hidden_states by name; it does not end with `return hidden_states`",
+    ),
+    (
+        "no final norm, and layers returning a pair",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL, ""),
+        "has no final norm and its layers return (hidden_states, residual)",
     ),
     (
         "something after the norm",
         LAYER_PAIR,
         decoder(ISLICE + PAIR_CALL, FUSED_NORM + "        hidden_states = hidden_states[:1]\n"),
-        "changes the stream after the loop",
+        "cannot match to the standard capture: line 32 rebinds hidden_states",
     ),
     (
         "hyper-connections: the layer returns three streams",
@@ -340,16 +498,15 @@ def test_cohere_layers_hand_on_the_whole_stream() -> None:
     """CohereDecoderLayer rebinds `residual = hidden_states` before reading the residual it is
     given and returns the whole stream first, so the aux state is `hidden_states` alone (as
     upstream's own Cohere2Moe capture in 0.31.0 is); capturing `hidden_states + residual`
-    counted the residual twice, which the smoke harness's value check caught. Where the final
-    norm's class is picked at run time (0.34.0's `select_norm_impl`), whether it adds the
-    residual cannot be read, so the bot refuses."""
+    counted the residual twice, which the smoke harness's value check caught. On 0.34.0 the
+    final norm's class comes from `select_norm_impl`, which returns one of two local classes;
+    both hand the residual back unused, so the answer is the same."""
     from bot.tree.fetch import release_tree
 
     def cohere(version: str) -> Finding:
         found = scan(release_tree(version)).findings
         return next(f for f in found if f.class_name == "CohereForCausalLM")
 
-    shape = cohere("0.19.1").evidence["shape"]
-    assert (shape["residual"], shape["residual_name"]) == ("full-stream-pair", None)
-    refused = cohere("0.34.0").evidence["refused"]
-    assert "the layers ignore the residual they are given" in refused
+    for version in ("0.19.1", "0.34.0"):
+        shape = cohere(version).evidence["shape"]
+        assert (shape["residual"], shape["residual_name"]) == ("full-stream-pair", None)

@@ -59,3 +59,52 @@ def test_a_capture_that_drops_or_doubles_the_residual_fails(tmp_path: Path) -> N
         assert check.detail.startswith(
             "the aux hidden state of layer 2 is not the stream entering it"
         ), (name, check.detail)
+
+
+# Shapes the analysis reads since issue 21, each with its real patch and one sabotaged capture
+# (the residual counted twice where the layers already hand on the whole stream).
+NEW_SHAPES = [
+    (
+        "CohereForCausalLM",  # full-stream-pair through the select_norm_impl factory
+        "vllm.model_executor.models.commandr",
+        "vllm/model_executor/models/commandr.py",
+    ),
+    (
+        "GraniteMoeHybridForCausalLM",  # a loop over every layer, rewritten to the stage's slice
+        "vllm.model_executor.models.granitemoehybrid",
+        "vllm/model_executor/models/granitemoehybrid.py",
+    ),
+]
+NONE_CAPTURE = "aux_hidden_states, idx + 1, hidden_states, None"
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.vllm_env
+@pytest.mark.parametrize(("cls", "module", "path"), NEW_SHAPES, ids=[s[0] for s in NEW_SHAPES])
+def test_a_new_shape_passes_and_its_sabotaged_capture_fails(
+    tmp_path: Path, cls: str, module: str, path: str
+) -> None:
+    env = vllm_env("0.34.0")
+    tree_repo = release_tree("0.34.0")
+    plan_dir = tmp_path / "plan"
+    argv = ["propose", "--class", cls, "--repo", str(tree_repo)]
+    assert main([*argv, "--dry-run", "--out", str(plan_dir)]) == 0
+    head = git.Repo(tree_repo).head.commit.hexsha
+    target = smoke.SmokeTarget(module, cls)
+    with scratch_worktree(tree_repo, head) as tree:
+        work = tmp_path / "smoke"
+        reference = smoke.run_harness(env.python, tree, target, work / "reference", reference=None)
+        assert reference.status == "passed", (reference.detail, reference.log_excerpt)
+        assert scratch.apply_patch(tree, plan_dir / "patch.diff") is None
+        patched = smoke.run_harness(env.python, tree, target, work / "good", reference=reference)
+        good = smoke.smoke_check(patched)
+        assert good.passed is True, (good.detail, patched.log_excerpt)
+        source = (tree / path).read_text()
+        # ruff may wrap the call; the capture's arguments stay on one line
+        assert source.count(NONE_CAPTURE.replace("aux_hidden_states, ", "")) == 1
+        doubled = source.replace("idx + 1, hidden_states, None", "idx + 1, hidden_states, residual")
+        (tree / path).write_text(doubled)
+        run = smoke.run_harness(env.python, tree, target, work / "doubled", reference=reference)
+        check = smoke.smoke_check(run)
+    assert check.passed is False, check.detail
+    assert check.detail.startswith("the aux hidden state of layer 2 is not the stream entering it")

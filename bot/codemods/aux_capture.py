@@ -27,7 +27,11 @@ _TUPLE_RETURN = "tuple[torch.Tensor, list[torch.Tensor]]"
 
 
 def add_aux_capture(
-    source: str, class_name: str, residual: str | None, absolute: bool = True
+    source: str,
+    class_name: str,
+    residual: str | None,
+    absolute: bool = True,
+    stage_slice: bool = False,
 ) -> str:
     require_identifier(class_name, "class name")
     if residual is not None:
@@ -57,12 +61,40 @@ def add_aux_capture(
         return source  # already collects: nothing to do
     if AUX in names:
         raise CodemodRefused(f"{class_name}.forward already uses the name {AUX}")
+    if stage_slice:
+        forward = _sliced_to_stage(forward)
     new_forward = _edit_forward(forward, names, residual, absolute, _imports_torch(tree))
     members[forwards[0]] = new_forward
     new_class = class_def.with_changes(body=class_def.body.with_changes(body=members))
     body = list(tree.body)
     body[matches[0]] = new_class
     return tree.with_changes(body=body).code
+
+
+_STAGE = "self.start_layer : self.end_layer"
+
+
+def _sliced_to_stage(forward: cst.FunctionDef) -> cst.FunctionDef:
+    """``for layer in self.layers:`` (the one such top-level loop) becomes ``for layer in
+    self.layers[self.start_layer : self.end_layer]:``, this pipeline stage's layers."""
+    body = forward.body
+    if not isinstance(body, cst.IndentedBlock):
+        raise CodemodRefused("forward's body is not a block")
+    whole = [
+        i
+        for i, stmt in enumerate(body.body)
+        if isinstance(stmt, cst.For)
+        and m.matches(stmt.iter, m.Attribute(value=m.Name("self"), attr=m.Name()))
+    ]
+    if len(whole) != 1:
+        raise CodemodRefused(f"forward has {len(whole)} loops over every layer at its top level")
+    loop = body.body[whole[0]]
+    assert isinstance(loop, cst.For)
+    iterable = cst.Module([]).code_for_node(loop.iter)
+    sliced = loop.with_changes(iter=cst.parse_expression(f"{iterable}[{_STAGE}]"))
+    statements = list(body.body)
+    statements[whole[0]] = sliced
+    return forward.with_changes(body=body.with_changes(body=statements))
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
@@ -151,7 +183,7 @@ def _indexed_loop(loop: cst.For, names: set[str], absolute: bool) -> tuple[cst.F
     if m.matches(iterable, m.Call(func=m.Name("range"))):
         if not isinstance(loop.target, cst.Name):
             raise CodemodRefused("a range loop without a plain index")
-        return loop, loop.target.value, "self.start_layer", 1
+        return loop, loop.target.value, "self.start_layer", _call_position(loop, 1)
     if m.matches(iterable, m.Call(func=m.Name("enumerate"))):
         assert isinstance(iterable, cst.Call)
         if not m.matches(loop.target, m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())])):
@@ -160,12 +192,15 @@ def _indexed_loop(loop: cst.For, names: set[str], absolute: bool) -> tuple[cst.F
         index = loop.target.elements[0].value
         assert isinstance(index, cst.Name)
         starts = [a for a in iterable.args if a.keyword is not None]
+        layer = loop.target.elements[1].value
+        assert isinstance(layer, cst.Name)
+        at = _call_position(loop, 0, layer.value)
         if not starts:
-            return loop, index.value, "0", 0
+            return loop, index.value, "0", at
         if m.matches(
             starts[0].value, m.Attribute(value=m.Name("self"), attr=m.Name("start_layer"))
         ):
-            return loop, index.value, "self.start_layer", 0
+            return loop, index.value, "self.start_layer", at
         raise CodemodRefused("an enumerate loop counting from something else")
     if not isinstance(loop.target, cst.Name):
         raise CodemodRefused("the loop does not name its layer")
@@ -173,6 +208,7 @@ def _indexed_loop(loop: cst.For, names: set[str], absolute: bool) -> tuple[cst.F
     if not free:
         raise CodemodRefused(f"forward already uses the names {', '.join(_INDEX_NAMES)}")
     index = free[0]
+    at = _call_position(loop, 0, loop.target.value)
     start = ", start=self.start_layer" if absolute else ""
     iterable_code = cst.Module([]).code_for_node(loop.iter)
     new_iter = cst.parse_expression(f"enumerate({iterable_code}{start})")
@@ -180,7 +216,30 @@ def _indexed_loop(loop: cst.For, names: set[str], absolute: bool) -> tuple[cst.F
     assert isinstance(new_target, cst.Tuple)
     new_target = new_target.with_changes(lpar=(), rpar=())
     loop = loop.with_changes(iter=new_iter, target=new_target)
-    return loop, index, "self.start_layer" if absolute else "0", 0
+    return loop, index, "self.start_layer" if absolute else "0", at
+
+
+def _call_position(loop: cst.For, first: int, layer: str | None = None) -> int:
+    """Where in the loop's body the layer is called: the first statement from ``first`` on
+    that assigns a call of ``layer`` (for a range loop, of the name the body binds first),
+    past any bookkeeping the analysis judged inert."""
+    body = loop.body
+    if not isinstance(body, cst.IndentedBlock):
+        raise CodemodRefused("the loop's body is not a block")
+    statements = list(body.body)
+    if layer is None:
+        fetch = statements[0] if statements else None
+        targets = m.findall(fetch, m.AssignTarget(target=m.Name())) if fetch else []
+        if not targets:
+            raise CodemodRefused("the range loop does not bind its layer first")
+        target = targets[0]
+        assert isinstance(target, cst.AssignTarget) and isinstance(target.target, cst.Name)
+        layer = target.target.value
+    call = m.SimpleStatementLine(body=[m.Assign(value=m.Call(func=m.Name(layer)))])
+    for position in range(first, len(statements)):
+        if m.matches(statements[position], call):
+            return position
+    raise CodemodRefused(f"the loop never assigns a call of {layer}")
 
 
 def _stream_name(loop: cst.For, call_at: int) -> str:
@@ -227,8 +286,10 @@ def _is_union(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name | cst.Attribute)
 
 
-def _capture(class_name: str, residual: str | None, absolute: bool = True) -> Callable[[str], str]:
-    return lambda source: add_aux_capture(source, class_name, residual, absolute)
+def _capture(
+    class_name: str, residual: str | None, absolute: bool = True, stage_slice: bool = False
+) -> Callable[[str], str]:
+    return lambda source: add_aux_capture(source, class_name, residual, absolute, stage_slice)
 
 
 _HEAD = """\
@@ -402,5 +463,83 @@ CASES: list[Case] = [
         _capture("M(x):\n import os #", None),
         _PLAIN,
         refuses="not a Python identifier",
+    ),
+]
+
+_WHOLE = """\
+class M(nn.Module):
+    def forward(self, positions, hidden_states):
+        residual = None
+        num_attn = 0
+        for layer in self.layers:
+            if isinstance(layer, AttentionLayer):
+                num_attn += 1
+            hidden_states, residual = layer(positions, hidden_states, residual)
+
+        hidden_states = self.norm(hidden_states)
+        return hidden_states
+"""
+
+_WHOLE_AFTER = """\
+class M(nn.Module):
+    def forward(self, positions, hidden_states):
+        residual = None
+        num_attn = 0
+        aux_hidden_states = self._maybe_add_hidden_state([], self.start_layer, hidden_states, None)
+        for idx, layer in enumerate(self.layers[self.start_layer : self.end_layer], start=self.start_layer):
+            if isinstance(layer, AttentionLayer):
+                num_attn += 1
+            hidden_states, residual = layer(positions, hidden_states, residual)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, None)
+
+        hidden_states = self.norm(hidden_states)
+
+        if len(aux_hidden_states) > 0:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+"""  # noqa: E501
+
+_OPTIONAL_NORM = _SLICE.replace(
+    "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+    "        if residual is None:\n"
+    "            hidden_states = self.norm(hidden_states)\n"
+    "        else:\n"
+    "            hidden_states, _ = self.norm(hidden_states, residual)\n",
+)
+
+CASES += [
+    Case(
+        "every layer, with bookkeeping before the call: this stage's slice and the capture",
+        _capture("M", None, stage_slice=True),
+        _WHOLE,
+        _WHOLE_AFTER,
+    ),
+    Case(
+        "stage slice already written and collecting: no change",
+        _capture("M", None, stage_slice=True),
+        _WHOLE_AFTER,
+    ),
+    Case(
+        "final norm picked by whether the residual is None: the same capture",
+        _capture("M", "residual"),
+        _OPTIONAL_NORM,
+        _SLICE_AFTER.replace(
+            "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+            "        if residual is None:\n"
+            "            hidden_states = self.norm(hidden_states)\n"
+            "        else:\n"
+            "            hidden_states, _ = self.norm(hidden_states, residual)\n",
+        ),
+    ),
+    Case(
+        "two loops over every layer: refuse the stage slice",
+        _capture("M", None, stage_slice=True),
+        _WHOLE.replace(
+            "        hidden_states = self.norm",
+            "        for layer in self.layers:\n"
+            "            hidden_states, residual = layer(positions, hidden_states, residual)\n"
+            "        hidden_states = self.norm",
+        ),
+        refuses="2 loops over every layer",
     ),
 ]

@@ -78,6 +78,7 @@ if TYPE_CHECKING:
     from bot.recipes.base import PublishRule
 
 NAME = "eagle3-enable"
+BROKEN_CLAIM = "eagle3-broken-claim"
 MIXIN = "EagleModelMixin"
 TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
@@ -141,15 +142,20 @@ class Eagle3Enable:
         variant = platform_variant(finding)
         test_edit, cpu_tests = _regression_test(ctx, finding, variant)
         edits.append(test_edit)
+        claims = _broken_claims_fixed(ctx, candidate)
+        context = _writeup_context(ctx, finding, shape, absolute)
+        context["broken_claims"] = [
+            {"cls": c.class_name, "why": c.evidence.get("why", "")} for c in claims
+        ]
         return FixPlan(
             recipe=NAME,
             finding=finding,
-            resolves=(finding,),
+            resolves=(finding, *claims),
             variant=variant,
             edits=tuple(edits),
             tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
             registry=RegistryDecision(entry, entry_why),
-            writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, shape, absolute)),
+            writeup=WriteUp.from_folder(TEMPLATES, context),
             commit_title=(
                 f"[Model][Spec Decode] Support EAGLE-3 in {finding.class_name}"
                 + (f" ({variant} variant)" if variant else "")
@@ -160,6 +166,24 @@ class Eagle3Enable:
                 "EAGLE-3 speculative decoding can load it."
             ),
         )
+
+
+def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
+    """The ``eagle3-broken-claim`` reports this enablement fixes: classes that already declare
+    the interface and reach this very decoder, which lacks the mixin (Exaone4_5 through
+    Exaone4Model). The re-scan must see them gone; the write-up cites them as the cause."""
+    path = ctx.scan.index.path_of(candidate.decoder)
+    fixed: list[Finding] = []
+    for other in ctx.findings:
+        decoder = other.evidence.get("decoder") if other.recipe == BROKEN_CLAIM else None
+        if (
+            isinstance(decoder, dict)
+            and other.evidence.get("broken") == "no-mixin"
+            and decoder.get("name") == candidate.decoder.name
+            and decoder.get("path") == path
+        ):
+            fixed.append(other)
+    return fixed
 
 
 def candidates(ctx: ScanContext) -> list[Candidate]:
@@ -198,19 +222,16 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
                 loader_reads = decoder_reads(ctx.root)
             verdict = _elsewhere_refusal(attribute, loader_reads)
         else:
-            # The decoder's own shape first: a decoder refused for its loop is refused for
-            # every target sharing it, whatever fixing them together would take.
-            verdict = decoder_shape(index, decoder)
-            if isinstance(verdict, DecoderShape):
-                verdict = _target_refusal(index, others, ref, decoder) or verdict
-        if isinstance(verdict, DecoderShape):
+            # Every blocker is named, not only the first: the decoder's own shape, the targets
+            # sharing it, and the input embedding the drafter loader shares.
             if embedding is _UNREAD:
                 embedding = shared_embedding(ctx.root)
-            verdict = _embedding_refusal(index, decoder, embedding) or verdict
-        if isinstance(verdict, DecoderShape) and verdict.layers_attr != "layers":
-            verdict = Refusal(
-                f"the layers are self.{verdict.layers_attr}, not self.layers: the interface's "
-                "defaults need the two delegating methods, which this recipe does not write yet"
+            shape = decoder_shape(index, decoder)
+            verdict = _all_blockers(
+                shape,
+                _target_refusal(index, others, ref, decoder),
+                _embedding_refusal(index, decoder, embedding),
+                _layers_attr_refusal(shape),
             )
         construction = constructions[0]
         found.append(
@@ -221,6 +242,23 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
     return found
 
 
+def _all_blockers(shape: DecoderShape | Refusal, *others: Refusal | None) -> DecoderShape | Refusal:
+    """The shape when nothing blocks it, else one refusal naming every blocker."""
+    reasons = [r.reason for r in (shape, *others) if isinstance(r, Refusal)]
+    if not reasons:
+        return shape
+    return Refusal("; and ".join(dict.fromkeys(reasons)))
+
+
+def _layers_attr_refusal(shape: DecoderShape | Refusal) -> Refusal | None:
+    if isinstance(shape, DecoderShape) and shape.layers_attr != "layers":
+        return Refusal(
+            f"the layers are self.{shape.layers_attr}, not self.layers: the interface's "
+            "defaults need the two delegating methods, which this recipe does not write yet"
+        )
+    return None
+
+
 def _embedding_refusal(
     index: ClassIndex, decoder: ClassRef, embedding: SharedEmbedding | None | object
 ) -> Refusal | None:
@@ -229,17 +267,27 @@ def _embedding_refusal(
     if not isinstance(embedding, SharedEmbedding):
         return None
     assigned: set[str] = set()
+    embeddings: list[str] = []  # where the decoder does keep one (`self.word_embeddings`)
     for owner in index.ancestors(decoder):
         facts = index.class_facts(owner) if isinstance(owner, ClassRef) else None
         init = (facts or {}).get("methods", {}).get("__init__", {})
-        assigned.update(attr for attr, _callee, _line in init.get("assigns", []))
+        for attr, callee, _line in init.get("assigns", []):
+            assigned.add(attr)
+            if "Embedding" in str(callee[-1] if isinstance(callee, list) else callee):
+                embeddings.append(attr)
     if assigned & set(embedding.names):
         return None
     names = " or ".join(f".{n}" for n in embedding.names)
+    kept = (
+        f"keeps its input embedding at self.{embeddings[0]}, not at {names}"
+        if embeddings
+        else f"has no {names}"
+    )
     return Refusal(
-        f"{decoder.name} has no {names}, where this release's EAGLE drafter loader takes the "
+        f"{decoder.name} {kept}, where this release's EAGLE drafter loader takes the "
         f"target's input embedding to share with the drafter ({embedding.site}): a drafter "
-        "without its own embedding would not get one"
+        "without its own embedding would not get one, and renaming it renames the "
+        "checkpoint's weights"
     )
 
 
@@ -343,6 +391,7 @@ def _edits(
             class_name=decoder.name,
             residual=shape.residual_name,
             absolute=absolute,
+            stage_slice=shape.loop == "whole",
         ),
     ]
     spans: list[Span] = [Imports(), ClassHeader(decoder.name), ClassBody(decoder.name)]

@@ -10,6 +10,13 @@ Loop kinds (how the layers are iterated):
 - ``islice``: ``for layer in islice(self.layers, self.start_layer, self.end_layer)``
 - ``enumerate``: either of the above under ``enumerate(...)`` (the index is reused)
 - ``range``: ``for i in range(self.start_layer, self.end_layer): layer = self.layers[i]``
+- ``whole``: ``for layer in self.layers`` in a decoder whose ``make_layers`` sets
+  ``self.start_layer`` / ``self.end_layer``: rewritten to this stage's slice
+  (``self.layers[self.start_layer : self.end_layer]``, the form upstream's decoders use; the
+  same layers when pipeline parallelism is off, which the mixin's default keeps for EAGLE-3)
+
+A loop may start with bookkeeping the stream cannot depend on (``if isinstance(layer, X):
+num_attn += 1``, counting into a name nothing reads) before the layer call.
 
 Residual kinds (what the stream after a layer is, decided from the layer's ``forward`` and the
 final norm's call):
@@ -23,7 +30,8 @@ final norm's call):
   summed, and the decoder never adds the residual back; or each layer rebinds the residual it
   is given before reading it (what a layer sees is the first output alone) and the final norm
   takes the stream alone or hands the residual back unused (Cohere's ``LayerNorm``): captured
-  with ``residual=None`` (adding it would count it twice)
+  with ``residual=None`` (adding it would count it twice); where every layer returns
+  ``(hidden_states, None)`` (Gemma 4) the residual is passed by name, ``None`` after any layer
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from typing import Any
 from bot.tree.index import ClassIndex, ClassRef
 
 NEEDS_HUMAN = "needs a human"
-LOOP_KINDS = ("slice", "islice", "enumerate", "range")
+LOOP_KINDS = ("slice", "islice", "enumerate", "range", "whole")
 RESIDUAL_KINDS = ("residual-stream", "explicit-add", "no-residual", "full-stream-pair")
 BOUNDS = ["self.start_layer", "self.end_layer"]
 # Base classes that are not a decoder layer (the last pipeline stage's placeholders).
@@ -52,6 +60,10 @@ class DecoderShape:
     norm_line: int
     return_line: int
     layer_classes: tuple[str, ...]
+    # "decoder": `h = self.norm(...)` before the return; "when-residual": the norm takes the
+    # residual when there is one (`if residual is None: ... else: ...`); "target": no norm in
+    # the decoder, the target applies it (Step-3.5's compute_logits)
+    final_norm: str = "decoder"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -64,6 +76,7 @@ class DecoderShape:
             "norm_line": self.norm_line,
             "return_line": self.return_line,
             "layer_classes": list(self.layer_classes),
+            "final_norm": self.final_norm,
         }
 
 
@@ -101,14 +114,14 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
             "several forward paths or looped layers"
         )
     loop = loops[0]
-    refused = _loop_refusal(decoder, loop)
+    refused = _loop_refusal(decoder, loop, _binds_stage_bounds(index, decoder))
     if refused:
         return Refusal(refused)
     call = loop["call"]
     stream = call["targets"][0]
     if stream not in _passed(call):
         return Refusal(f"the layer call at line {call['line']} does not take {stream}")
-    tail = _after_loop(decoder, shape, stream)
+    tail = _after_loop(decoder, shape, call)
     if isinstance(tail, Refusal):
         return tail
     norm, return_line, adds = tail
@@ -129,21 +142,28 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
         ignored = {_receiving_param(call, given, r) in r.get("dead_params", []) for r in returns}
         if len(ignored) != 1:
             return Refusal(f"some of the layers ({names}) ignore the {given} they are given")
-        layer = {**layer, "ignores_residual": ignored.pop()}
+        layer = {
+            **layer,
+            "ignores_residual": ignored.pop(),
+            "hands_back_none": all(r.get("second_none") for r in returns),
+        }
     residual = _residual_kind(index, decoder, shape, call, norm, adds, layer)
     if isinstance(residual, Refusal):
         return residual
     kind, residual_name = residual
     return DecoderShape(
-        loop="enumerate" if loop["enumerate"] else loop["form"],
+        loop="enumerate" if loop["enumerate"] else loop["form"],  # "whole": never enumerated
         residual=kind,
         layers_attr=loop["attr"],
         stream=stream,
         residual_name=residual_name,
         loop_line=loop["line"],
-        norm_line=norm["line"],
+        norm_line=norm["line"] if norm is not None else return_line,
         return_line=return_line,
         layer_classes=tuple(c.name for c in layer_classes),
+        final_norm=(
+            "target" if norm is None else "when-residual" if norm.get("optional") else "decoder"
+        ),
     )
 
 
@@ -152,13 +172,28 @@ def _passed(call: dict[str, Any]) -> list[str]:
     return [*call["args"], *call["keywords"].values()]
 
 
-def _loop_refusal(decoder: ClassRef, loop: dict[str, Any]) -> str | None:
+def _binds_stage_bounds(index: ClassIndex, decoder: ClassRef) -> bool:
+    """Whether the decoder's ``__init__`` sets ``self.start_layer`` and ``self.end_layer``
+    (``make_layers`` does), so its stage's slice can be written."""
+    init = index.find_method(decoder, "__init__")
+    built = init[1].get("built_from", {}) if init else {}
+    return "start_layer" in built and "end_layer" in built
+
+
+def _loop_refusal(decoder: ClassRef, loop: dict[str, Any], stage_bounds: bool) -> str | None:
     where = f"{decoder.name}.forward's loop at line {loop['line']}"
     if not loop["top_level"]:
         return f"{where} is nested in another statement (a conditional forward path)"
+    if loop["form"] == "whole" and not stage_bounds:
+        return (
+            f"{where} runs every layer of self.{loop['attr']}, and {decoder.name} keeps no "
+            "self.start_layer / self.end_layer to count this pipeline stage's layers from"
+        )
     if loop["form"] == "whole":
-        return f"{where} runs every layer, not this pipeline stage's (no start/end layer)"
-    if loop["bounds"] != BOUNDS:
+        if loop["enumerate"]:
+            return f"{where} counts every layer of self.{loop['attr']} with enumerate"
+        # rewritten to this stage's slice, as upstream's decoders loop
+    elif loop["bounds"] != BOUNDS:
         bounds = ", ".join(str(b) for b in loop["bounds"])
         return f"{where} runs layers {bounds}, not self.start_layer to self.end_layer"
     if loop["enumerate"] and loop["enumerate_start"] not in (None, "self.start_layer", "0"):
@@ -181,51 +216,75 @@ def _loop_refusal(decoder: ClassRef, loop: dict[str, Any]) -> str | None:
 
 
 def _after_loop(
-    decoder: ClassRef, shape: dict[str, Any], stream: str
-) -> tuple[dict[str, Any], int, list[dict[str, Any]]] | Refusal:
-    """The final norm call, the final return's line and any residual sums, in that order."""
+    decoder: ClassRef, shape: dict[str, Any], call: dict[str, Any]
+) -> tuple[dict[str, Any] | None, int, list[dict[str, Any]]] | Refusal:
+    """The final norm call (None when the decoder leaves it to the target, as Step-3.5's
+    ``compute_logits`` does), the final return's line and any residual sums, in that order.
+    Every statement the bot cannot read is named, not only the first."""
+    stream = call["targets"][0]
+    residual = call["targets"][1] if len(call["targets"]) == 2 else None
     norm: dict[str, Any] | None = None
     adds: list[dict[str, Any]] = []
     exits = 0
     final: dict[str, Any] | None = None
+    problems: list[str] = []
     for stmt in shape["after"]:
-        kind = stmt["kind"]
+        kind, line = stmt["kind"], stmt["line"]
         if final is not None:
-            return Refusal(
-                f"{decoder.name}.forward has code after its return (line {stmt['line']})"
-            )
+            problems.append(f"it has code after its return (line {line})")
+            break
         if kind == "pp-exit":
             if norm is not None or adds:
-                return Refusal(f"the pipeline exit at line {stmt['line']} follows the norm")
+                problems.append(f"the pipeline exit at line {line} follows the final norm")
             exits += stmt["returns"]
         elif kind == "add" and norm is None and stmt["targets"] == [stream]:
             adds.append(stmt)
+        elif (
+            kind == "assign"
+            and adds
+            and norm is None
+            and residual is not None
+            and stmt["targets"] == [residual]
+            and stmt.get("value") == stream
+        ):
+            continue  # `residual = hidden_states` after the sum: the final norm does not read it
         elif kind == "call" and norm is None and stmt["targets"][0] == stream:
             if not stmt["callee"].startswith("self.") or stream not in stmt["args"][:1]:
-                return Refusal(
-                    f"line {stmt['line']} computes {stream} with {stmt['callee']}, not the "
-                    "decoder's final norm"
+                problems.append(
+                    f"line {line} computes {stream} with {stmt['callee']}, not the decoder's "
+                    "final norm"
                 )
             norm = stmt
-        elif kind == "return-name" and stmt["name"] == stream and norm is not None:
+        elif kind == "return-name" and stmt["name"] == stream:
             final = stmt
-        elif kind == "docstring":
-            continue
-        else:
-            return Refusal(
-                f"{decoder.name}.forward changes the stream after the loop in a way the bot "
-                f"does not model ({kind} at line {stmt['line']})"
-            )
-    if norm is None or final is None:
-        return Refusal(
-            f"{decoder.name}.forward does not end with `{stream} = self.norm(...)` and "
-            f"`return {stream}`"
-        )
+        elif kind != "docstring":
+            problems.append(_unread_statement(stmt, stream))
+    if final is None:
+        problems.append(f"it does not end with `return {stream}`")
     if shape["returns"] != exits + 1:
+        problems.append(f"it returns in {shape['returns']} places: several forward paths")
+    if problems:
         return Refusal(
-            f"{decoder.name}.forward returns in {shape['returns']} places: several forward paths"
+            f"after the layer loop, {decoder.name}.forward does what the bot cannot match to "
+            "the standard capture: " + "; ".join(dict.fromkeys(problems))
         )
+    assert final is not None
     return norm, final["line"], adds
+
+
+def _unread_statement(stmt: dict[str, Any], stream: str) -> str:
+    """A statement after the loop the bot does not model, in the words of its code."""
+    kind, line = stmt["kind"], stmt["line"]
+    if kind in ("if", "pp-exit"):
+        return f"line {line} branches on `{stmt.get('test', '?')}`"
+    if kind.startswith("return"):
+        return f"line {line} returns `{stmt.get('value') or '?'}` rather than {stream} by name"
+    if kind == "call":
+        targets = ", ".join(stmt["targets"])
+        return f"line {line} sets {targets} from {stmt['callee']}(...)"
+    if kind in ("add", "assign"):
+        return f"line {line} rebinds {', '.join(stmt['targets'])}"
+    return f"line {line} has a `{kind}` statement"
 
 
 def _residual_kind(
@@ -233,7 +292,7 @@ def _residual_kind(
     decoder: ClassRef,
     shape: dict[str, Any],
     call: dict[str, Any],
-    norm: dict[str, Any],
+    norm: dict[str, Any] | None,
     adds: list[dict[str, Any]],
     layer: dict[str, Any],
 ) -> tuple[str, str | None] | Refusal:
@@ -242,7 +301,9 @@ def _residual_kind(
     if len(call["targets"]) == 1:
         if arities != [1]:
             return Refusal(f"the loop takes one value from a layer that returns {arities}")
-        if adds or len(norm["args"]) != 1:
+        if norm is None and not adds:
+            return "no-residual", None  # the stream itself is returned; the target norms it
+        if adds or norm is None or len(norm["args"]) != 1:
             return Refusal("the stream is summed after the loop though layers return one tensor")
         if "residual" in shape["assigned"]:
             return Refusal(
@@ -252,6 +313,16 @@ def _residual_kind(
     residual = call["targets"][1]
     if arities != [2]:
         return Refusal(f"the loop unpacks two values from a layer that returns {arities}")
+    if norm is None:
+        return Refusal(
+            f"{decoder.name}.forward has no final norm and its layers return ({stream}, "
+            f"{residual}): whether {residual} is part of the stream cannot be read"
+        )
+    if norm.get("optional") not in (None, residual):
+        return Refusal(
+            f"the final norm (line {norm['line']}) is picked by whether {norm['optional']} is "
+            f"None, not {residual}"
+        )
     if residual not in _passed(call):
         return Refusal(f"the layer call at line {call['line']} does not take back {residual}")
     if layer.get("ignores_residual"):
@@ -262,6 +333,10 @@ def _residual_kind(
                 f"the layers ignore the {residual} they are given, yet the decoder adds it to "
                 f"{stream} after the loop"
             )
+        if layer.get("hands_back_none") and norm["args"] in ([stream], [stream, residual]):
+            # Every layer returns `(h, None)` (Gemma 4): after any layer the residual is None,
+            # so the capture may pass it by name, as upstream's Gemma 4 capture does.
+            return "full-stream-pair", residual
         if norm["args"] == [stream] or (
             norm["args"] == [stream, residual] and _norm_passes_through(index, decoder, norm)
         ):
@@ -339,12 +414,28 @@ def _layer_classes(index: ClassIndex, decoder: ClassRef, attr: str) -> list[Clas
     return sorted(set(classes))
 
 
-def _layer_returns(index: ClassIndex, layer: ClassRef) -> dict[str, Any] | None:
-    found = index.find_method(layer, "forward")
+def _layer_returns(
+    index: ClassIndex, layer: ClassRef, method: str = "forward", depth: int = 2
+) -> dict[str, Any] | None:
+    """What ``layer.<method>`` returns, following ``return self._helper(...)`` into the helper
+    (Flint's layers return through ``_post_attention``) up to ``depth`` calls deep."""
+    found = index.find_method(layer, method)
     if found is None:
         return None
     returns = found[1].get("layer_returns")
-    return returns if isinstance(returns, dict) and returns.get("arities") else None
+    if not isinstance(returns, dict):
+        return None
+    arities = set(returns.get("arities", []))
+    summed = bool(returns.get("summed_first"))
+    for helper in returns.get("delegates", []):
+        followed = _layer_returns(index, layer, helper, depth - 1) if depth else None
+        if followed is None:
+            return None
+        arities.update(followed["arities"])
+        summed = summed or bool(followed["summed_first"])
+    if not arities:
+        return None
+    return {**returns, "arities": sorted(arities), "summed_first": summed}
 
 
 def absolute_convention(index: ClassIndex, enabled: list[ClassRef]) -> bool:

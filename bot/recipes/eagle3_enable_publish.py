@@ -2,14 +2,16 @@
 
 The decoder's change is re-derived, not trusted: on the base text, the mixin appended to the
 decoder's bases and :func:`bot.codemods.aux_capture.add_aux_capture` applied (with a residual
-of ``None`` or of the finding's name, counted from ``self.start_layer`` or from ``0``) must give
-the patched class exactly, by AST (so ruff's formatting does not matter and anything else
-does). Imports: only the mixin (and the interface, when the target is in the same file).
+of ``None`` or of the finding's name, counted from ``self.start_layer`` or from ``0``, a loop
+over every layer sliced to this stage's or not) must give the patched class exactly, by AST (so
+ruff's formatting does not matter and anything else does). Imports: only the mixin (and the
+interface, when the target is in the same file).
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,9 +105,9 @@ def _check_decoder(before: str, after: str, decoder: str, residuals: list[str | 
     patched = dump(module_class(after, decoder))
     with_mixin = append_base_class(before, decoder, MIXIN)
     for residual in residuals:
-        for absolute in (True, False):
+        for absolute, stage_slice in itertools.product((True, False), (False, True)):
             try:
-                expected = add_aux_capture(with_mixin, decoder, residual, absolute)
+                expected = add_aux_capture(with_mixin, decoder, residual, absolute, stage_slice)
             except CodemodRefused:
                 continue
             if dump(module_class(expected, decoder)) == patched:

@@ -25,6 +25,12 @@ def _text(node: ast.expr | None) -> str | None:
     return ast.unparse(node) if node is not None else None
 
 
+def _short(node: ast.expr, limit: int = 60) -> str:
+    """An expression as a reader would quote it in a sentence, cut at ``limit`` characters."""
+    text = " ".join(ast.unparse(node).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _self_attr(node: ast.expr) -> str | None:
     dotted = _dotted(node)
     if dotted and dotted.startswith("self.") and dotted.count(".") == 1:
@@ -56,8 +62,9 @@ def _iterable(node: ast.expr) -> dict[str, Any] | None:
     return None
 
 
-def _loop(node: ast.For) -> dict[str, Any] | None:
-    """One ``for`` statement over the layers, or None when it iterates over something else."""
+def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any] | None:
+    """One ``for`` statement over the layers, or None when it iterates over something else
+    (``loaded``: the names the whole ``forward`` reads)."""
     iterable = node.iter
     enumerate_start: str | None = None
     enumerated = False
@@ -92,7 +99,13 @@ def _loop(node: ast.For) -> dict[str, Any] | None:
         fetch_line = assign.lineno
     if found["attr"] is None or layer is None or (enumerated and index is None):
         return None
-    call = _layer_call(body[0], layer) if body else None
+    call_at = next((i for i, stmt in enumerate(body) if _layer_call(stmt, layer) is not None), None)
+    call = _layer_call(body[call_at], layer) if call_at is not None else None
+    bookkeeping = call_at or 0
+    if call is not None and bookkeeping:
+        kept = {*call["targets"], layer, index}
+        if _inert_statements(loaded, kept, body[:bookkeeping]) < bookkeeping:
+            call, bookkeeping = None, 0  # something before the call may change the stream
     return {
         **found,
         "line": node.lineno,
@@ -103,9 +116,44 @@ def _loop(node: ast.For) -> dict[str, Any] | None:
         "layer": layer,
         "fetch_line": fetch_line,
         "call": call,
-        "other_statements": len(body) - (1 if call else 0),
+        "other_statements": len(body) - (1 if call else 0) - bookkeeping,
+        "bookkeeping": bookkeeping,
         "orelse": bool(node.orelse),
     }
+
+
+def _loaded_outside(func: ast.AST, loop: ast.For) -> frozenset[str]:
+    """The names ``func`` reads anywhere but inside ``loop``."""
+    found: set[str] = set()
+    pending: list[ast.AST] = [func]
+    while pending:
+        node = pending.pop()
+        if node is loop:
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        pending.extend(ast.iter_child_nodes(node))
+    return frozenset(found)
+
+
+def _inert_statements(
+    loaded: frozenset[str], kept: set[str | None], statements: list[ast.stmt]
+) -> int:
+    """How many statements before the layer call leave the stream alone: they call nothing but
+    ``isinstance``, never rebind the stream, the residual, the layer or the index (``kept``),
+    and bind only names nothing after the loop reads (``loaded``: the reads outside it) --
+    bookkeeping (``if isinstance(layer, X): num_attn += 1``) or a side input for this layer
+    (Gemma 4's ``layer_per_input = per_layer_inputs[:, i, :]``)."""
+    count = 0
+    for stmt in statements:
+        stored = {
+            n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        calls = {_dotted(n.func) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
+        if not stored or calls - {"isinstance"} or stored & (loaded | kept):
+            break
+        count += 1
+    return count
 
 
 def _fetches_layer(stmt: ast.stmt, index: str | None) -> bool:
@@ -139,6 +187,68 @@ def _layer_call(stmt: ast.stmt, layer: str) -> dict[str, Any] | None:
     }
 
 
+def _statements(stmt: ast.stmt) -> list[dict[str, Any]]:
+    """A top-level statement after the loop as the facts it stands for: a pipeline exit with an
+    ``else`` is the exit followed by the ``else``'s statements (they run on the last stage
+    only, as the code after a plain exit does)."""
+    fact = _statement(stmt)
+    if fact["kind"] == "pp-exit" and isinstance(stmt, ast.If) and stmt.orelse:
+        return [fact, *(f for s in stmt.orelse for f in _statements(s))]
+    return [fact]
+
+
+def _pp_exit_test(test: ast.expr) -> bool:
+    """``not get_pp_group().is_last_rank`` or ``self.end_layer != len(self.layers)``: the
+    condition under which this stage hands its stream to the next one."""
+    if "is_last_rank" in (_text(test) or ""):
+        return True
+    return (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.NotEq)
+        and _dotted(test.left) == "self.end_layer"
+        and isinstance(call := test.comparators[0], ast.Call)
+        and _dotted(call.func) == "len"
+        and len(call.args) == 1
+        and _self_attr(call.args[0]) is not None
+    )
+
+
+def _optional_norm(stmt: ast.If) -> dict[str, Any] | None:
+    """``if r is None: h = self.norm(h) else: h, _ = self.norm(h, r)`` (either order): the
+    final norm taking the residual when there is one, which is what the capture's
+    ``hidden_states + residual if residual is not None else hidden_states`` does. Returned as
+    the norm call with the residual; None for any other ``if``."""
+    test = stmt.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is | ast.IsNot)
+        and isinstance(test.left, ast.Name)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+        and len(stmt.body) == 1
+        and len(stmt.orelse) == 1
+    ):
+        return None
+    residual = test.left.id
+    without, with_residual = stmt.body[0], stmt.orelse[0]
+    if isinstance(test.ops[0], ast.IsNot):
+        without, with_residual = with_residual, without
+    plain, fused = _statement(without), _statement(with_residual)
+    if not (plain["kind"] == fused["kind"] == "call" and plain["callee"] == fused["callee"]):
+        return None
+    stream = plain["targets"]
+    if (
+        len(stream) != 1
+        or fused["targets"][:1] != stream
+        or plain["args"] != stream
+        or fused["args"] != [*stream, residual]
+    ):
+        return None
+    return fused | {"line": stmt.lineno, "optional": residual}
+
+
 def _statement(stmt: ast.stmt) -> dict[str, Any]:
     """A top-level statement after the loop, reduced to what residual semantics depend on."""
     if isinstance(stmt, ast.Return):
@@ -148,11 +258,17 @@ def _statement(stmt: ast.stmt) -> dict[str, Any]:
             "IntermediateTensors"
         ):
             kind = "return-intermediate"
-        return {"kind": kind, "name": _dotted(value) if value else None, "line": stmt.lineno}
+        return {
+            "kind": kind,
+            "name": _dotted(value) if value else None,
+            "value": _short(value) if value else None,
+            "line": stmt.lineno,
+        }
     if isinstance(stmt, ast.If):
-        test = _text(stmt.test) or ""
+        if (norm := _optional_norm(stmt)) is not None:
+            return norm
         returns = [s for s in ast.walk(stmt) if isinstance(s, ast.Return)]
-        pp_guard = "is_last_rank" in test and all(
+        pp_guard = _pp_exit_test(stmt.test) and all(
             isinstance(r.value, ast.Call)
             and (_dotted(r.value.func) or "").endswith("IntermediateTensors")
             for r in returns
@@ -160,6 +276,7 @@ def _statement(stmt: ast.stmt) -> dict[str, Any]:
         return {
             "kind": "pp-exit" if pp_guard and returns else "if",
             "returns": len(returns),
+            "test": _short(stmt.test),
             "line": stmt.lineno,
         }
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
@@ -178,7 +295,7 @@ def _statement(stmt: ast.stmt) -> dict[str, Any]:
         if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
             operands = sorted(_text(o) or "?" for o in (value.left, value.right))
             return {"kind": "add", "targets": targets, "operands": operands, "line": stmt.lineno}
-        return {"kind": "assign", "targets": targets, "line": stmt.lineno}
+        return {"kind": "assign", "targets": targets, "value": _dotted(value), "line": stmt.lineno}
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
         target = _dotted(stmt.target) or "?"
         operands = sorted([target, _text(stmt.value) or "?"])
@@ -195,7 +312,7 @@ def forward_shape(
     collected by the caller's walk) and what follows the main one; None without such a loop."""
     loops: list[tuple[ast.For, dict[str, Any]]] = []
     for node in fors:
-        if (loop := _loop(node)) is not None:
+        if (loop := _loop(node, _loaded_outside(func, node))) is not None:
             loops.append((node, loop))
     if not loops:
         return None
@@ -203,7 +320,7 @@ def forward_shape(
     after: list[dict[str, Any]] = []
     if len(top) == 1:
         position = func.body.index(top[0][0])
-        after = [_statement(s) for s in func.body[position + 1 :]]
+        after = [fact for s in func.body[position + 1 :] for fact in _statements(s)]
     assigned = {
         _dotted(t)
         for node in ast.walk(func)
@@ -237,20 +354,47 @@ def layer_returns(
                 sums[name] = isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)
         elif isinstance(node, ast.AugAssign) and (name := _dotted(node.target)):
             sums[name] = isinstance(node.op, ast.Add)
+    delegates: set[str] = set()
+    opaque = 0  # a name or a call returned whole
+    none_second: list[bool] = []  # per returned tuple: is its second element the literal None
     for node in returns:
         if node.value is not None:
             value = node.value
-            if isinstance(value, ast.Tuple):
+            if isinstance(value, ast.Call) and (helper := _self_attr(value.func)):
+                delegates.add(helper)  # `return self._post_attention(...)`: its returns count
+            elif isinstance(value, ast.Tuple):
                 arities.add(len(value.elts))
+                second = value.elts[1] if len(value.elts) > 1 else None
+                none_second.append(isinstance(second, ast.Constant) and second.value is None)
                 first = _dotted(value.elts[0]) if value.elts else None
                 summed_first = summed_first or bool(first and sums.get(first))
             else:
-                arities.add(1)
+                opaque += 1
+    if opaque and not (len(arities) == 1 and _annotated_arity(func) in arities):
+        # Only where the function's own tuples agree with its annotation is a value returned
+        # whole taken as that tuple (Flint's `return ll`); annotations alone can be wrong
+        # (Orion's layer says `tuple[Tensor, Tensor]` and returns one tensor).
+        arities.add(1)
     return {
         "arities": sorted(arities),
         "summed_first": summed_first,
+        "delegates": sorted(delegates),
+        "second_none": bool(none_second) and all(none_second) and not opaque and not delegates,
         **parameter_use(func),
     }
+
+
+def _annotated_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
+    """``n`` for ``-> tuple[A, B, ...]`` with ``n`` elements, else None."""
+    returns = func.returns
+    if (
+        isinstance(returns, ast.Subscript)
+        and _dotted(returns.value) in ("tuple", "Tuple", "typing.Tuple")
+        and isinstance(returns.slice, ast.Tuple)
+        and not any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in returns.slice.elts)
+    ):
+        return len(returns.slice.elts)
+    return None
 
 
 def parameter_use(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
@@ -326,8 +470,8 @@ def built_from(
         if isinstance(node, ast.Call) and (callee := _dotted(node.func)):
             if callee in refs:
                 callee = refs[callee]
-            if callee.split(".")[-1][:1].isupper():
-                names.add(callee)
+            if callee.split(".")[-1][:1].isupper() or callee.endswith("()"):
+                names.add(callee)  # "f()": a class the module-level factory f returns
         elif isinstance(node, ast.Name) and node.id in helpers:
             names.update(_helper_classes(helpers[node.id], refs))
     return sorted(names)

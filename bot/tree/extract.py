@@ -7,6 +7,7 @@ cached by content hash. Cross-file resolution happens in :mod:`bot.tree.index`.
 from __future__ import annotations
 
 import ast
+import re
 from collections import deque
 from collections.abc import Iterator
 from functools import cache
@@ -15,7 +16,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 32  # 9-21 and 23-29 kept free for parallel branches sharing this cache
+EXTRACT_VERSION = 23  # 9-21 and 23-29 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -44,6 +45,8 @@ def extract_file(source: str, module: str, is_package: bool) -> FileFacts:
 _FUNCTION_STARTS = ("def ", "async def ", "@")
 _CLOSERS = (")", "]", "}")
 _TRIPLE_QUOTES = ('"""', "'''")
+# A function returning a class by name (alone or first in a tuple) may be a class factory.
+_FACTORY_RETURN = re.compile(r"^\s+return (?!None\b|True\b|False\b)[A-Z]\w*\s*(,|$)", re.M)
 
 
 def _parse_skipping_functions(source: str) -> ast.Module:
@@ -77,6 +80,10 @@ def blank_top_level_functions(source: str) -> str | None:
         block = "".join(lines[i:end])
         if any(block.count(q) % 2 for q in _TRIPLE_QUOTES) or "\\\n" in block:
             return None  # a string or a continuation may cross the cut
+        if _FACTORY_RETURN.search(block):
+            out.extend(lines[i:end])  # may pick a class (`select_norm_impl`): kept, parsed
+            i = end
+            continue
         out.extend("\n" for _ in range(end - i))
         cut = True
         i = end
@@ -131,6 +138,9 @@ def _collect(body: list[ast.stmt], module: str, is_package: bool, facts: FileFac
                     facts["imports"].setdefault(top, []).append([top, None])
         elif isinstance(node, ast.ClassDef):
             facts["classes"][node.name] = _class_facts(node)
+        elif isinstance(node, ast.FunctionDef) and (picked := _class_factory(node)):
+            # `def select_norm_impl(config): ... return RMSNorm, eps ... return LayerNorm, eps`
+            facts.setdefault("class_maps", {})[f"{node.name}()"] = picked
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             dotted = _dotted(node.value)
@@ -295,6 +305,21 @@ def _child_fields(kind: type[ast.AST]) -> tuple[str, ...]:
     return tuple(field for field in kind._fields if field != "ctx")
 
 
+def _class_factory(func: ast.FunctionDef) -> list[str]:
+    """The classes a module-level function returns, when every return hands back a class by
+    name, alone or first in a tuple (Cohere's ``select_norm_impl``); else nothing."""
+    picked: list[str] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Return):
+            value = node.value
+            if isinstance(value, ast.Tuple) and value.elts:
+                value = value.elts[0]
+            if not (isinstance(value, ast.Name) and value.id[:1].isupper()):
+                return []
+            picked.append(value.id)
+    return sorted(set(picked))
+
+
 def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any]:
     local_refs: dict[str, str] = {}
     args = func.args
@@ -346,6 +371,16 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
             value = node.value
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
+                if (
+                    isinstance(target, ast.Tuple)
+                    and target.elts
+                    and isinstance(first := target.elts[0], ast.Name)
+                    and isinstance(value, ast.Call)
+                    and isinstance(value.func, ast.Name)
+                ):
+                    # `norm_cls, eps = select_norm_impl(config)`: a class one of the function's
+                    # returns picks (the module's class_maps holds which)
+                    local_refs.setdefault(first.id, f"{value.func.id}()")
                 if isinstance(target, ast.Name) and isinstance(node, ast.Assign):
                     assignment_count[target.id] = assignment_count.get(target.id, 0) + 1
                     if isinstance(value, ast.Call) and (path := _self_path(value.func)):
@@ -405,6 +440,9 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         # The decoder loop's shape (eagle3-enable), cached with the rest of the file's facts.
         if fors and (shape := forward_shape(func, fors)) is not None:
             facts["shape"] = shape
+        facts["layer_returns"] = layer_returns(func, return_nodes)
+    elif func.name.startswith("_") and not func.name.startswith("__"):
+        # A private helper a layer's forward may return through (`return self._post(...)`).
         facts["layer_returns"] = layer_returns(func, return_nodes)
     elif func.name == "__init__":
         helpers = {s.name: s for s in func.body if isinstance(s, ast.FunctionDef)}

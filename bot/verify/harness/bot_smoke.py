@@ -107,6 +107,22 @@ def mixed_layer_types(model_type: str, num_layers: int = NUM_LAYERS) -> list[str
     return ["full_attention" if index % 2 == 0 else other for index in range(num_layers)]
 
 
+def _built_with_sizes(
+    config_class: type, default: Any, sizes: dict[str, int], num_layers: int
+) -> Any:
+    try:
+        return config_class(**sizes, num_hidden_layers=num_layers)
+    except Exception:  # noqa: BLE001
+        expand = getattr(default, "mamba_expand", None)
+        if not ({"mamba_d_head", "mamba_n_heads", "hidden_size"} <= sizes.keys()) or not (
+            isinstance(expand, int)
+        ):
+            raise
+        # GraniteMoeHybrid checks mamba_d_head * mamba_n_heads == mamba_expand * hidden_size.
+        head = expand * sizes["hidden_size"] // sizes["mamba_n_heads"]
+        return config_class(**{**sizes, "mamba_d_head": head}, num_hidden_layers=num_layers)
+
+
 def tiny_config(
     config_class: type,
     num_layers: int = NUM_LAYERS,
@@ -128,7 +144,7 @@ def tiny_config(
     try:
         # Built with the sizes, so per-layer lists the class derives (layer_types,
         # mlp_layer_types, ...) have NUM_LAYERS entries.
-        config = config_class(**sizes, num_hidden_layers=num_layers)
+        config = _built_with_sizes(config_class, default, sizes, num_layers)
     except Exception:  # noqa: BLE001 - classes that refuse keyword sizes are shrunk in place
         config = default
         for name, value in sizes.items():
