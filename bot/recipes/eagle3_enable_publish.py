@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.codemods.aux_capture import add_aux_capture
+from bot.codemods.aux_forward_test import RESIDUAL_KINDS, aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
@@ -115,7 +116,51 @@ def _check_decoder(before: str, after: str, decoder: str, residuals: list[str | 
     )
 
 
+def aux_forward_test(edit: PublishedEdit) -> None:
+    """A new file, exactly the test :func:`create_aux_forward_test` writes for the finding
+    (its module, decoder, target and residual semantics); only the final norm's attribute
+    name is read from the file, and it must be an identifier."""
+    if edit.before:
+        raise CodemodRefused("the forward test is a new file; this one existed")
+    finding = edit.finding
+    module = finding.get("module")
+    if not isinstance(module, str) or edit.path != aux_test_path(module):
+        raise CodemodRefused("the forward test is not where the recipe puts it")
+    shape = (finding.get("evidence") or {}).get("shape") or {}
+    residual = shape.get("residual") if isinstance(shape, Mapping) else None
+    if residual not in RESIDUAL_KINDS:
+        raise CodemodRefused("the plan's finding names no residual semantics the test knows")
+    expected = new_aux_test_file(
+        module=module,
+        decoder=_decoder_name(finding),
+        target=edit.class_name,
+        residual=str(residual),
+        norm=_assigned_norm(edit.after),
+    )
+    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
+        raise CodemodRefused("the forward test is not the one the recipe writes")
+
+
+aux_forward_test.creates_file = True  # type: ignore[attr-defined]
+
+
+def _assigned_norm(text: str) -> str:
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "AddNorm"
+            and IDENTIFIER.match(node.targets[0].attr)
+        ):
+            return node.targets[0].attr
+    raise CodemodRefused("the forward test sets no final norm")
+
+
 PUBLISH_RULES: dict[str, PublishRule] = {
+    "aux-forward-test": aux_forward_test,
     "enable-decoder": enable_decoder,
     "enable-decoder-and-declare": enable_decoder_and_declare,
     "declare-interface": declare_interface,
