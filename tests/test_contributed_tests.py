@@ -121,9 +121,25 @@ def test_enable_plan_contributes_a_forward_test_and_lists_it(scanned_0_34_0) -> 
 
 
 def test_enable_plan_without_a_standin_forward_test_is_not_ready(scanned_0_34_0) -> None:
-    plan = _propose(scanned_0_34_0, "FalconH1ForCausalLM").plan
+    plan = _propose(scanned_0_34_0, "AXK1ForCausalLM").plan
     assert plan.status != "ready"
-    assert "self.embedding_multiplier" in plan.reason
+    assert "AXK1Model.forward reads self.config" in plan.reason
+
+
+@pytest.mark.parametrize(
+    ("target", "line"),
+    [
+        ("FalconH1ForCausalLM", "+    model.embedding_multiplier = 1.0\n"),
+        (
+            "HyperCLOVAXForCausalLM",
+            "+    model.config = SimpleNamespace(embedding_multiplier=1.0)\n",
+        ),
+    ],
+)
+def test_stream_multipliers_are_set_to_one(scanned_0_34_0, target: str, line: str) -> None:
+    proposal = _propose(scanned_0_34_0, target)
+    assert proposal.plan.status == "ready", proposal.plan.reason
+    assert line in proposal.patch
 
 
 def test_amd_variant_is_imported_directly(scanned_0_34_0) -> None:

@@ -14,6 +14,7 @@ residual gives other values, so it fails too.
 from __future__ import annotations
 
 import ast
+from typing import Any
 
 from bot.codemods.base import Case, CodemodRefused, require_dotted, require_identifier
 from bot.codemods.regression_test import snake_case
@@ -58,8 +59,15 @@ def aux_forward_test(
     target: str,
     residual: str,
     norm: str,
+    scalars: tuple[str, ...] = (),
+    config_scalars: tuple[str, ...] = (),
 ) -> str:
-    """The test function's source (identifiers only come in; each is checked)."""
+    """The test function's source (identifiers only come in; each is checked).
+
+    ``scalars`` / ``config_scalars``: ``self.<x>`` / ``self.config.<x>`` the forward multiplies
+    the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0."""
+    for name in (*scalars, *config_scalars):
+        require_identifier(name, "scalar attribute")
     require_dotted(module, "module")
     for value, what in (
         (alias, "module alias"),
@@ -92,7 +100,15 @@ def aux_forward_test(
         f"    model.layers = torch.nn.ModuleList(StreamLayer() for _ in range({LAYERS}))\n"
         f"    model.{norm} = AddNorm()\n"
         "    model.do_not_compile = True\n"
-        f"    target = {alias}.{target}.__new__({alias}.{target})\n"
+        + "".join(f"    model.{name} = 1.0\n" for name in scalars)
+        + (
+            "    model.config = SimpleNamespace("
+            + ", ".join(f"{name}=1.0" for name in config_scalars)
+            + ")\n"
+            if config_scalars
+            else ""
+        )
+        + f"    target = {alias}.{target}.__new__({alias}.{target})\n"
         "    torch.nn.Module.__init__(target)\n"
         "    target.model = model\n"
         "    target.set_aux_hidden_state_layers(taps)\n"
@@ -117,7 +133,16 @@ def aux_test_path(module: str) -> str:
     return f"{AUX_TEST_DIR}/test_{module.rpartition('.')[2]}_eagle3.py"
 
 
-def new_aux_test_file(*, module: str, decoder: str, target: str, residual: str, norm: str) -> str:
+def new_aux_test_file(
+    *,
+    module: str,
+    decoder: str,
+    target: str,
+    residual: str,
+    norm: str,
+    scalars: tuple[str, ...] = (),
+    config_scalars: tuple[str, ...] = (),
+) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
     require_dotted(module, "module")
     package, _, alias = module.rpartition(".")
@@ -140,18 +165,16 @@ def new_aux_test_file(*, module: str, decoder: str, target: str, residual: str, 
             target=target,
             residual=residual,
             norm=norm,
+            scalars=scalars,
+            config_scalars=config_scalars,
         )
     )
 
 
-def create_aux_forward_test(
-    source: str, *, module: str, decoder: str, target: str, residual: str, norm: str
-) -> str:
-    """The codemod for a file that does not exist yet (``source`` is empty): its text.
-    Run again on its own output, nothing changes."""
-    text = new_aux_test_file(
-        module=module, decoder=decoder, target=target, residual=residual, norm=norm
-    )
+def create_aux_forward_test(source: str, **fields: Any) -> str:
+    """The codemod for a file that does not exist yet (``source`` is empty): its text
+    (:func:`new_aux_test_file`'s). Run again on its own output, nothing changes."""
+    text = new_aux_test_file(**fields)
     if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
         return source
     if source:

@@ -190,11 +190,10 @@ def _aux_forward_test(
     if shape.residual not in RESIDUAL_KINDS:
         return Declined(f"needs a human: no forward test for {shape.residual} decoders yet")
     norm = _called_attribute(ctx.root / finding.path, shape.norm_line)
-    unset = _read_in_forward(ctx.root / finding.path, candidate.decoder.name) - {
-        shape.layers_attr,
-        norm,
-        *_STAND_IN_SETS,
-    }
+    reads = _forward_reads(ctx.root / finding.path, candidate.decoder.name)
+    unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
+    if reads.config_elsewhere:
+        unset.add("config")
     if unset:
         listed = ", ".join(f"self.{name}" for name in sorted(unset))
         return Declined(
@@ -220,6 +219,8 @@ def _aux_forward_test(
                 target=finding.class_name,
                 residual=shape.residual,
                 norm=norm,
+                scalars=tuple(sorted(reads.scalars)),
+                config_scalars=tuple(sorted(reads.config_scalars)),
             ),
         ),
         confined_to=(),
@@ -242,21 +243,59 @@ _STAND_IN_SETS = frozenset(
 )
 
 
-def _read_in_forward(path: Path, decoder: str) -> set[str]:
-    """The ``self.<name>`` attributes ``decoder.forward`` reads (its own, not inherited)."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ClassDef) and node.name == decoder:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == "forward":
-                    return {
-                        n.attr
-                        for n in ast.walk(item)
-                        if isinstance(n, ast.Attribute)
-                        and isinstance(n.value, ast.Name)
-                        and n.value.id == "self"
-                        and isinstance(n.ctx, ast.Load)
-                    }
-    return set()
+@dataclass(frozen=True)
+class _ForwardReads:
+    """What ``decoder.forward`` reads from ``self``: multipliers of the stream (``self.x`` and
+    ``self.config.x``, which a stand-in test sets to 1.0) and everything else."""
+
+    plain: set[str]
+    scalars: set[str]
+    config_scalars: set[str]
+    config_elsewhere: list[bool]  # one element when self.config is read another way
+
+
+def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
+    forward = next(
+        (
+            item
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef) and node.name == decoder
+            for item in node.body
+            if isinstance(item, ast.FunctionDef) and item.name == "forward"
+        ),
+        None,
+    )
+    reads = _ForwardReads(set(), set(), set(), [])
+    if forward is None:
+        return reads
+    factors: set[int] = set()  # ids of the nodes multiplied with the stream
+    for node in ast.walk(forward):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            factors.update({id(node.left), id(node.right)})
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
+            factors.add(id(node.value))
+    config_in_factors: set[int] = set()
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            inner = node.value
+            if _is_self(inner.value) and inner.attr == "config" and id(node) in factors:
+                reads.config_scalars.add(node.attr)
+                config_in_factors.add(id(inner))
+    for node in ast.walk(forward):
+        if not (isinstance(node, ast.Attribute) and _is_self(node.value)):
+            continue
+        if node.attr == "config":
+            if id(node) not in config_in_factors:
+                reads.config_elsewhere.append(True)
+        elif id(node) in factors:
+            reads.scalars.add(node.attr)
+        elif isinstance(node.ctx, ast.Load):
+            reads.plain.add(node.attr)
+    return reads
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
 
 
 def _called_attribute(path: Path, line: int) -> str | None:

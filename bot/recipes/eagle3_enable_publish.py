@@ -136,12 +136,41 @@ def aux_forward_test(edit: PublishedEdit) -> None:
         target=edit.class_name,
         residual=str(residual),
         norm=_assigned_norm(edit.after),
+        scalars=_set_to_one(edit.after),
+        config_scalars=_config_set_to_one(edit.after),
     )
     if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
         raise CodemodRefused("the forward test is not the one the recipe writes")
 
 
 aux_forward_test.creates_file = True  # type: ignore[attr-defined]
+
+
+def _set_to_one(text: str) -> tuple[str, ...]:
+    """``x`` for each ``model.x = 1.0`` (the generator re-checks each is an identifier)."""
+    return tuple(
+        node.targets[0].attr
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Attribute)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, float)
+        and node.value.value == 1.0
+    )
+
+
+def _config_set_to_one(text: str) -> tuple[str, ...]:
+    """``x`` for each ``x=1.0`` in ``model.config = SimpleNamespace(...)``."""
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Attribute)
+            and node.targets[0].attr == "config"
+            and isinstance(node.value, ast.Call)
+        ):
+            return tuple(str(k.arg) for k in node.value.keywords)
+    return ()
 
 
 def _assigned_norm(text: str) -> str:
