@@ -11,12 +11,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import platform_skip
+from bot.errors import BotError
+from bot.plan import Plan, PlanDir
 from bot.propose import proposal_for
+from bot.publish_checks import FileChange, check_confined
 from bot.recipes.base import PublishedEdit
 from bot.recipes.eagle3_enable_publish import aux_forward_test
 from bot.scan import scan
@@ -192,3 +197,27 @@ def test_subclasses_a_declaration_reaches_are_named(
         line for line in proposal.pr_markdown.splitlines() if line.startswith(f"  - `{reached}`")
     )
     assert f", {kind}): " in line
+
+
+def _enable_plan_dir(tmp_path: Path, kind: str) -> PlanDir:
+    plan = Plan(
+        status="ready",
+        reason="",
+        recipe="eagle3-enable",
+        class_name="MixtralForCausalLM",
+        finding=_mixtral_finding(),
+        edits=[{"path": aux_test_path(MIXTRAL), "kind": kind, "description": ""}],
+    )
+    return PlanDir(tmp_path, plan, "", "")
+
+
+def test_publish_takes_a_new_file_only_for_a_kind_that_rederives_it(tmp_path: Path) -> None:
+    created = FileChange(
+        aux_test_path(MIXTRAL), "A", "000000", "100644", b"", _test_text().encode()
+    )
+    check_confined(_enable_plan_dir(tmp_path, "aux-forward-test"), [created])
+    with pytest.raises(BotError, match="only edits existing files"):
+        check_confined(_enable_plan_dir(tmp_path, "regression-test"), [created])
+    executable = FileChange(created.path, "A", "000000", "100755", b"", created.after)
+    with pytest.raises(BotError, match="only edits existing files"):
+        check_confined(_enable_plan_dir(tmp_path, "aux-forward-test"), [executable])
