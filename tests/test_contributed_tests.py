@@ -177,7 +177,14 @@ def test_pinned_wrappers_wait_for_their_language_models(
     assert plan.status != "ready"
     assert f"pins the language model to {pinned}" in plan.reason
     assert f"depends on the fix for {waits_for}" in plan.reason
+    assert f"the plan(s) it depends on: {waits_for}ForCausalLM (eagle3-enable)" in plan.reason
     assert wrapper not in {f.class_name for f in scanned_0_34_0.findings}
+
+
+def test_a_wrapper_over_a_language_model_being_enabled_names_that_plan(scanned_0_34_0) -> None:
+    plan = _propose(scanned_0_34_0, "Gemma3ForConditionalGeneration").plan
+    assert plan.status != "ready"
+    assert plan.reason.endswith("the plan(s) it depends on: Gemma3ForCausalLM (eagle3-enable)")
 
 
 @pytest.mark.parametrize(

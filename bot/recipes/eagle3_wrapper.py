@@ -82,7 +82,9 @@ class Eagle3Wrapper:
             if wanted in (ref.name, *(e.arch for e in entries)):
                 checked = assess_all(ctx).get(ref) or assess(ctx, ref)
                 if checked.shape is None:
-                    return f"{ref.name} is not ready for EAGLE-3: {checked.reason}"
+                    return f"{ref.name} is not ready for EAGLE-3: {checked.reason}" + (
+                        _dependency(ctx, checked)
+                    )
         return None
 
     def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
@@ -138,6 +140,22 @@ class Eagle3Wrapper:
                 "its language model."
             ),
         )
+
+
+def _dependency(ctx: ScanContext, checked: Assessment) -> str:
+    """The plans this wrapper waits for: its language models' own fixable findings."""
+    from bot.recipes import RECIPES
+
+    lm = checked.language_model
+    names = set(checked.depends_on) or ({lm.cls.name} if lm and lm.cls else set())
+    plans = [
+        f"{f.class_name} ({recipe.name})"
+        for recipe in RECIPES
+        if recipe.name in ("eagle3-interface", "eagle3-enable")
+        for f in recipe.detect(ctx)
+        if f.class_name in names and not f.evidence.get("refused")
+    ]
+    return f"; the plan(s) it depends on: {', '.join(sorted(plans))}" if plans else ""
 
 
 def wrapper_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
