@@ -1,11 +1,12 @@
 """Sweep: every ready eagle3-enable plan's contributed forward test in the release's CPU env.
 
-Not part of ``./dev bench`` (it imports vLLM three times; tens of minutes on a loaded machine).
+Not part of ``./dev bench`` (a subdirectory: it imports vLLM three times, tens of minutes on a
+loaded machine).
 One scratch tree holds all the plans: the tests alone (each must fail), the model edits too
 (each must pass), then the capture sabotaged in the plans named by ``--sabotage`` (each must
 fail again: the residual dropped from the capture, or the captured index shifted by one).
 
-    .venv/bin/python benchmarks/contributed_tests.py PLAN_DIR... --sabotage A,B,C --out DIR
+    .venv/bin/python benchmarks/sweeps/contributed_tests.py PLAN_DIR... --sabotage A,B,C --out DIR
 
 Prints one row per test and writes the three JUnit files to ``--out``.
 """
