@@ -39,7 +39,7 @@ from bot.writeup import pr_template_style, render_pr
 
 # What proposing reads and edits: the model packages (scanned again after the edit), the
 # package marker, and the tests it extends. Files at the top (ruff's settings) come along.
-SCRATCH_PATHS = ("vllm/__init__.py", *MODEL_PACKAGES, "tests/models")
+SCRATCH_PATHS = ("vllm/__init__.py", *MODEL_PACKAGES, "tests/models", "tests/model_executor")
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ def _apply_edit(tree: Path, edit: FileEdit) -> bool:
     """Apply one file's codemods, checked; False when they change nothing."""
     check_relpath(edit.path)
     path = tree / edit.path
+    if edit.creates:
+        return _create_file(tree, edit)
     if not path.is_file():
         raise CodemodRefused(f"{edit.path} is not in the tree; not creating files")
     before = path.read_text(encoding="utf-8")
@@ -93,6 +95,20 @@ def _apply_edit(tree: Path, edit: FileEdit) -> bool:
     after = format_touched(before, after, tree, edit.path)
     changed_lines_confined(before, after, allowed)  # formatting may not widen the edit either
     check_ruff_clean(before, after, tree, edit.path)
+    path.write_text(after, encoding="utf-8")
+    return True
+
+
+def _create_file(tree: Path, edit: FileEdit) -> bool:
+    """A new file: it must not exist, its directory must; formatted and ruff-clean."""
+    path = tree / edit.path
+    if path.exists() or not path.parent.is_dir():
+        raise CodemodRefused(f"{edit.path}: not creating it (it exists, or its directory does not)")
+    after = edit.apply("")
+    if not after:
+        return False
+    after = format_touched("", after, tree, edit.path)
+    check_ruff_clean("", after, tree, edit.path)
     path.write_text(after, encoding="utf-8")
     return True
 

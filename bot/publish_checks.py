@@ -240,8 +240,8 @@ def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
     if finding.get("class") != class_name:
         raise BotError("the plan's class_name is not its finding's class; refusing to publish")
     for change in changes:
-        before, after = _texts(change)
         kind = declared[change.path]
+        before, after = _texts(change, creates=getattr(rules[kind], "creates_file", False))
         edit = PublishedEdit(change.path, kind, before, after, class_name, finding)
         try:
             rules[kind](edit)
@@ -261,16 +261,25 @@ def _publish_rules(recipe_name: object) -> Mapping[str, PublishRule]:
     return rules
 
 
-def _texts(change: FileChange) -> tuple[str, str]:
+def _texts(change: FileChange, creates: bool = False) -> tuple[str, str]:
+    """The file's text before and after; a new file only for an edit kind whose rule
+    re-derives the whole file (``creates_file``)."""
+    created = creates and change.status == "A" and change.new_mode == "100644"
+    if created and not change.before:
+        return "", _decoded(change, change.after)
     if change.status != "M" or change.old_mode != "100644" or change.new_mode != "100644":
         raise BotError(
             f"the patch adds, deletes, renames or changes the mode of {change.path}; "
             "the bot only edits existing files"
         )
+    return _decoded(change, change.before), _decoded(change, change.after)
+
+
+def _decoded(change: FileChange, data: bytes) -> str:
     try:
-        before, after = change.before.decode("utf-8"), change.after.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise BotError(f"{change.path} is not UTF-8 text after the patch") from None
-    if "\0" in before or "\0" in after:
+    if "\0" in text:
         raise BotError(f"{change.path} is binary; the bot only edits Python source")
-    return before, after
+    return text

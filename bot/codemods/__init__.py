@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bot.codemods import (
     aux_capture,
+    aux_forward_test,
     bases,
     delegate_methods,
     imports,
@@ -36,6 +37,7 @@ _MODULES_WITH_CASES = (
     regression_test,
     delegate_methods,
     aux_capture,
+    aux_forward_test,
 )
 
 

@@ -9,6 +9,7 @@ Upstream's pre-commit rejects test files no CI job collects, so we extend an exi
 from __future__ import annotations
 
 import ast
+import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 REGISTRY_TEST = "tests/models/test_registry.py"
 REGISTRY_TEST_FUNCTION = "test_registry_supports_eagle3"
 _REGISTRY_SOURCE = "vllm/model_executor/models/registry.py"
+_PLATFORMS = frozenset({"nvidia", "amd", "xpu", "cpu", "tpu"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,9 @@ def add_eagle3_regression_test(
         require_identifier(arch, "architecture")
     _require_defined(tree_root, INTERFACES_MODULE, "supports_eagle3", ast.FunctionDef)
     _require_defined(tree_root, class_module, class_name, ast.ClassDef)
+    variant = _variant_of(class_module) if platform_variant else None
+    if variant is not None and _package_test_file(tree_root, class_module) is not None:
+        return _variant_test(tree_root, class_module, class_name, variant)
     package_test = None if platform_variant else _package_test_file(tree_root, class_module)
     if package_test is not None:
         before = package_test.read_text()
@@ -83,6 +88,67 @@ def add_eagle3_regression_test(
     after = add_registry_eagle3_test(before, archs)
     ids = [f"{REGISTRY_TEST}::{REGISTRY_TEST_FUNCTION}[{arch}]" for arch in archs]
     return RegressionTestEdit(REGISTRY_TEST, before, after, ids)
+
+
+def _variant_of(class_module: str) -> str | None:
+    """``amd`` for vllm.models.<pkg>.amd.<module>: the platform package the class lives in."""
+    parts = class_module.split(".")
+    if len(parts) > 4 and parts[:2] == ["vllm", "models"] and parts[3] in _PLATFORMS:
+        return parts[3]
+    return None
+
+
+def _variant_test(
+    tree_root: Path, class_module: str, class_name: str, variant: str
+) -> RegressionTestEdit:
+    """A platform variant is imported from its own module, inside the test: the registry (and
+    the package's ``__init__``) would resolve the name to whichever variant this platform
+    loads, so a test through them passes or fails for another class than the patched one."""
+    package_test = _package_test_file(tree_root, class_module)
+    if package_test is None:
+        raise CodemodRefused(
+            f"no test file in tests/models/ asserts supports_eagle3 for {class_module}'s "
+            "package: a platform variant is tested by importing it there"
+        )
+    before = package_test.read_text()
+    after = add_variant_test(before, class_module, class_name, variant)
+    path = package_test.relative_to(tree_root).as_posix()
+    return RegressionTestEdit(
+        path, before, after, [f"{path}::{variant_test_name(class_name, variant)}"]
+    )
+
+
+def variant_test_name(class_name: str, variant: str) -> str:
+    return f"test_{snake_case(class_name)}_{variant}_advertises_eagle3_support"
+
+
+def variant_test_source(class_module: str, class_name: str, variant: str) -> str:
+    require_dotted(class_module, "class module")
+    require_identifier(class_name, "class name")
+    require_identifier(variant, "platform variant")
+    package, _, module = class_module.rpartition(".")
+    return (
+        f"def {variant_test_name(class_name, variant)}():\n"
+        f"    from {package} import {module}\n"
+        "\n"
+        f"    assert supports_eagle3({module}.{class_name})\n"
+    )
+
+
+def add_variant_test(source: str, class_module: str, class_name: str, variant: str) -> str:
+    """Add ``test_<class>_<variant>_advertises_eagle3_support``, importing the variant's class
+    in its body (the file may bind the same name to another platform's class)."""
+    name = variant_test_name(class_name, variant)
+    if any(
+        isinstance(node, ast.FunctionDef) and node.name == name for node in ast.parse(source).body
+    ):
+        return source
+    if not _imports_supports_eagle3(source):
+        raise CodemodRefused("the test file does not import supports_eagle3; not guessing how")
+    tree = parse(source)
+    function = cst.parse_statement(variant_test_source(class_module, class_name, variant))
+    position = _after_last_function(tree, lambda n: n.endswith("_eagle3_support"))
+    return _insert_statement(tree, position, function).code
 
 
 def snake_case(name: str) -> str:
@@ -171,6 +237,7 @@ def add_registry_eagle3_test(source: str, archs: Sequence[str]) -> str:
     for needed in ("pytest", "ModelRegistry"):
         if needed not in bound:
             raise CodemodRefused(f"{REGISTRY_TEST} does not import {needed}; not guessing how")
+    skips = {arch: platform_skip(source, arch) for arch in archs}
     source = add_import_name(source, INTERFACES_MODULE, "supports_eagle3")
     tree = parse(source)
     existing = [
@@ -182,9 +249,9 @@ def add_registry_eagle3_test(source: str, archs: Sequence[str]) -> str:
         body = list(tree.body)
         function = body[existing[0]]
         assert isinstance(function, cst.FunctionDef)
-        body[existing[0]] = _with_archs(function, archs)
+        body[existing[0]] = _with_archs(function, archs, skips)
         return tree.with_changes(body=body).code
-    listed = ", ".join(f'"{arch}"' for arch in sorted(archs))
+    listed = ", ".join(_arch_element(arch, skips[arch]) for arch in sorted(archs))
     function = cst.parse_statement(
         f'@pytest.mark.parametrize("model_arch", [{listed}])\n'
         f"def {REGISTRY_TEST_FUNCTION}(model_arch):\n"
@@ -196,7 +263,95 @@ def add_registry_eagle3_test(source: str, archs: Sequence[str]) -> str:
     return _insert_statement(tree, position, function).code
 
 
-def _with_archs(function: cst.FunctionDef, archs: Sequence[str]) -> cst.FunctionDef:
+def platform_skip(source: str, arch: str) -> tuple[str, str] | None:
+    """The skip ``test_registry_imports`` applies to ``arch`` off its platforms, as the
+    condition's and the reason's source (``not current_platform.is_cuda()``, ``"Dots3 NOTE
+    is only supported on CUDA"``): a test that imports the class must skip where it does."""
+    function = next(
+        (
+            node
+            for node in ast.parse(source).body
+            if isinstance(node, ast.FunctionDef) and node.name == "test_registry_imports"
+        ),
+        None,
+    )
+    if function is None:
+        return None
+    for statement in function.body:
+        if not (isinstance(statement, ast.If) and len(statement.body) == 1):
+            continue
+        reason = _skip_reason(statement.body[0])
+        test = statement.test
+        if reason is None or not (isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And)):
+            continue
+        names_arch = [v for v in test.values if _names_arch(v, arch)]
+        if len(names_arch) != 1 or len(test.values) < 2:
+            continue
+        rest = [v for v in test.values if v is not names_arch[0]]
+        condition = " and ".join(ast.unparse(v) for v in rest)
+        return condition, json.dumps(reason, ensure_ascii=False)
+    return None
+
+
+def _skip_reason(statement: ast.stmt) -> str | None:
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if (
+        isinstance(call, ast.Call)
+        and ast.unparse(call.func) == "pytest.skip"
+        and len(call.args) == 1
+        and isinstance(call.args[0], ast.Constant)
+        and isinstance(call.args[0].value, str)
+    ):
+        return call.args[0].value
+    return None
+
+
+def _names_arch(test: ast.expr, arch: str) -> bool:
+    """``model_arch == "X"`` or ``model_arch in ("X", ...)`` naming ``arch``."""
+    if not (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "model_arch"
+        and len(test.ops) == 1
+    ):
+        return False
+    right = test.comparators[0]
+    if isinstance(test.ops[0], ast.Eq):
+        return isinstance(right, ast.Constant) and right.value == arch
+    if isinstance(test.ops[0], ast.In) and isinstance(right, ast.Tuple | ast.List | ast.Set):
+        return any(isinstance(e, ast.Constant) and e.value == arch for e in right.elts)
+    return False
+
+
+def _arch_element(arch: str, skip: tuple[str, str] | None) -> str:
+    if skip is None:
+        return f'"{arch}"'
+    condition, reason = skip
+    return f'pytest.param("{arch}", marks=pytest.mark.skipif({condition}, reason={reason}))'
+
+
+def _element_arch(element: cst.BaseElement) -> str | None:
+    """The architecture a parameter names: ``"X"`` or ``pytest.param("X", ...)``."""
+    value = element.value
+    if isinstance(value, cst.SimpleString):
+        evaluated = value.evaluated_value
+        return evaluated if isinstance(evaluated, str) else None
+    if (
+        isinstance(value, cst.Call)
+        and cst.Module([]).code_for_node(value.func) == "pytest.param"
+        and value.args
+        and isinstance(value.args[0].value, cst.SimpleString)
+    ):
+        evaluated = value.args[0].value.evaluated_value
+        return evaluated if isinstance(evaluated, str) else None
+    return None
+
+
+def _with_archs(
+    function: cst.FunctionDef,
+    archs: Sequence[str],
+    skips: dict[str, tuple[str, str] | None] | None = None,
+) -> cst.FunctionDef:
     decorators = list(function.decorators)
     for index, decorator in enumerate(decorators):
         listed = _parametrized_list(decorator)
@@ -204,13 +359,14 @@ def _with_archs(function: cst.FunctionDef, archs: Sequence[str]) -> cst.Function
             continue
         new_list = listed
         for arch in archs:
-            names = [element.value.evaluated_value for element in new_list.elements]  # type: ignore[attr-defined]
+            names = [_element_arch(element) for element in new_list.elements]
             if arch in names:
                 continue
             position = len(names)
-            if names == sorted(names):
-                position = sum(1 for name in names if name < arch)
-            element = cst.Element(cst.SimpleString(f'"{arch}"'))
+            if names == sorted(names):  # type: ignore[type-var]
+                position = sum(1 for name in names if name is not None and name < arch)
+            skip = (skips or {}).get(arch)
+            element = cst.Element(cst.parse_expression(_arch_element(arch, skip)))
             new_list = insert_element(new_list, position, element, "lbracket", "rbracket")
         call = decorator.decorator
         assert isinstance(call, cst.Call)
@@ -232,7 +388,7 @@ def _parametrized_list(decorator: cst.Decorator) -> cst.List | None:
     if not (isinstance(first, cst.SimpleString) and first.evaluated_value == "model_arch"):
         return None
     if not isinstance(second, cst.List) or not all(
-        isinstance(element, cst.Element) and isinstance(element.value, cst.SimpleString)
+        isinstance(element, cst.Element) and _element_arch(element) is not None
         for element in second.elements
     ):
         return None
@@ -395,5 +551,77 @@ CASES: list[Case] = [
         lambda s: add_registry_eagle3_test(s, ["Qwen3NextForCausalLM"]),
         "import pytest\n",
         refuses="does not import ModelRegistry",
+    ),
+]
+
+_REGISTRY_WITH_SKIP = """\
+import pytest
+
+from vllm.model_executor.models.registry import ModelRegistry
+from vllm.platforms import current_platform
+
+
+@pytest.mark.parametrize("model_arch", ModelRegistry.get_supported_archs())
+def test_registry_imports(model_arch):
+    if model_arch in ("Dots3NoteForCausalLM", "Dots3NoteMTPModel") and not (
+        current_platform.is_cuda()
+    ):
+        pytest.skip("Dots3 NOTE is only supported on CUDA")
+    assert ModelRegistry._try_load_model_cls(model_arch) is not None
+"""
+
+_DOTS3_PARAM = (
+    'pytest.param("Dots3NoteForCausalLM", marks=pytest.mark.skipif('
+    'not current_platform.is_cuda(), reason="Dots3 NOTE is only supported on CUDA"))'
+)
+
+_REGISTRY_WITH_SKIP_AFTER = (
+    _REGISTRY_WITH_SKIP.replace(
+        "from vllm.model_executor.models.registry",
+        "from vllm.model_executor.models.interfaces import supports_eagle3\n"
+        "from vllm.model_executor.models.registry",
+    )
+    + "\n\n"
+    + f'@pytest.mark.parametrize("model_arch", [{_DOTS3_PARAM}])\n'
+    "def test_registry_supports_eagle3(model_arch):\n"
+    "    model_cls = ModelRegistry._try_load_model_cls(model_arch)\n"
+    "    assert model_cls is not None\n"
+    "    assert supports_eagle3(model_cls)\n"
+)
+
+_VARIANT_TEST = "\n\ndef test_kimi_linear_for_causal_lm_amd_advertises_eagle3_support():\n" + (
+    "    from vllm.models.kimi.amd import linear\n\n"
+    "    assert supports_eagle3(linear.KimiLinearForCausalLM)\n"
+)
+
+CASES += [
+    Case(
+        "(b) an arch test_registry_imports skips off its platform gets the same skip",
+        lambda s: add_registry_eagle3_test(s, ["Dots3NoteForCausalLM"]),
+        _REGISTRY_WITH_SKIP,
+        _REGISTRY_WITH_SKIP_AFTER,
+    ),
+    Case(
+        "(b) a later arch joins a list holding a skipped parameter, in sorted order",
+        lambda s: add_registry_eagle3_test(s, ["AaForCausalLM"]),
+        _REGISTRY_WITH_SKIP_AFTER,
+        _REGISTRY_WITH_SKIP_AFTER.replace(
+            f"[{_DOTS3_PARAM}]", f'["AaForCausalLM", {_DOTS3_PARAM}]'
+        ),
+    ),
+    Case(
+        "(c) platform variant: the variant's class imported in the test's body",
+        lambda s: add_variant_test(
+            s, "vllm.models.kimi.amd.linear", "KimiLinearForCausalLM", "amd"
+        ),
+        _PACKAGE_TEST,
+        _PACKAGE_TEST.replace("\n\ndef test_other", _VARIANT_TEST + "\n\ndef test_other"),
+    ),
+    Case(
+        "(c) the variant's test already there: no change (though the name is asserted)",
+        lambda s: add_variant_test(
+            s, "vllm.models.kimi.amd.linear", "KimiLinearForCausalLM", "amd"
+        ),
+        _PACKAGE_TEST.replace("\n\ndef test_other", _VARIANT_TEST + "\n\ndef test_other"),
     ),
 ]

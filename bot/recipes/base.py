@@ -127,6 +127,9 @@ class FileEdit:
     description: str
     steps: tuple[CodemodStep, ...]
     confined_to: tuple[Span, ...]
+    # A new file (a contributed test): its codemods get "" and write the whole text, which
+    # the kind's publish rule re-derives; the spans are not used.
+    creates: bool = False
 
     def apply(self, source: str) -> str:
         for codemod in self.steps:

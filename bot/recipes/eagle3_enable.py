@@ -25,8 +25,10 @@ another name (``tok_embeddings``).
 
 from __future__ import annotations
 
+import ast
 import html
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import (
@@ -147,6 +149,11 @@ class Eagle3Enable:
         context["broken_claims"] = [
             {"cls": c.class_name, "why": c.evidence.get("why", "")} for c in claims
         ]
+        forward_test = _aux_forward_test(ctx, finding, candidate, shape)
+        if isinstance(forward_test, Declined):
+            return forward_test
+        edits.append(forward_test[0])
+        cpu_tests = (*cpu_tests, forward_test[1])
         return FixPlan(
             recipe=NAME,
             finding=finding,
@@ -184,6 +191,149 @@ def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding
         ):
             fixed.append(other)
     return fixed
+
+
+def _aux_forward_test(
+    ctx: PlanContext, finding: Finding, candidate: Candidate, shape: DecoderShape
+) -> tuple[FileEdit, str] | Declined:
+    """The contributed CPU test that runs the patched forward (one new file, the way
+    upstream's Plamo3 aux-layer test is written) and its node id."""
+    from bot.codemods.aux_forward_test import (
+        RESIDUAL_KINDS,
+        aux_forward_test_name,
+        aux_test_path,
+        create_aux_forward_test,
+    )
+
+    index = ctx.scan.index
+    if index.path_of(candidate.decoder) != finding.path:
+        return Declined(
+            f"needs a human: {candidate.decoder.name} is not in {finding.class_name}'s module, "
+            "and the contributed forward test imports one module"
+        )
+    if shape.residual not in RESIDUAL_KINDS:
+        return Declined(f"needs a human: no forward test for {shape.residual} decoders yet")
+    norm = _called_attribute(ctx.root / finding.path, shape.norm_line)
+    reads = _forward_reads(ctx.root / finding.path, candidate.decoder.name)
+    unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
+    if reads.config_elsewhere:
+        unset.add("config")
+    if unset:
+        listed = ", ".join(f"self.{name}" for name in sorted(unset))
+        return Declined(
+            f"needs a human: no contributed forward test: {candidate.decoder.name}.forward reads "
+            f"{listed}, which a test on stand-in layers does not set up"
+        )
+    path = aux_test_path(finding.module)
+    if norm is None or (ctx.root / path).exists():
+        why = "the final norm's attribute could not be read" if norm is None else f"{path} exists"
+        return Declined(f"needs a human: no contributed forward test ({why})")
+    edit = FileEdit(
+        path=path,
+        kind="aux-forward-test",
+        description=(
+            f"a CPU test running {finding.class_name}'s forward on stand-in layers: the aux "
+            "states captured are the residual stream, the output unchanged without them"
+        ),
+        steps=(
+            step(
+                create_aux_forward_test,
+                module=finding.module,
+                decoder=candidate.decoder.name,
+                target=finding.class_name,
+                residual=shape.residual,
+                norm=norm,
+                scalars=tuple(sorted(reads.scalars)),
+                config_scalars=tuple(sorted(reads.config_scalars)),
+            ),
+        ),
+        confined_to=(),
+        creates=True,
+    )
+    return edit, f"{path}::{aux_forward_test_name(finding.class_name)}"
+
+
+# What the forward test sets on the decoder, or the mixin and the decoder's class provide.
+_STAND_IN_SETS = frozenset(
+    {
+        "start_layer",
+        "end_layer",
+        "do_not_compile",
+        "aux_hidden_state_layers",
+        "_maybe_add_hidden_state",
+        "embed_input_ids",  # these two only without inputs_embeds, which the test passes
+        "embed_tokens",
+    }
+)
+
+
+@dataclass(frozen=True)
+class _ForwardReads:
+    """What ``decoder.forward`` reads from ``self``: multipliers of the stream (``self.x`` and
+    ``self.config.x``, which a stand-in test sets to 1.0) and everything else."""
+
+    plain: set[str]
+    scalars: set[str]
+    config_scalars: set[str]
+    config_elsewhere: list[bool]  # one element when self.config is read another way
+
+
+def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
+    forward = next(
+        (
+            item
+            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(node, ast.ClassDef) and node.name == decoder
+            for item in node.body
+            if isinstance(item, ast.FunctionDef) and item.name == "forward"
+        ),
+        None,
+    )
+    reads = _ForwardReads(set(), set(), set(), [])
+    if forward is None:
+        return reads
+    factors: set[int] = set()  # ids of the nodes multiplied with the stream
+    for node in ast.walk(forward):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            factors.update({id(node.left), id(node.right)})
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
+            factors.add(id(node.value))
+    config_in_factors: set[int] = set()
+    for node in ast.walk(forward):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            inner = node.value
+            if _is_self(inner.value) and inner.attr == "config" and id(node) in factors:
+                reads.config_scalars.add(node.attr)
+                config_in_factors.add(id(inner))
+    for node in ast.walk(forward):
+        if not (isinstance(node, ast.Attribute) and _is_self(node.value)):
+            continue
+        if node.attr == "config":
+            if id(node) not in config_in_factors:
+                reads.config_elsewhere.append(True)
+        elif id(node) in factors:
+            reads.scalars.add(node.attr)
+        elif isinstance(node.ctx, ast.Load):
+            reads.plain.add(node.attr)
+    return reads
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def _called_attribute(path: Path, line: int) -> str | None:
+    """``norm`` for ``hidden_states, _ = self.norm(hidden_states, residual)`` at ``line``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (
+            isinstance(node, ast.Call)
+            and node.lineno == line
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        ):
+            return node.func.attr
+    return None
 
 
 def candidates(ctx: ScanContext) -> list[Candidate]:
@@ -431,7 +581,61 @@ def _writeup_context(
         "norm_url": url(decoder["path"], shape.norm_line),
         "absolute": absolute,
         "pp_flag": has_pp_flag,
+        "unproven": unproven_lines(ctx, finding, shape),
     }
+
+
+def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> list[dict[str, str]]:
+    """What this plan's tests leave unproven for the class, one line each."""
+    decoder = finding.evidence["decoder"]
+    lines: list[dict[str, str]] = []
+    scaled = _scaled_embedding(ctx.root / decoder["path"], decoder["name"])
+    if scaled is not None:
+        lines.append(
+            {
+                "name": decoder["name"],
+                "where": f"{decoder['path']}:{scaled}",
+                "url": ctx.url(decoder["path"], scaled),
+                "text": "scales its input embedding (embed_input_ids multiplies it); an EAGLE-3 "
+                "drafter that shares the embedding weights does not apply the scale, so how "
+                "well a draft predicts for this model is not measured here",
+            }
+        )
+    if shape.residual == "residual-stream":
+        lines.append(
+            {
+                "name": decoder["name"],
+                "where": "",
+                "url": "",
+                "text": "the captured state is hidden_states + residual in the model's dtype; "
+                "in bf16 it may differ in the last bits from a fused add-norm that adds in "
+                "float32 (CPU tests run float32)",
+            }
+        )
+    lines.append(
+        {
+            "name": finding.class_name,
+            "where": "",
+            "url": "",
+            "text": "the contributed CPU test runs the patched forward on stand-in layers; the "
+            "real layers and GPU kernels are exercised only by the GPU test",
+        }
+    )
+    return lines
+
+
+def _scaled_embedding(path: Path, decoder: str) -> int | None:
+    """The line of ``embed_input_ids`` in ``decoder`` when it multiplies what it returns."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef) and node.name == decoder:
+            for item in node.body:
+                multiplies = any(
+                    isinstance(n, ast.BinOp | ast.AugAssign) and isinstance(n.op, ast.Mult)
+                    for n in ast.walk(item)
+                )
+                if isinstance(item, ast.FunctionDef) and item.name == "embed_input_ids":
+                    return item.lineno if multiplies else None
+    return None
 
 
 def _finding(index: ClassIndex, candidate: Candidate) -> Finding:

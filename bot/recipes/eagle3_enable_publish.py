@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.codemods.aux_capture import add_aux_capture
+from bot.codemods.aux_forward_test import RESIDUAL_KINDS, aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
@@ -117,7 +118,80 @@ def _check_decoder(before: str, after: str, decoder: str, residuals: list[str | 
     )
 
 
+def aux_forward_test(edit: PublishedEdit) -> None:
+    """A new file, exactly the test :func:`create_aux_forward_test` writes for the finding
+    (its module, decoder, target and residual semantics); only the final norm's attribute
+    name is read from the file, and it must be an identifier."""
+    if edit.before:
+        raise CodemodRefused("the forward test is a new file; this one existed")
+    finding = edit.finding
+    module = finding.get("module")
+    if not isinstance(module, str) or edit.path != aux_test_path(module):
+        raise CodemodRefused("the forward test is not where the recipe puts it")
+    shape = (finding.get("evidence") or {}).get("shape") or {}
+    residual = shape.get("residual") if isinstance(shape, Mapping) else None
+    if residual not in RESIDUAL_KINDS:
+        raise CodemodRefused("the plan's finding names no residual semantics the test knows")
+    expected = new_aux_test_file(
+        module=module,
+        decoder=_decoder_name(finding),
+        target=edit.class_name,
+        residual=str(residual),
+        norm=_assigned_norm(edit.after),
+        scalars=_set_to_one(edit.after),
+        config_scalars=_config_set_to_one(edit.after),
+    )
+    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
+        raise CodemodRefused("the forward test is not the one the recipe writes")
+
+
+aux_forward_test.creates_file = True  # type: ignore[attr-defined]
+
+
+def _set_to_one(text: str) -> tuple[str, ...]:
+    """``x`` for each ``model.x = 1.0`` (the generator re-checks each is an identifier)."""
+    return tuple(
+        node.targets[0].attr
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Attribute)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, float)
+        and node.value.value == 1.0
+    )
+
+
+def _config_set_to_one(text: str) -> tuple[str, ...]:
+    """``x`` for each ``x=1.0`` in ``model.config = SimpleNamespace(...)``."""
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.targets[0], ast.Attribute)
+            and node.targets[0].attr == "config"
+            and isinstance(node.value, ast.Call)
+        ):
+            return tuple(str(k.arg) for k in node.value.keywords)
+    return ()
+
+
+def _assigned_norm(text: str) -> str:
+    for node in ast.walk(ast.parse(text)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id == "AddNorm"
+            and IDENTIFIER.match(node.targets[0].attr)
+        ):
+            return node.targets[0].attr
+    raise CodemodRefused("the forward test sets no final norm")
+
+
 PUBLISH_RULES: dict[str, PublishRule] = {
+    "aux-forward-test": aux_forward_test,
     "enable-decoder": enable_decoder,
     "enable-decoder-and-declare": enable_decoder_and_declare,
     "declare-interface": declare_interface,

@@ -120,6 +120,9 @@ class Eagle3Interface:
         for entry in ctx.registry.entries:
             if wanted not in (entry.arch, entry.class_name):
                 continue
+            resolved = ctx.index.resolve(entry.module, entry.class_name)
+            if any(isinstance(r, ClassRef) and is_multimodal(ctx.index, r) for r in resolved):
+                return None  # a wrapper: eagle3-wrapper explains it
             fixed = already_fixed(ctx, wanted)
             if fixed:
                 return fixed
@@ -178,6 +181,8 @@ def _regression_test(
         add_advertises_test,
         add_eagle3_regression_test,
         add_registry_eagle3_test,
+        add_variant_test,
+        variant_test_name,
     )
     from bot.codemods.spans import BetweenTopLevel, Imports, TopLevel
 
@@ -193,6 +198,15 @@ def _regression_test(
         codemod = step(add_registry_eagle3_test, archs=(ctx.arch,))
         if f"def {REGISTRY_TEST_FUNCTION}(" in planned.before:
             spans += (TopLevel(REGISTRY_TEST_FUNCTION),)
+    elif variant is not None and planned.node_ids[0].endswith(
+        f"::{variant_test_name(finding.class_name, variant)}"
+    ):
+        codemod = step(
+            add_variant_test,
+            class_module=finding.module,
+            class_name=finding.class_name,
+            variant=variant,
+        )
     else:
         codemod = step(
             add_advertises_test, class_module=finding.module, class_name=finding.class_name

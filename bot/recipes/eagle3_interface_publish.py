@@ -15,10 +15,13 @@ from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import (
     INTERFACES_MODULE,
     REGISTRY_TEST_FUNCTION,
+    add_registry_eagle3_test,
     advertises_test_name,
+    variant_test_name,
+    variant_test_source,
 )
 from bot.codemods.spans import ClassHeader, Imports, TopLevel
-from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.base import PLATFORMS, PublishedEdit, PublishRule
 from bot.recipes.publish_rules import (
     IDENTIFIER,
     MODEL_FILE,
@@ -81,7 +84,10 @@ def regression_test(edit: PublishedEdit) -> None:
     path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
     if not TEST_FILE.match(path):
         raise CodemodRefused("regression tests go under tests/models only")
+    variant = _variant(edit)
     names = {advertises_test_name(class_name), REGISTRY_TEST_FUNCTION}
+    if variant is not None:
+        names.add(variant_test_name(class_name, variant))
     existing = [TopLevel(name) for name in names if name in functions(before)]
     confined(before, after, [Imports(), *existing], extra=statement_gaps(before))
     only_new_imports(before, after, {"supports_eagle3": from_interfaces, class_name: _from_vllm})
@@ -89,16 +95,39 @@ def regression_test(edit: PublishedEdit) -> None:
     old_functions = functions(before)
     for name, function in functions(after).items():
         if name in names and dump(function) != dump(old_functions.get(name, [])):
-            _check_test_function(function, old_functions.get(name), class_name)
+            _check_test_function(function, old_functions.get(name), edit, variant)
+
+
+def _variant(edit: PublishedEdit) -> str | None:
+    """The platform package of the finding's module (``amd``), from the plan's finding."""
+    module = edit.finding.get("module") if isinstance(edit.finding, dict) else None
+    parts = module.split(".") if isinstance(module, str) else []
+    if len(parts) > 4 and parts[:2] == ["vllm", "models"] and parts[3] in PLATFORMS:
+        return parts[3]
+    return None
 
 
 def _check_test_function(
-    function: ast.FunctionDef, existing: ast.FunctionDef | None, class_name: str
+    function: ast.FunctionDef,
+    existing: ast.FunctionDef | None,
+    edit: PublishedEdit,
+    variant: str | None,
 ) -> None:
     """A new or extended regression test is exactly what the codemod writes: the same body
-    as before (or the codemod's), parametrized over a plain list of architecture names."""
-    if function.name == advertises_test_name(class_name):
+    as before (or the codemod's); the registry test's new parameters (and the platform skips
+    they carry) re-derived from the base file."""
+    class_name = edit.class_name
+    if variant is not None and function.name == variant_test_name(class_name, variant):
+        module = str(edit.finding.get("module"))
+        text = variant_test_source(module, class_name, variant)
+    elif function.name == advertises_test_name(class_name):
         text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
+    elif any(_skipped_params(function)):
+        new = [a for a in _parametrized_archs(function) if a not in _archs_of(existing)]
+        derived = functions(add_registry_eagle3_test(edit.before, new)).get(function.name)
+        if derived is None or dump(function) != dump(derived):
+            raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
+        return
     else:
         listed = ", ".join(f'"{arch}"' for arch in _parametrized_archs(function))
         text = (
@@ -116,11 +145,34 @@ def _check_test_function(
         raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
 
 
+def _param_arch(element: ast.expr) -> object:
+    """``"X"`` or ``pytest.param("X", marks=...)``: the architecture named."""
+    if (
+        isinstance(element, ast.Call)
+        and ast.unparse(element.func) == "pytest.param"
+        and element.args
+        and isinstance(element.args[0], ast.Constant)
+    ):
+        return element.args[0].value
+    return element.value if isinstance(element, ast.Constant) else None
+
+
+def _skipped_params(function: ast.FunctionDef) -> list[bool]:
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and len(decorator.args) == 2:
+            return [isinstance(e, ast.Call) for e in getattr(decorator.args[1], "elts", [])]
+    return []
+
+
+def _archs_of(function: ast.FunctionDef | None) -> list[str]:
+    return _parametrized_archs(function) if function is not None else []
+
+
 def _parametrized_archs(function: ast.FunctionDef) -> list[str]:
     for decorator in function.decorator_list:
         if isinstance(decorator, ast.Call) and len(decorator.args) == 2:
             listed = decorator.args[1]
-            names = [e.value for e in getattr(listed, "elts", []) if isinstance(e, ast.Constant)]
+            names = [_param_arch(e) for e in getattr(listed, "elts", [])]
             if (
                 isinstance(listed, ast.List)
                 and len(names) == len(listed.elts)

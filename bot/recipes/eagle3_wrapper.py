@@ -28,7 +28,7 @@ from bot.recipes.base import (
     platform_variant,
     step,
 )
-from bot.recipes.eagle3_analysis import class_finding, declares_eagle3, locate
+from bot.recipes.eagle3_analysis import class_finding, declares_eagle3, is_pooling_model, locate
 from bot.recipes.eagle3_interface import (
     INTERFACE,
     _declare_interface,
@@ -74,6 +74,18 @@ class Eagle3Wrapper:
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]
+
+    def explain(self, wanted: str, ctx: ScanContext) -> str | None:
+        """Why a registered wrapper is not a finding (its language model, a subclass, a
+        language model whose own fix must come first)."""
+        for ref, entries in wrapper_targets(ctx).items():
+            if wanted in (ref.name, *(e.arch for e in entries)):
+                checked = assess_all(ctx).get(ref) or assess(ctx, ref)
+                if checked.shape is None:
+                    return f"{ref.name} is not ready for EAGLE-3: {checked.reason}" + (
+                        _dependency(ctx, checked)
+                    )
+        return None
 
     def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
         """Declare the interface on the wrapper (or the family base that builds the language
@@ -128,6 +140,22 @@ class Eagle3Wrapper:
                 "its language model."
             ),
         )
+
+
+def _dependency(ctx: ScanContext, checked: Assessment) -> str:
+    """The plans this wrapper waits for: its language models' own fixable findings."""
+    from bot.recipes import RECIPES
+
+    lm = checked.language_model
+    names = set(checked.depends_on) or ({lm.cls.name} if lm and lm.cls else set())
+    plans = [
+        f"{f.class_name} ({recipe.name})"
+        for recipe in RECIPES
+        if recipe.name in ("eagle3-interface", "eagle3-enable")
+        for f in recipe.detect(ctx)
+        if f.class_name in names and not f.evidence.get("refused")
+    ]
+    return f"; the plan(s) it depends on: {', '.join(sorted(plans))}" if plans else ""
 
 
 def wrapper_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
@@ -397,7 +425,60 @@ def _writeup_context(
         "forward": {**forward, "url": url(forward["path"], forward["line"])},
         "guard": {**guard.to_json(), "url": url(guard.path, guard.line)} if guard else None,
         "works_with": ev.get("works_with", []),
+        "reached": reached_subclasses(ctx.scan, finding),
+        "unproven": _unproven(finding),
     }
+
+
+_REACHED_WHY = {
+    "pooling": "a pooling model: vLLM runs speculative decoding only for generation, so "
+    "the two methods are never called for it",
+    "streaming": "streaming (SupportsRealtime) generation over the same language model; the "
+    "realtime path with speculative decoding is not exercised by this PR's tests",
+    "generation": "builds and hands back the same language model the same way",
+}
+
+
+def reached_subclasses(ctx: ScanContext, finding: Finding) -> list[dict[str, Any]]:
+    """Every registered class below the declaring class (it inherits the declaration), with
+    its kind (generation, streaming, pooling) and why the declaration is safe for it."""
+    index = ctx.index
+    declaring = [r for r in index.classes() if r.name == finding.class_name]
+    by_class: dict[ClassRef, list[RegistryEntry]] = defaultdict(list)
+    for entry in ctx.registry.entries:
+        for resolved in index.resolve(entry.module, entry.class_name):
+            if isinstance(resolved, ClassRef):
+                by_class[resolved].append(entry)
+    reached = []
+    for ref, entries in sorted(by_class.items()):
+        if ref in declaring or not any(d in index.ancestors(ref) for d in declaring):
+            continue
+        if is_pooling_model(index, ref, entries):
+            kind = "pooling"
+        elif any(
+            isinstance(a, ClassRef) and a.name == "SupportsRealtime" for a in index.ancestors(ref)
+        ):
+            kind = "streaming"
+        else:
+            kind = "generation"
+        archs = sorted({e.arch for e in entries})
+        reached.append({"name": ref.name, "archs": archs, "kind": kind, "why": _REACHED_WHY[kind]})
+    return reached
+
+
+def _unproven(finding: Finding) -> list[dict[str, str]]:
+    lines = []
+    if finding.evidence.get("shape") == RUNTIME:
+        lines.append(
+            {
+                "name": finding.class_name,
+                "where": "",
+                "url": "",
+                "text": "which language model a checkpoint brings is known only at run time; "
+                "the CPU test proves the declaration and the guard, not a served checkpoint",
+            }
+        )
+    return lines
 
 
 RECIPE = Eagle3Wrapper()

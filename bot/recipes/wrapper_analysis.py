@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ class Assessment:
     forward_owner: ClassRef | None = None
     forward_line: int = 0
     forward_returns: str = ""
+    depends_on: tuple[str, ...] = ()  # language models whose own fix must come first
 
     @property
     def ready(self) -> bool:
@@ -91,6 +92,8 @@ def assess(ctx: ScanContext, ref: ClassRef) -> Assessment:
     if fwd_owner is None:
         return Assessment(ref, None, "has no forward of its own in the model packages", lm)
     base = dict(language_model=lm, forward_owner=fwd_owner, forward_line=fwd_line)
+    if lm.cls is None and (pinned := pinned_language_models(ctx, lm)):
+        return _assess_pinned(ctx, ref, pinned, passthrough, base)
     if lm.cls is None:
         returned = _returned_path(passthrough, lm.attribute, via_decoder=True)
         returned = returned or _returned_path(passthrough, lm.attribute, via_decoder=False)
@@ -99,6 +102,110 @@ def assess(ctx: ScanContext, ref: ClassRef) -> Assessment:
         why = "the language model comes from the checkpoint's text_config at run time"
         return Assessment(ref, RUNTIME, why, forward_returns=returned, **base)
     return _assess_class(ctx, ref, lm, passthrough, base)
+
+
+def _assess_pinned(
+    ctx: ScanContext,
+    ref: ClassRef,
+    pinned: list[LanguageModel],
+    passthrough: list[str],
+    base: dict[str, Any],
+) -> Assessment:
+    """A wrapper whose code pins the text model's architecture (PaliGemma sets
+    ``text_config.architectures`` to Gemma or Gemma2, Glm4v passes ``architectures=`` Glm4 or
+    Glm4Moe): the fix is what every pinned language model calls for, the same for all; one
+    that is not capable yet makes the wrapper depend on that model's own fix."""
+    results = [
+        _assess_class(ctx, ref, lm, passthrough, {**base, "language_model": lm})
+        if lm.cls is not None
+        else Assessment(
+            ref, None, "registered to a class the bot does not follow", lm, **_without_lm(base)
+        )
+        for lm in pinned
+    ]
+    names = ", ".join(lm.cls.name if lm.cls else str(lm.architecture) for lm in pinned)
+    where = f"{ctx.index.path_of(pinned[0].owner)}:{pinned[0].line}"
+    waiting = [r for r in results if r.shape is None and r.language_model is not None]
+    if waiting:
+        depends = tuple(_lm_name(r.language_model) for r in waiting if r.language_model)
+        needs = "; ".join(f"{name}: {r.reason}" for name, r in zip(depends, waiting, strict=True))
+        return replace(
+            results[0],
+            shape=None,
+            reason=f"its code pins the language model to {names} ({where}), and not every one "
+            f"supports EAGLE-3 yet ({needs}): depends on the fix for "
+            f"{', '.join(depends)} first",
+            depends_on=depends,
+        )
+    if len({r.shape for r in results}) > 1 or len({r.forward_returns for r in results}) > 1:
+        return replace(
+            results[0],
+            shape=None,
+            reason=f"its code pins the language model to {names} ({where}), which need "
+            "different fixes",
+        )
+    return replace(results[0], reason=f"{results[0].reason} (pinned in code to {names})")
+
+
+def _lm_name(lm: LanguageModel) -> str:
+    return lm.cls.name if lm.cls is not None else str(lm.architecture)
+
+
+def _without_lm(base: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in base.items() if k != "language_model"}
+
+
+def pinned_language_models(ctx: ScanContext, lm: LanguageModel) -> list[LanguageModel]:
+    """The language models a run-time construction is pinned to by the wrapper's own code:
+    ``<x>.text_config.architectures = ["A"]`` or ``architectures=<name>`` with ``<name> =
+    ["A"]`` in the method building it. Empty when nothing is pinned."""
+    archs = _pinned_architectures(ctx.root / ctx.index.path_of(lm.owner), lm.owner.name, lm.line)
+    return [
+        LanguageModel(lm.attribute, cls, lm.owner, lm.line, f'pinned: ["{arch}"]', arch)
+        for arch in archs
+        for cls in (registered_classes(ctx, arch) or [None])
+    ]
+
+
+def _pinned_architectures(path: Path, class_name: str, line: int) -> list[str]:
+    method = _method_at(path, class_name, line)
+    if method is None:
+        return []
+    passed: str | None = None
+    for node in ast.walk(method):
+        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for keyword in node.keywords:
+                if keyword.arg == "architectures" and isinstance(keyword.value, ast.Name):
+                    passed = keyword.value.id
+    archs: list[str] = []
+    for node in ast.walk(method):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target = node.targets[0]
+        sets_text_config = (
+            isinstance(target, ast.Attribute)
+            and target.attr == "architectures"
+            and isinstance(target.value, ast.Attribute)
+            and target.value.attr == "text_config"
+        )
+        names_passed = isinstance(target, ast.Name) and target.id == passed
+        if (sets_text_config or names_passed) and isinstance(node.value, ast.List):
+            archs += [
+                e.value
+                for e in node.value.elts
+                if isinstance(e, ast.Constant) and isinstance(e.value, str)
+            ]
+    return list(dict.fromkeys(archs))
+
+
+def _method_at(path: Path, class_name: str, line: int) -> ast.FunctionDef | None:
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for item in node.body:
+                end = item.end_lineno or item.lineno
+                if isinstance(item, ast.FunctionDef) and item.lineno <= line <= end:
+                    return item
+    return None
 
 
 def _assess_class(

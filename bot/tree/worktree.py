@@ -70,6 +70,9 @@ def diff_worktree(path: Path, paths: Sequence[str] = ()) -> str:
     ``git apply``. A partial checkout must name its paths: the rest would diff as deleted."""
     repo = Repo(path)
     try:
+        new_files = repo.git.ls_files("--others", "--exclude-standard", "--", *paths)
+        if new_files:  # files an edit created: recorded as intent-to-add, so they diff as new
+            repo.git.add("--intent-to-add", "--", *new_files.splitlines())
         text = repo.git.diff(
             "HEAD",
             "--no-color",

@@ -1,0 +1,115 @@
+"""Sweep: every ready eagle3-enable plan's contributed forward test in the release's CPU env.
+
+Not part of ``./dev bench`` (a subdirectory: it imports vLLM three times, tens of minutes on a
+loaded machine).
+One scratch tree holds all the plans: the tests alone (each must fail), the model edits too
+(each must pass), then the capture sabotaged in the plans named by ``--sabotage`` (each must
+fail again: the residual dropped from the capture, or the captured index shifted by one).
+
+    .venv/bin/python benchmarks/sweeps/contributed_tests.py PLAN_DIR... --sabotage A,B,C --out DIR
+
+Prints one row per test and writes the three JUnit files to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from bot.plan import read_plan_dir
+from bot.tree.worktree import scratch_worktree
+from bot.verify import scratch, smoke
+from bot.verify.env import vllm_env
+from bot.verify.junit import run_pytest
+
+_DROPPED = (
+    "aux_hidden_states, idx + 1, hidden_states, residual\n",
+    "aux_hidden_states, idx + 1, hidden_states, None\n",
+)
+_SHIFTED = (
+    "aux_hidden_states, idx + 1, hidden_states, None\n",
+    "aux_hidden_states, idx, hidden_states, None\n",
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("plans", nargs="+", type=Path)
+    parser.add_argument("--sabotage", default="")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    plans = [read_plan_dir(p) for p in args.plans]
+    first = plans[0].plan
+    env = vllm_env(str(first.vllm_version))
+    args.out.mkdir(parents=True, exist_ok=True)
+    forward_tests = [
+        node for p in plans for node in p.plan.tests["cpu"] if "tests/model_executor/" in node
+    ]
+    with (
+        scratch_worktree(Path(str(first.repo_path)), str(first.base_commit)) as tree,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
+        patches = []
+        for loaded in plans:
+            patch = Path(tmp) / f"{loaded.plan.class_name}.diff"
+            patch.write_text(loaded.patch, encoding="utf-8")
+            patches.append(patch)
+            _apply(tree, patch, "tests/model_executor/*")
+
+        def run(phase: str) -> None:
+            junit = Path(tmp) / f"{phase}.xml"
+            run_pytest(
+                forward_tests,
+                tree,
+                junit,
+                pythonpath=tree,
+                timeout=3600,
+                python=env.python,
+                extra_env=smoke.runtime_env(tree),
+                plugins=("bot_vllm_cpu",),
+            )
+            shutil.copy(junit, args.out / f"{phase}.xml")
+            for name, outcome in _outcomes(junit):
+                print(f"{phase}\t{name}\t{outcome}", flush=True)
+
+        run("before")
+        for patch in patches:
+            _apply(tree, patch, "vllm/*")
+        run("after")
+        for loaded in plans:
+            if loaded.plan.class_name in args.sabotage.split(","):
+                path = tree / loaded.plan.finding["path"]
+                text = path.read_text(encoding="utf-8")
+                changed = (
+                    text.replace(*_DROPPED) if _DROPPED[0] in text else text.replace(*_SHIFTED)
+                )
+                assert changed != text, f"nothing to sabotage in {path}"
+                path.write_text(changed, encoding="utf-8")
+                print(f"sabotaged {loaded.plan.class_name}", flush=True)
+        run("sabotaged")
+
+
+def _apply(tree: Path, patch: Path, only: str) -> None:
+    failure = scratch.apply_patch(tree, patch, only=only)
+    if failure:
+        raise SystemExit(f"{patch.name}: {failure}")
+
+
+def _outcomes(junit: Path) -> list[tuple[str, str]]:
+    if not junit.is_file():
+        return [("(no report)", "error")]
+    rows = []
+    for case in ET.parse(junit).iter("testcase"):
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = f"{child.tag}: {(child.get('message') or '').splitlines()[0][:120]}"
+        rows.append((str(case.get("name")), outcome))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Codemod: a CPU test that runs an ``eagle3-enable`` target's patched forward.
+
+Written the way the release's own aux-state tests are (Plamo3's in ``tests/model_executor/``,
+added between 0.28.0 and 0.29.0, and ``tests/v1/worker/test_eagle3_aux_hidden_states_pp.py``):
+a new ``tests/model_executor/test_<module>_eagle3.py`` holding one ``cpu_test`` with the real
+decoder and target classes, built with ``__new__`` around stand-in layers whose effect on the
+residual stream is known (each adds 1), the pipeline group monkeypatched to one rank. With no
+aux layers set the output is the stream after the last layer, unchanged; with taps set, each
+captured state is the stream entering that layer. Before the fix the target has no
+``set_aux_hidden_state_layers``, so the test fails; a capture that drops or double-counts the
+residual gives other values, so it fails too.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from bot.codemods.base import Case, CodemodRefused, require_dotted, require_identifier
+from bot.codemods.regression_test import snake_case
+
+AUX_TEST_DIR = "tests/model_executor"
+LICENSE_HEADER = (
+    "# SPDX-License-Identifier: Apache-2.0\n"
+    "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n"
+    "\n"
+)
+LAYERS = 4
+TAPS = (0, 1, 3)
+# The layer stand-in for each residual semantics the enable analysis names.
+_LAYERS: dict[str, str] = {
+    "residual-stream": (
+        "        def forward(self, positions, hidden_states, residual):\n"
+        "            if residual is not None:\n"
+        "                hidden_states = hidden_states + residual\n"
+        "            return torch.ones_like(hidden_states), hidden_states\n"
+    ),
+    "full-stream-pair": (
+        "        def forward(self, positions, hidden_states, residual):\n"
+        "            return hidden_states + 1, torch.full_like(hidden_states, 100.0)\n"
+    ),
+    "no-residual": (
+        "        def forward(self, positions, hidden_states):\n"
+        "            return hidden_states + 1\n"
+    ),
+}
+RESIDUAL_KINDS = tuple(_LAYERS)
+
+
+def aux_forward_test_name(class_name: str) -> str:
+    return f"test_{snake_case(class_name)}_collects_aux_hidden_states"
+
+
+def aux_forward_test(
+    *,
+    module: str,
+    alias: str,
+    decoder: str,
+    target: str,
+    residual: str,
+    norm: str,
+    scalars: tuple[str, ...] = (),
+    config_scalars: tuple[str, ...] = (),
+) -> str:
+    """The test function's source (identifiers only come in; each is checked).
+
+    ``scalars`` / ``config_scalars``: ``self.<x>`` / ``self.config.<x>`` the forward multiplies
+    the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0."""
+    for name in (*scalars, *config_scalars):
+        require_identifier(name, "scalar attribute")
+    require_dotted(module, "module")
+    for value, what in (
+        (alias, "module alias"),
+        (decoder, "decoder class"),
+        (target, "target class"),
+        (norm, "norm attribute"),
+    ):
+        require_identifier(value, what)
+    if residual not in _LAYERS:
+        raise CodemodRefused(f"no stand-in layer for residual semantics {residual!r}")
+    final = 7 + LAYERS
+    return (
+        "@pytest.mark.cpu_test\n"
+        f'@pytest.mark.parametrize("taps", [(), {TAPS!r}])\n'
+        f"def {aux_forward_test_name(target)}(monkeypatch, taps):\n"
+        "    class StreamLayer(torch.nn.Module):\n"
+        f"{_LAYERS[residual]}"
+        "\n"
+        "    class AddNorm(torch.nn.Module):\n"
+        "        def forward(self, hidden_states, residual=None):\n"
+        "            if residual is None:\n"
+        "                return hidden_states\n"
+        "            return hidden_states + residual, hidden_states + residual\n"
+        "\n"
+        "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
+        f'    monkeypatch.setattr({alias}, "get_pp_group", lambda: group)\n'
+        f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
+        "    torch.nn.Module.__init__(model)\n"
+        f"    model.start_layer, model.end_layer = 0, {LAYERS}\n"
+        f"    model.layers = torch.nn.ModuleList(StreamLayer() for _ in range({LAYERS}))\n"
+        f"    model.{norm} = AddNorm()\n"
+        "    model.do_not_compile = True\n"
+        + "".join(f"    model.{name} = 1.0\n" for name in scalars)
+        + (
+            "    model.config = SimpleNamespace("
+            + ", ".join(f"{name}=1.0" for name in config_scalars)
+            + ")\n"
+            if config_scalars
+            else ""
+        )
+        + f"    target = {alias}.{target}.__new__({alias}.{target})\n"
+        "    torch.nn.Module.__init__(target)\n"
+        "    target.model = model\n"
+        "    target.set_aux_hidden_state_layers(taps)\n"
+        "\n"
+        "    output = target(\n"
+        "        input_ids=None,\n"
+        "        positions=torch.arange(2),\n"
+        "        inputs_embeds=torch.full((2, 8), 7.0),\n"
+        "    )\n"
+        "    if taps:\n"
+        "        output, aux = output\n"
+        "        for hidden, tap in zip(aux, taps, strict=True):\n"
+        "            torch.testing.assert_close(hidden, torch.full((2, 8), 7.0 + tap))\n"
+        f"    torch.testing.assert_close(output, torch.full((2, 8), {float(final)!r}))\n"
+    )
+
+
+def aux_test_path(module: str) -> str:
+    """Where the test goes: next to upstream's Plamo3 aux-layer test, one file per model
+    module (``tests/model_executor`` is collected by a CI job, so the file is tethered)."""
+    require_dotted(module, "module")
+    return f"{AUX_TEST_DIR}/test_{module.rpartition('.')[2]}_eagle3.py"
+
+
+def new_aux_test_file(
+    *,
+    module: str,
+    decoder: str,
+    target: str,
+    residual: str,
+    norm: str,
+    scalars: tuple[str, ...] = (),
+    config_scalars: tuple[str, ...] = (),
+) -> str:
+    """The whole new test file: the release's license header, the imports, the test."""
+    require_dotted(module, "module")
+    package, _, alias = module.rpartition(".")
+    if not package:
+        raise CodemodRefused(f"{module} is not inside a package")
+    return (
+        f"{LICENSE_HEADER}"
+        "from types import SimpleNamespace\n"
+        "\n"
+        "import pytest\n"
+        "import torch\n"
+        "\n"
+        f"from {package} import {alias}\n"
+        "\n"
+        "\n"
+        + aux_forward_test(
+            module=module,
+            alias=alias,
+            decoder=decoder,
+            target=target,
+            residual=residual,
+            norm=norm,
+            scalars=scalars,
+            config_scalars=config_scalars,
+        )
+    )
+
+
+def create_aux_forward_test(source: str, **fields: Any) -> str:
+    """The codemod for a file that does not exist yet (``source`` is empty): its text
+    (:func:`new_aux_test_file`'s). Run again on its own output, nothing changes."""
+    text = new_aux_test_file(**fields)
+    if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
+        return source
+    if source:
+        raise CodemodRefused("the test file already exists; not overwriting it")
+    return text
+
+
+_CREATED = new_aux_test_file(
+    module="vllm.model_executor.models.mixtral",
+    decoder="MixtralModel",
+    target="MixtralForCausalLM",
+    residual="residual-stream",
+    norm="norm",
+)
+
+
+def _create(source: str) -> str:
+    return create_aux_forward_test(
+        source,
+        module="vllm.model_executor.models.mixtral",
+        decoder="MixtralModel",
+        target="MixtralForCausalLM",
+        residual="residual-stream",
+        norm="norm",
+    )
+
+
+CASES: list[Case] = [
+    Case("a new file: header, imports, the test", _create, "", _CREATED),
+    Case("the new file already written: no change", _create, _CREATED),
+    Case(
+        "an unknown residual semantics: refuse",
+        lambda s: create_aux_forward_test(
+            s,
+            module="vllm.model_executor.models.mixtral",
+            decoder="MixtralModel",
+            target="MixtralForCausalLM",
+            residual="explicit-add",
+            norm="norm",
+        ),
+        "",
+        refuses="no stand-in layer",
+    ),
+    Case(
+        "another file there: refuse",
+        _create,
+        "import torch\n",
+        refuses="already exists",
+    ),
+]

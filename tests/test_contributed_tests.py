@@ -1,0 +1,239 @@
+"""The tests a plan contributes, and the scope of its declarations, on the real 0.34.0 tree.
+
+- eagle3-enable plans carry a new CPU test that runs the patched forward; publish re-derives
+  it whole and refuses anything else (a tampered assertion, an existing file).
+- a platform variant is imported from its own module (KimiLinear's amd variant), and an
+  architecture the tree's ``test_registry_imports`` skips off its platform keeps that skip
+  (Dots3Note).
+- wrappers whose code pins the text architecture (PaliGemma, Glm4v) get what their pinned
+  language models call for; subclasses a declaration reaches are named in the write-up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
+from bot.codemods.base import CodemodRefused
+from bot.codemods.regression_test import platform_skip
+from bot.errors import BotError
+from bot.plan import Plan, PlanDir
+from bot.propose import proposal_for
+from bot.publish_checks import FileChange, check_confined
+from bot.recipes.base import PublishedEdit
+from bot.recipes.eagle3_enable_publish import aux_forward_test
+from bot.scan import scan
+from bot.tree.fetch import release_tree
+
+MIXTRAL = "vllm.model_executor.models.mixtral"
+
+
+def _mixtral_finding() -> dict[str, object]:
+    return {
+        "class": "MixtralForCausalLM",
+        "module": MIXTRAL,
+        "evidence": {
+            "decoder": {"name": "MixtralModel"},
+            "shape": {"residual": "residual-stream"},
+        },
+    }
+
+
+def _test_text(residual: str = "residual-stream") -> str:
+    return new_aux_test_file(
+        module=MIXTRAL,
+        decoder="MixtralModel",
+        target="MixtralForCausalLM",
+        residual=residual,
+        norm="norm",
+    )
+
+
+def _edit(after: str, before: str = "", path: str | None = None) -> PublishedEdit:
+    return PublishedEdit(
+        path or aux_test_path(MIXTRAL),
+        "aux-forward-test",
+        before,
+        after,
+        "MixtralForCausalLM",
+        _mixtral_finding(),
+    )
+
+
+def test_publish_accepts_exactly_the_forward_test_the_recipe_writes() -> None:
+    aux_forward_test(_edit(_test_text()))
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (lambda t: t.replace("7.0 + tap", "7.0 + tap * 0"), "not the one the recipe writes"),
+        (lambda t: t + "\nimport os\n", "not the one the recipe writes"),
+        (lambda t: _test_text("no-residual"), "not the one the recipe writes"),
+        (lambda t: t.replace("model.norm = AddNorm()", "model.norm = 1"), "sets no final norm"),
+    ],
+)
+def test_publish_refuses_a_changed_forward_test(change, refusal: str) -> None:
+    with pytest.raises(CodemodRefused, match=refusal):
+        aux_forward_test(_edit(change(_test_text())))
+
+
+def test_publish_refuses_the_forward_test_over_an_existing_file_or_elsewhere() -> None:
+    with pytest.raises(CodemodRefused, match="new file"):
+        aux_forward_test(_edit(_test_text(), before="import torch\n"))
+    with pytest.raises(CodemodRefused, match="not where the recipe puts it"):
+        aux_forward_test(_edit(_test_text(), path="tests/models/test_mixtral.py"))
+
+
+def test_the_registry_imports_skip_is_read_from_the_tree() -> None:
+    source = (release_tree("0.34.0") / "tests/models/test_registry.py").read_text()
+    assert platform_skip(source, "Dots3NoteForCausalLM") == (
+        "not current_platform.is_cuda()",
+        '"Dots3 NOTE is only supported on CUDA"',
+    )
+    assert platform_skip(source, "MixtralForCausalLM") is None
+
+
+@pytest.fixture(scope="module")
+def scanned_0_34_0():
+    return scan(release_tree("0.34.0"), use_cache=True)
+
+
+def _propose(scanned, class_name: str):
+    from bot.drafts import load_catalogue
+
+    return proposal_for(
+        release_tree("0.34.0"),
+        scanned,
+        triage=None,
+        issue=None,
+        class_name=class_name,
+        upstream="vllm-project/vllm",
+        catalogue=load_catalogue(),
+    )
+
+
+def test_enable_plan_contributes_a_forward_test_and_lists_it(scanned_0_34_0) -> None:
+    proposal = _propose(scanned_0_34_0, "MixtralForCausalLM")
+    plan = proposal.plan
+    assert plan.status == "ready", plan.reason
+    path = aux_test_path(MIXTRAL)
+    assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
+    assert f"{path}::test_mixtral_for_causal_lm_collects_aux_hidden_states" in plan.tests["cpu"]
+    assert "Not proven by this PR's tests" in proposal.pr_markdown
+
+
+def test_enable_plan_without_a_standin_forward_test_is_not_ready(scanned_0_34_0) -> None:
+    plan = _propose(scanned_0_34_0, "AXK1ForCausalLM").plan
+    assert plan.status != "ready"
+    assert "AXK1Model.forward reads self.config" in plan.reason
+
+
+@pytest.mark.parametrize(
+    ("target", "line"),
+    [
+        ("FalconH1ForCausalLM", "+    model.embedding_multiplier = 1.0\n"),
+        (
+            "HyperCLOVAXForCausalLM",
+            "+    model.config = SimpleNamespace(embedding_multiplier=1.0)\n",
+        ),
+    ],
+)
+def test_stream_multipliers_are_set_to_one(scanned_0_34_0, target: str, line: str) -> None:
+    proposal = _propose(scanned_0_34_0, target)
+    assert proposal.plan.status == "ready", proposal.plan.reason
+    assert line in proposal.patch
+
+
+def test_amd_variant_is_imported_directly(scanned_0_34_0) -> None:
+    proposal = _propose(scanned_0_34_0, "KimiLinearForCausalLM")
+    assert proposal.plan.tests["cpu"] == [
+        "tests/models/kimi_k3/test_eagle3.py::"
+        "test_kimi_linear_for_causal_lm_amd_advertises_eagle3_support"
+    ]
+    assert "+    from vllm.models.kimi_k3.amd import linear\n" in proposal.patch
+    assert "+    assert supports_eagle3(linear.KimiLinearForCausalLM)\n" in proposal.patch
+
+
+def test_dots3_note_keeps_the_trees_cuda_skip(scanned_0_34_0) -> None:
+    patch = _propose(scanned_0_34_0, "Dots3NoteForCausalLM").patch
+    assert "+                not current_platform.is_cuda(),\n" in patch
+    assert '+                reason="Dots3 NOTE is only supported on CUDA",\n' in patch
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "pinned", "waits_for"),
+    [
+        (
+            "PaliGemmaForConditionalGeneration",
+            "GemmaForCausalLM, Gemma2ForCausalLM",
+            ("GemmaForCausalLM, Gemma2ForCausalLM", "Gemma2ForCausalLM"),
+        ),
+        (
+            "Glm4vForConditionalGeneration",
+            "Glm4ForCausalLM, Glm4MoeForCausalLM",
+            ("Glm4MoeForCausalLM", "Glm4MoeForCausalLM"),
+        ),
+    ],
+)
+def test_pinned_wrappers_wait_for_their_language_models(
+    scanned_0_34_0, wrapper: str, pinned: str, waits_for: tuple[str, str]
+) -> None:
+    plan = _propose(scanned_0_34_0, wrapper).plan
+    assert plan.status != "ready"
+    assert f"pins the language model to {pinned}" in plan.reason
+    language_models, plan_of = waits_for
+    assert f"depends on the fix for {language_models} first" in plan.reason
+    assert plan.reason.endswith(f"the plan(s) it depends on: {plan_of} (eagle3-enable)")
+    assert wrapper not in {f.class_name for f in scanned_0_34_0.findings}
+
+
+def test_a_wrapper_over_a_language_model_being_enabled_names_that_plan(scanned_0_34_0) -> None:
+    plan = _propose(scanned_0_34_0, "Gemma3ForConditionalGeneration").plan
+    assert plan.status != "ready"
+    assert plan.reason.endswith("the plan(s) it depends on: Gemma3ForCausalLM (eagle3-enable)")
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "reached", "kind"),
+    [
+        ("Qwen2VLForConditionalGeneration", "JinaVLForSequenceClassification", "pooling"),
+        ("VoxtralForConditionalGeneration", "VoxtralRealtimeGeneration", "streaming"),
+        ("Step3VLForConditionalGeneration", "Step5ForConditionalGeneration", "generation"),
+    ],
+)
+def test_subclasses_a_declaration_reaches_are_named(
+    scanned_0_34_0, wrapper: str, reached: str, kind: str
+) -> None:
+    proposal = _propose(scanned_0_34_0, wrapper)
+    assert proposal.plan.status == "ready", proposal.plan.reason
+    line = next(
+        line for line in proposal.pr_markdown.splitlines() if line.startswith(f"  - `{reached}`")
+    )
+    assert f", {kind}): " in line
+
+
+def _enable_plan_dir(tmp_path: Path, kind: str) -> PlanDir:
+    plan = Plan(
+        status="ready",
+        reason="",
+        recipe="eagle3-enable",
+        class_name="MixtralForCausalLM",
+        finding=_mixtral_finding(),
+        edits=[{"path": aux_test_path(MIXTRAL), "kind": kind, "description": ""}],
+    )
+    return PlanDir(tmp_path, plan, "", "")
+
+
+def test_publish_takes_a_new_file_only_for_a_kind_that_rederives_it(tmp_path: Path) -> None:
+    created = FileChange(
+        aux_test_path(MIXTRAL), "A", "000000", "100644", b"", _test_text().encode()
+    )
+    check_confined(_enable_plan_dir(tmp_path, "aux-forward-test"), [created])
+    with pytest.raises(BotError, match="only edits existing files"):
+        check_confined(_enable_plan_dir(tmp_path, "regression-test"), [created])
+    executable = FileChange(created.path, "A", "000000", "100755", b"", created.after)
+    with pytest.raises(BotError, match="only edits existing files"):
+        check_confined(_enable_plan_dir(tmp_path, "aux-forward-test"), [executable])
