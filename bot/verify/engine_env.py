@@ -144,7 +144,10 @@ def _build(version: str, dest: Path, wanted: list[str], refused: Path, say: Prog
     python = dest / "bin" / "python"
     pip = [str(python), "-m", "pip"]
     code, tail = run_logged(
-        [*pip, "install", "--progress-bar", "off", *wanted], say, timeout=_INSTALL_TIMEOUT, dest=dest
+        [*pip, "install", "--progress-bar", "off", *wanted],
+        say,
+        timeout=_INSTALL_TIMEOUT,
+        dest=dest,
     )
     if code != 0:
         reason = f"pip cannot install {wanted[0]} here: {_pip_reason(tail)}"

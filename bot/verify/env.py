@@ -311,9 +311,7 @@ def _name(requirement: str) -> str:
         return requirement
 
 
-def run_logged(
-    command: list[str], say: Progress, *, timeout: float, dest: Path
-) -> tuple[int, str]:
+def run_logged(command: list[str], say: Progress, *, timeout: float, dest: Path) -> tuple[int, str]:
     """Run a build step in the sandbox (network on, only ``dest`` writable) with its output
     streamed to ``say`` (pip's milestones only); exit code and output tail."""
     with scratch_home() as home:
