@@ -465,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
         "--class-gate",
         type=float,
         default=CLASS_GATE,
-        help=f"class accuracy the gate asks for (default {CLASS_GATE:.0%}; held-out set: 0.9)",
+        help=f"class accuracy the gate asks for (default {CLASS_GATE:.0%}%; held-out set: 0.9)",
     )
     parser.add_argument(
         "--hostile",
