@@ -49,6 +49,14 @@ WINDOWS = [
     # final norm picked by whether the residual is None
     ("0.19.0", "0.19.1", "Gemma4ForCausalLM", "Gemma4Model", "gemma4.py"),
 ]
+# Each enable plan must carry a contributed forward test, and the stand-in test cannot set up
+# Gemma 4's per-layer inputs (get_per_layer_inputs, project_per_layer_inputs), so its plan is
+# refused. Strict: this goes red once the test writer handles them.
+KNOWN_REFUSED = {
+    "Gemma4ForCausalLM": pytest.mark.xfail(
+        strict=True, reason="no contributed forward test for per-layer inputs yet"
+    )
+}
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:
@@ -123,7 +131,8 @@ def _patched(tree: Path, patch: str, path: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "target", "decoder", "filename"), WINDOWS, ids=[w[2] for w in WINDOWS]
+    ("old", "new", "target", "decoder", "filename"),
+    [pytest.param(*w, id=w[2], marks=KNOWN_REFUSED.get(w[2], ())) for w in WINDOWS],
 )
 def test_replay_matches_the_next_release(
     tmp_path: Path, old: str, new: str, target: str, decoder: str, filename: str
