@@ -103,6 +103,13 @@ def runtime_env() -> dict[str, str]:
     }
 
 
+def _model_dirs(cases: list[EngineCase]) -> list[Path]:
+    """The folders holding the model files each case registers; the sandbox hides the rest of
+    the machine, so they are bound back read-only."""
+    files = [Path(p) for c in cases for p in (*c.before.values(), *c.after.values())]
+    return sorted({f.parent for f in files})
+
+
 def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check]:
     """Every case in one harness process; one check per case, in order."""
     if not cases:
@@ -117,7 +124,9 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
     started = time.monotonic()
     log = ""
     try:
-        completed = run_upstream_code(command, cwd=work, extra=runtime_env(), timeout=timeout)
+        completed = run_upstream_code(
+            command, cwd=work, extra=runtime_env(), timeout=timeout, readable=_model_dirs(cases)
+        )
         log = excerpt(completed.stdout + completed.stderr)
         stopped = "" if completed.returncode == 0 else f"exited with {completed.returncode}"
     except subprocess.TimeoutExpired:
