@@ -103,14 +103,20 @@ def run_harness(
         "--result",
         str(result_file),
     ]
+    # The sandbox shows the harness only its own folder; the reference run's output is bound
+    # back read-only.
+    readable: list[Path] = []
     if reference is None:
         command += ["--mode", "reference", "--output", str(work / "output.pt")]
     else:
         assert reference.output is not None
         command += ["--mode", "patched", "--reference", str(reference.output)]
+        readable.append(reference.output.parent)
     extra = runtime_env(tree)
     try:
-        completed = run_upstream_code(command, cwd=work, extra=extra, timeout=timeout)
+        completed = run_upstream_code(
+            command, cwd=work, extra=extra, timeout=timeout, readable=readable
+        )
     except subprocess.TimeoutExpired:
         return SmokeRun("not_checked", f"the smoke harness did not finish in {timeout:g}s")
     log = excerpt(completed.stdout + completed.stderr)
