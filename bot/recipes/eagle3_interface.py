@@ -121,11 +121,11 @@ class Eagle3Interface:
             if wanted not in (entry.arch, entry.class_name):
                 continue
             resolved = ctx.index.resolve(entry.module, entry.class_name)
-            if any(isinstance(r, ClassRef) and is_multimodal(ctx.index, r) for r in resolved):
-                return None  # a wrapper: eagle3-wrapper explains it
             fixed = already_fixed(ctx, wanted)
             if fixed:
                 return fixed
+            if any(isinstance(r, ClassRef) and is_multimodal(ctx.index, r) for r in resolved):
+                return None  # a wrapper that still lacks it: eagle3-wrapper explains it
             lacking = missing_variants(ctx, wanted)
             if lacking:
                 sites = ", ".join(s.site for s in lacking)
