@@ -119,6 +119,27 @@ def prepare_branch(
     return CommitInfo(branch, sha, base, False, False, remote_sha)
 
 
+def base_files(
+    plan: Plan, paths: tuple[str, ...], work_dir: Path, settings: GitHubSettings
+) -> dict[str, str | None]:
+    """The text of ``paths`` at the plan's base commit (fetched from the upstream, never from
+    the plan's tree), None for a path the commit does not have."""
+    base = _checked_base(plan)
+    repo = _work_repo(work_dir)
+    with _git_errors("reading the upstream"):
+        _set_remote(repo, FORK_REMOTE, fork_url(settings))
+        _set_remote(repo, UPSTREAM_REMOTE, upstream_url(settings))
+        _ensure_base(repo, base, settings)
+    texts: dict[str, str | None] = {}
+    for path in paths:
+        try:
+            blob = repo.commit(base).tree / path
+            texts[path] = blob.data_stream.read().decode("utf-8", "replace")
+        except KeyError:
+            texts[path] = None
+    return texts
+
+
 def push_branch(
     commit: CommitInfo, work_dir: Path | None = None, settings: GitHubSettings | None = None
 ) -> bool:

@@ -26,6 +26,8 @@ from bot.codemods.safety import (
     format_touched,
 )
 from bot.codemods.spans import resolve
+from bot.contrib_rules import rules_of_tree
+from bot.contribution import contribution_context, render_blocks
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
@@ -35,7 +37,7 @@ from bot.tree.index import MODEL_PACKAGES
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
 from bot.triage import ASK, SILENT, Triage
-from bot.writeup import pr_template_style, render_pr
+from bot.writeup import render_pr
 
 # What proposing reads and edits: the model packages (scanned again after the edit), the
 # package marker, and the tests it extends. Files at the top (ruff's settings) come along.
@@ -225,9 +227,6 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         "gpu_tests": list(fix.tests.gpu),
         "cpu_tests": list(fix.tests.cpu),
     }
-    pr_markdown = render_pr(
-        fix.commit_title, context, fix.writeup.sections, pr_template_style(repo)
-    )
     plan = plans.Plan(
         status=plans.READY,
         reason=finding.summary if entry else f"{finding.summary}; {fix.registry.why_none}",
@@ -239,10 +238,28 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         tests=fix.tests.to_json(),
         branch=branch_name(fix.recipe, finding.class_name, fix.variant),
         fingerprint=fingerprint,
-        title=plans.split_pr_markdown(pr_markdown)[0],
+        title=fix.commit_title,
         issue_comment=fix.issue_comment,
         **common,
     )
+    rules = rules_of_tree(repo)
+    preview = contribution_context(
+        plan=plan,
+        patch=applied.patch,
+        rules=rules,
+        search=None,
+        submitter=None,
+        review=None,
+        trailer=None,
+    )
+    pr_markdown = render_pr(
+        fix.commit_title,
+        context,
+        fix.writeup.sections,
+        rules.template_style,
+        render_blocks(preview),
+    )
+    plan.title = plans.split_pr_markdown(pr_markdown)[0]
     return Proposal(plan, applied.patch, pr_markdown)
 
 

@@ -29,23 +29,45 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import GitHubSettings, github_settings
+from bot.contrib_rules import (
+    AGENTS,
+    PR_CHECKLIST_SKILL,
+    PR_TEMPLATE,
+    ContributionRules,
+    read_rules,
+)
+from bot.contribution import (
+    CHECKLIST,
+    CONTRIBUTION,
+    DuplicateSearch,
+    Review,
+    Submitter,
+    contribution_context,
+    refuse_duplicates,
+    render_blocks,
+    replace_block,
+    require_recorded_results,
+    search_duplicates,
+)
 from bot.errors import BotError
-from bot.git import CommitInfo, default_work_dir, prepare_branch, push_branch
+from bot.git import CommitInfo, base_files, default_work_dir, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.markdown import inline
-from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
+from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, PlanDir, read_plan_dir
 from bot.publish_checks import (
     check_approval,
     check_confined,
     check_hashes,
     check_plan_fields,
     commit_message,
+    commit_text,
 )
 from bot.publish_lock import fork_lock
 from bot.verify.dispatch import WORKFLOW_FILE as GPU_WORKFLOW_FILE
 from bot.verify.evidence import require_evidence
+from bot.verify.render import render_results, replace_results_section
 
-REVIEWER_MARKER = "<!-- bot:reviewer -->"
+RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
 _FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
 _BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
@@ -179,6 +201,8 @@ def publish_plan(
     if plan.status == READY:
         check_hashes(planned, approved_hash)
         require_evidence(plan)  # a recipe's required checks (eagle3-enable: the smoke check)
+        require_recorded_results(plan)
+        settings = with_submitter(settings)
     client = client or GitHubClient(settings)
     if not client.authenticated:
         raise BotError("publishing needs a token: set GITHUB_TOKEN")
@@ -189,7 +213,6 @@ def publish_plan(
         raise BotError("the plan has no PR title or fingerprint; re-run `bot propose`")
     if not settings.fork_owner:
         raise BotError("no fork configured: set BOT_FORK_OWNER")
-    body = compose_body(planned.pr_body, title, plan, reviewer)
     head = f"{settings.fork_owner}:{plan.branch}"
     marker = fingerprint_marker(plan.fingerprint)
     earlier = _earlier_pulls(client, head, marker, plan.upstream)
@@ -210,6 +233,24 @@ def publish_plan(
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
     work_dir = work_dir or default_work_dir(settings)
+    files = base_files(plan, RULE_FILES, work_dir, settings)
+    rules = read_rules(files.get)
+    # AGENTS.md's duplicate-work checks, before anything is pushed: a duplicate fails closed.
+    search = search_duplicates(client, plan, [str(plan.class_name)], marker, rules)
+    refuse_duplicates(search, rules)
+    submitter = Submitter(_checked_login(client.login), settings.git_name, settings.git_email)
+    credit = _credit(rules)
+    verified = _verified(plan, client, settings)
+    body = compose_body(
+        planned,
+        title,
+        verified=verified,
+        rules=rules,
+        search=search,
+        submitter=submitter,
+        review=_review(reviewer, approved_hash),
+        credit=credit,
+    )
     # An earlier PR keeps its own branch, which may carry an older slug of the class name.
     branch_plan = _on_branch_of(plan, open_pulls[0], settings) if open_pulls else plan
     commit = prepare_branch(
@@ -217,7 +258,7 @@ def publish_plan(
         planned.patch,
         work_dir,
         settings,
-        message=commit_message(planned, settings.git_name, settings.git_email),
+        message=commit_message(planned, settings.git_name, settings.git_email, credit),
         check_tree=lambda changes: check_confined(planned, changes),
     )
     if commit.human_edited and not open_pulls:
@@ -239,7 +280,7 @@ def publish_plan(
                 body=body,
                 head=head,
                 base=client.default_branch(plan.upstream),
-                draft=not _verified(plan, client, settings),
+                draft=not verified,
                 marker=marker,
                 repo=plan.upstream,
             )
@@ -272,8 +313,81 @@ def _on_branch_of(plan: Plan, pull: dict[str, Any], settings: GitHubSettings) ->
     return plan
 
 
-def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str:
-    """pr.md's body plus the reviewer disclosure, the fingerprint and the body-hash markers."""
+def with_submitter(settings: GitHubSettings) -> GitHubSettings:
+    """The settings with the human submitter as the commit identity; without one configured,
+    a one-line refusal saying what to set (nothing is published)."""
+    if not settings.submitter_name or not settings.submitter_email:
+        raise BotError(
+            "no human submitter configured: set BOT_SUBMITTER_NAME and BOT_SUBMITTER_EMAIL "
+            "(the person who reviewed the change and opens the PR) and GITHUB_TOKEN to their "
+            'own token (vLLM\'s AGENTS.md: "Pure code-agent PRs are not allowed"); '
+            "nothing was published"
+        )
+    return dataclasses.replace(
+        settings, git_name=settings.submitter_name, git_email=settings.submitter_email
+    )
+
+
+def _credit(rules: ContributionRules) -> str | None:
+    """The bot's credit trailer in the form the tree's AGENTS.md shows (name only)."""
+    if not rules.attribution_trailer:
+        return None
+    bot_name = os.environ.get("BOT_GIT_NAME") or "vllm-eagle3-bot"
+    return f"{rules.attribution_trailer}: {commit_text(bot_name, 'BOT_GIT_NAME', limit=100)}"
+
+
+def _review(reviewer: str | None, approved_hash: str | None) -> Review | None:
+    """A review is named only when it was recorded: the approval of the plan's review hash."""
+    if reviewer is None or approved_hash is None:
+        return None
+    return Review(
+        _checked_login(reviewer), f"approved the plan's review hash `{approved_hash[:12]}`"
+    )
+
+
+def _checked_login(login: str) -> str:
+    if not _LOGIN.match(login):
+        raise BotError(f"not a GitHub login: {login!r}")
+    return login
+
+
+def compose_body(
+    planned: PlanDir,
+    title: str,
+    *,
+    verified: bool,
+    rules: ContributionRules,
+    search: DuplicateSearch,
+    submitter: Submitter,
+    review: Review | None,
+    credit: str | None,
+) -> str:
+    """The PR body, composed at publish: pr.md's recipe text (checked: no links but to the
+    upstream, no images, no HTML), the results from ``bot verify``'s records, the
+    contribution and checklist sections from records, then the fingerprint and body hash."""
+    plan = planned.plan
+    # The verdict is publish's own (a GPU run GitHub confirms), not the artifact's words.
+    verdict = {
+        **(plan.verification or {}),
+        "passed": verified,
+        "message": "local checks recorded, GPU test passed (run confirmed on GitHub)"
+        if verified
+        else "local checks recorded; no confirmed GPU run yet, so this PR is a draft",
+    }
+    body = replace_results_section(planned.pr_body, render_results(verdict))
+    blocks = render_blocks(
+        contribution_context(
+            plan=plan,
+            patch=planned.patch,
+            rules=rules,
+            search=search,
+            submitter=submitter,
+            review=review,
+            trailer=credit,
+        )
+    )
+    body = replace_block(body, blocks["contribution"], CONTRIBUTION)
+    body = replace_block(body, blocks["checklist"], CHECKLIST)
     lines = [
         line
         for line in body.rstrip().split("\n")
@@ -281,15 +395,6 @@ def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str
     ]
     if plan.issue_number and f"#{plan.issue_number}" not in body:
         lines += ["", f"Fixes #{plan.issue_number}"]
-    if reviewer is not None:
-        if not _LOGIN.match(reviewer):
-            raise BotError(f"not a GitHub login: {reviewer!r}")
-        disclosure = f"{REVIEWER_MARKER}Reviewed and approved by @{reviewer} before opening."
-        at = next((i for i, x in enumerate(lines) if x.startswith(REVIEWER_MARKER)), None)
-        if at is None:
-            lines += ["", disclosure]
-        else:
-            lines[at] = disclosure
     lines += ["", fingerprint_marker(plan.fingerprint or "")]
     text = "\n".join(lines)
     digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]

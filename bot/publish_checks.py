@@ -39,6 +39,10 @@ _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 _AT = r"(?:@|&#0*64;|&#x0*40;)"
 _QUESTION_MENTION = re.compile(r"(?i)(?<![A-Za-z0-9.+-])" + _AT + r"[A-Za-z0-9]")
 _MENTION = re.compile(r"(?i)(?<![A-Za-z0-9`/.+-])" + _AT + r"[A-Za-z0-9]")
+_BOT_MARKER = re.compile(r"^<!-- bot:(fingerprint|body-sha)=[A-Za-z0-9_.:@-]* -->$")
+_HTML = re.compile(r"<[A-Za-z/!?]")
+_LINK_TARGET = re.compile(r"\]\(\s*<?([^)\s>]*)")
+_BARE_URL = re.compile(r"(?i)(?:https?://|www\.)[^\s)<>\]]+")
 _CLOSES = re.compile(
     r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*"
     r"((?:[\w.-]+/[\w.-]+)?#\d+|https?://\S+?/(?:issues|pull)/\d+)"
@@ -136,10 +140,22 @@ def check_identity(plan: Plan) -> None:
 
 def check_pr_body(planned: PlanDir) -> None:
     """pr.md's body becomes the PR's description (and, on a squash merge, part of the
-    commit): outside code it may not ping anyone, carry a trailer, or close another issue."""
-    prose = _CODE_SPAN.sub("", _FENCED.sub("", planned.pr_body))
+    commit): outside code it may not ping anyone, carry a trailer, or close another issue.
+    The recipe's templates write no image, no HTML and links only into the upstream
+    repository, so the artifact's text may hold nothing else (the bot's own sections are
+    composed again at publish from records and are not read from it)."""
+    prose = _CODE_SPAN.sub("", _FENCED.sub("", _recipe_text(planned.pr_body)))
+    upstream_prefix = f"https://github.com/{planned.plan.upstream}/"
+    targets = _LINK_TARGET.findall(prose) + _BARE_URL.findall(prose)
     problem = None
-    if _MENTION.search(prose):
+    if "![" in prose:
+        problem = "an image"
+    elif _HTML.search(prose):
+        problem = "raw HTML"
+    elif any(not target.startswith(upstream_prefix) for target in targets):
+        outside = next(t for t in targets if not t.startswith(upstream_prefix))
+        problem = f"a link outside {planned.plan.upstream} ({outside[:60]})"
+    elif _MENTION.search(prose):
         problem = "an @mention"
     elif any(_TRAILER_WORD.search(line) for line in prose.splitlines()):
         problem = "trailer-looking text"
@@ -153,6 +169,16 @@ def check_pr_body(planned: PlanDir) -> None:
             problem = f"a closing keyword for {closes[0][:60]}"
     if problem:
         raise BotError(f"pr.md's body holds {problem} outside code; refusing to publish it")
+
+
+def _recipe_text(body: str) -> str:
+    """pr.md's body without the sections the bot composes again at publish."""
+    from bot.contribution import CHECKLIST, CONTRIBUTION, strip_block
+    from bot.verify.render import END, START
+
+    for markers in (CONTRIBUTION, CHECKLIST, (START, END)):
+        body = strip_block(body, markers)
+    return "\n".join(line for line in body.split("\n") if not _BOT_MARKER.match(line.strip()))
 
 
 def pull_request_title(planned: PlanDir) -> str:
@@ -187,17 +213,22 @@ def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:
         raise BotError("patch.diff is not the patch that was verified; run `bot verify` again")
 
 
-def commit_message(planned: PlanDir, git_name: str, git_email: str) -> str:
-    """The commit message, only from validated fields: title, reason, issue number, DCO."""
+def commit_message(
+    planned: PlanDir, git_name: str, git_email: str, credit: str | None = None
+) -> str:
+    """The commit message, only from validated fields: title, reason, issue number, the
+    bot's credit trailer (``credit``, in the tree's form), the submitter's DCO sign-off."""
     plan = planned.plan
     title = pull_request_title(planned)
     reason = commit_text(plan.reason, "reason", limit=REASON_LIMIT)
-    name = commit_text(git_name, "commit author name (BOT_GIT_NAME)", limit=100)
+    name = commit_text(git_name, "submitter's name (BOT_SUBMITTER_NAME)", limit=100)
     if not re.fullmatch(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+", git_email):
-        raise BotError("BOT_GIT_EMAIL is not an e-mail address")
+        raise BotError("BOT_SUBMITTER_EMAIL is not an e-mail address")
     lines = [title, "", reason, ""]
     if plan.issue_number:
         lines += [f"Fixes #{int(plan.issue_number)}", ""]
+    if credit:
+        lines.append(credit)
     lines.append(f"Signed-off-by: {name} <{git_email}>")
     return "\n".join(lines) + "\n"
 

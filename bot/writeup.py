@@ -14,7 +14,6 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -71,26 +70,30 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def pr_template_style(tree: Path) -> str:
-    """``claims`` (Overview/Claims/Validation/Details, from 0.32) or ``purpose`` (older)."""
-    template = tree / ".github" / "PULL_REQUEST_TEMPLATE.md"
-    text = template.read_text(encoding="utf-8") if template.is_file() else ""
-    return "claims" if "## Overview" in text and "## Claims" in text else "purpose"
-
-
 # The slots of the PR templates a recipe fills with its own section templates.
 RECIPE_SECTIONS = ("summary", "claims", "root_cause")
 
 
 def render_pr(
-    title: str, context: Mapping[str, Any], sections: Mapping[str, str], style: str
+    title: str,
+    context: Mapping[str, Any],
+    sections: Mapping[str, str],
+    style: str,
+    blocks: Mapping[str, str],
 ) -> str:
-    """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections."""
+    """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections and
+    the contribution and checklist ``blocks`` (:mod:`bot.contribution`)."""
     missing = [slot for slot in RECIPE_SECTIONS if slot not in sections]
     if missing:
         raise ValueError(f"the recipe's write-up has no {', '.join(missing)} section")
     env = environment()
-    body = env.get_template(f"pr_{style}.md.j2").render({**context, "sections": dict(sections)})
+    values = {
+        **context,
+        "sections": dict(sections),
+        "contribution_block": blocks["contribution"],
+        "checklist_block": blocks["checklist"],
+    }
+    body = env.get_template(f"pr_{style}.md.j2").render(values)
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
     return f"{_plain(title)}\n\n{body}"
 
