@@ -200,10 +200,54 @@ def cmd_propose(args: argparse.Namespace) -> int:
     if plan.questions:
         for question in plan.questions:
             print(f"  question: {question}")
-    if not args.dry_run and plan.status != "nothing-to-fix":
-        result = pipeline.publish(out, reviewer=args.reviewer)
+    if args.dry_run:
+        return 0
+    if plan.status == "needs-info":
+        result = pipeline.publish(out, reviewer=None)  # the question to the reporter
         print(f"publish: {result.action}: {result.message}")
+        return 0
+    if plan.status != "ready":
+        return 0
+    return _submit(out, yes=args.yes)
+
+
+def _submit(out: Path, *, yes: bool) -> int:
+    """Verify, show the diff and the body, and publish with the submitter's confirmation."""
+    from bot import pipeline
+    from bot.plan import read_plan_dir
+    from bot.subprocess_env import credentials_children_can_read
+
+    if credentials_children_can_read():
+        print(
+            "verify: a credential is in the environment, so only the checks that run nothing "
+            "from the tree run now; for the CPU tests and the smoke check, run "
+            f"`env -u GITHUB_TOKEN bot verify {out}` and then `bot publish {out}`"
+        )
+    verification = pipeline.verify_for_submission(out)
+    print(f"verify: {verification.get('message')}")
+    if not verification.get("local_passed"):
+        raise BotError(f"verification failed, nothing published; see {out / 'pr.md'}")
+    planned = read_plan_dir(out)
+    print("\n--- patch.diff ---\n" + planned.patch)
+    print("--- pr.md (the PR body; its duplicate check and submitter lines are filled at ")
+    print("publish from records) ---\n" + planned.pr_markdown)
+    if not _confirmed(yes):
+        print(f"not published: confirm with --yes (or answer y), or run `bot publish {out}`")
+        return 0
+    result = pipeline.publish(out, reviewer=None)
+    url = f" {result.pr_url}" if result.pr_url else ""
+    print(f"publish: {result.action}: {result.message}{url}")
     return 0
+
+
+def _confirmed(yes: bool) -> bool:
+    """``--yes``, or a "y" typed at a terminal; never a guess when nobody can answer."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        return False
+    answer = input("Open this PR as its submitter, with your GITHUB_TOKEN? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _add_propose(sub: argparse._SubParsersAction) -> None:
@@ -213,9 +257,13 @@ def _add_propose(sub: argparse._SubParsersAction) -> None:
     target.add_argument("--class", dest="class_name", metavar="NAME", help="class or architecture")
     p.add_argument("--repo", default=".", help="vLLM git checkout (default: .)")
     p.add_argument("--issue-file", help="read the issue from a JSON file (GitHub's REST shape)")
-    p.add_argument("--dry-run", action="store_true", help="write the plan; do not publish")
+    p.add_argument("--dry-run", action="store_true", help="write the plan; stop there")
     p.add_argument("--out", help="plan directory (default: under BOT_HOME/plans)")
-    p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="you, the submitter, reviewed the change: publish without asking",
+    )
     p.set_defaults(handler=cmd_propose)
 
 
@@ -384,7 +432,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         expected = load_issue(args.issue, args.issue_file, upstream).issue["number"]
     elif args.issue_file is not None:
         raise BotError("--issue-file needs --issue N")
-    result = pipeline.publish(Path(args.plan_dir), reviewer=args.reviewer, expected_issue=expected)
+    result = pipeline.publish(Path(args.plan_dir), reviewer=None, expected_issue=expected)
     print(f"{result.action}: {result.message}" + (f" {result.pr_url}" if result.pr_url else ""))
     return 0
 
@@ -392,7 +440,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def _add_publish(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("publish", help="open or update the PR for a plan directory")
     p.add_argument("plan_dir", help="directory written by `bot propose`")
-    p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
     p.add_argument(
         "--issue",
         type=int,

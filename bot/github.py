@@ -106,6 +106,14 @@ class BoundedRetry(GithubRetry):
             return bool(self.total)
         return super().is_retry(method, status_code, has_retry_after)
 
+    def increment(self, *args: Any, **kwargs: Any) -> BoundedRetry:
+        # Nobody at the other end (the name does not resolve, the port refuses): retrying
+        # only makes the user wait, so the first such failure is the answer.
+        error = kwargs.get("error") if "error" in kwargs else (args[3] if len(args) > 3 else None)
+        if error is not None and unreachable(error):
+            raise urllib3.exceptions.MaxRetryError(kwargs.get("_pool"), kwargs.get("url"), error)
+        return super().increment(*args, **kwargs)
+
     def sleep(self, response: Any = None) -> None:
         wait, why = self.get_backoff_time(), "backoff"
         if response is not None:
@@ -118,6 +126,40 @@ class BoundedRetry(GithubRetry):
         self.wait_budget.spend(wait, why)
         if wait > 0:
             time.sleep(wait)
+
+
+class GitHubUnreachable(BotError):
+    """GitHub's name does not resolve or its port refuses the connection."""
+
+
+def unreachable(error: BaseException | None) -> bool:
+    """Whether ``error`` (or an exception it wraps) is a name-resolution failure or a refused
+    connection."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, (socket.gaierror, ConnectionRefusedError)):
+            return True
+        if isinstance(error, urllib3.exceptions.NameResolutionError):
+            return True
+        if isinstance(error, urllib3.exceptions.MaxRetryError):
+            error = error.reason
+        else:
+            error = (
+                error.__cause__
+                or error.__context__
+                or (
+                    error.args[0]
+                    if error.args and isinstance(error.args[0], BaseException)
+                    else None
+                )
+            )
+        seen += 1
+    return False
+
+
+def _name_error(exc: BaseException) -> bool:
+    text = f"{exc!r} {exc}"
+    return "NameResolutionError" in text or "gaierror" in text or "Name or service" in text
 
 
 def _reset_wait(headers: Any) -> float | None:
@@ -710,6 +752,9 @@ def _github_errors(action: str) -> Iterator[None]:
     except GithubException as exc:
         raise _one_line(action, exc) from None
     except NETWORK_ERRORS as exc:
+        if unreachable(exc):
+            why = "its name does not resolve" if _name_error(exc) else "connection refused"
+            raise GitHubUnreachable(f"{action}: GitHub is unreachable ({why})") from None
         raise BotError(
             f"{action}: GitHub unreachable or kept failing ({network_detail(exc)})"
         ) from None

@@ -148,6 +148,17 @@ def publish(
     return result
 
 
+def verify_for_submission(plan_dir: Path) -> dict[str, Any]:
+    """``bot propose``'s own verification, before the submitter is asked: every check, or,
+    beside a credential (which upstream code could read), only the checks that run nothing
+    from the tree (the CPU tests and the smoke check are then recorded as not run)."""
+    from bot.subprocess_env import credentials_children_can_read
+    from bot.verify import VerifyOptions, verify_plan
+
+    runtime = not credentials_children_can_read()
+    return verify_plan(plan_dir, VerifyOptions(gpu="skip", runtime=runtime))
+
+
 def default_plan_dir(issue: int | None, class_name: str | None) -> Path:
     from bot.config import home_dir
 

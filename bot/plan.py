@@ -29,7 +29,8 @@ PLAN_SCHEMA = 1
 READY = "ready"  # a patch to publish
 NOTHING_TO_FIX = "nothing-to-fix"  # already fixed, or not an issue of a known class
 NEEDS_INFO = "needs-info"  # triage lacked confidence; `questions` says what is missing
-PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO)
+NEEDS_HUMAN = "needs-human"  # a real gap the bot will not patch; `reason` lists the blockers
+PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO, NEEDS_HUMAN)
 
 
 @dataclass

@@ -98,10 +98,13 @@ def rank(
     catalogue: DraftCatalogue,
     fixable: frozenset[str],
 ) -> list[Ranked]:
-    """``findings`` in priority order; ``fixable`` names the recipes that plan fixes."""
+    """``findings`` in priority order; ``fixable`` names the recipes that plan fixes. A finding
+    its recipe refuses to patch (``evidence.refused``: it needs a human) is not fixable and
+    comes last, whatever its demand."""
     scored = [(f, demand_for(f, issues, catalogue)) for f in findings]
     scored.sort(
         key=lambda item: (
+            needs_human(item[0]),
             -len(item[1].issues),
             -len(item[1].drafts),
             item[0].recipe not in fixable,
@@ -112,9 +115,14 @@ def rank(
         )
     )
     return [
-        Ranked(n, finding, demand, finding.recipe in fixable)
+        Ranked(n, finding, demand, finding.recipe in fixable and not needs_human(finding))
         for n, (finding, demand) in enumerate(scored, 1)
     ]
+
+
+def needs_human(finding: Finding) -> bool:
+    """The recipe found a real gap but refuses to patch it (its reason is in the evidence)."""
+    return bool((finding.evidence or {}).get("refused"))
 
 
 def top_fixable(ranked: Sequence[Ranked], n: int) -> list[Ranked]:

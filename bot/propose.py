@@ -167,7 +167,13 @@ def proposal_for(
         key=lambda f: [r.name for r in RECIPES].index(f.recipe),
     )
     if not fixable:
-        return _nothing(common, class_name or arch, _why_nothing(result, matches, wanted))
+        reason = _why_nothing(result, matches, wanted)
+        if matches:  # reported, but no recipe patches it: a person has to look
+            plan = plans.Plan(
+                status=plans.NEEDS_HUMAN, reason=reason, class_name=matches[0].class_name, **common
+            )
+            return Proposal(plan, "", "")
+        return _nothing(common, class_name or arch, reason)
     finding = fixable[0]
     group = tuple(
         f for f in fixable if f.recipe == finding.recipe and f.class_name == finding.class_name
@@ -187,7 +193,11 @@ def proposal_for(
     )
     fix = recipe.plan(finding, ctx)
     if isinstance(fix, Declined):
-        return _nothing(common, finding.class_name, fix.reason)
+        # A real gap the recipe refuses to patch: a person has to look, it is not "nothing".
+        plan = plans.Plan(
+            status=plans.NEEDS_HUMAN, reason=fix.reason, class_name=finding.class_name, **common
+        )
+        return Proposal(plan, "", "")
     applied = apply_fix(repo, base_commit, fix, result.findings)
     return _ready(repo, common, fix, applied)
 

@@ -53,7 +53,7 @@ from bot.errors import BotError
 from bot.git import CommitInfo, base_files, default_work_dir, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.markdown import inline
-from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, PlanDir, read_plan_dir
+from bot.plan import NEEDS_HUMAN, NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, PlanDir, read_plan_dir
 from bot.publish_checks import (
     check_approval,
     check_confined,
@@ -187,7 +187,8 @@ def publish_plan(
     planned = read_plan_dir(plan_dir)
     plan = planned.plan
     check_approval(planned, approved_hash)  # before anything else is read from the plan
-    if plan.status == NOTHING_TO_FIX:
+    review = _review(reviewer, approved_hash)
+    if plan.status in (NOTHING_TO_FIX, NEEDS_HUMAN):
         return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")
     settings = settings or github_settings()
     # Nothing in the artifact is trusted: fields, hashes and (below) the tree are re-checked
@@ -248,7 +249,7 @@ def publish_plan(
         rules=rules,
         search=search,
         submitter=submitter,
-        review=_review(reviewer, approved_hash),
+        review=review,
         credit=credit,
     )
     # An earlier PR keeps its own branch, which may carry an older slug of the class name.

@@ -75,7 +75,9 @@ def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
     sync(journal, github, publish)  # the tick is gone from the refreshed body: no re-publish
     pulls = upstream_standin.pulls(UPSTREAM)
     assert len(pulls) == 1  # published once, however often sync runs
-    assert "Reviewed and approved by @alice" in pulls[0]["body"]  # who ticked it
+    assert (
+        "Reviewed by @alice before opening: approved the plan's review hash" in pulls[0]["body"]
+    )  # who ticked it
     issue = _dashboard_issue(github)
     assert seed.fingerprint not in issue["body"]
     assert journal.proposal(ids["hostile"]).state == FOUND

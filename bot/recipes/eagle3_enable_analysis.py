@@ -180,6 +180,23 @@ def _loop_refusal(decoder: ClassRef, loop: dict[str, Any]) -> str | None:
     return None
 
 
+# The after-loop statement kinds of bot/tree/decoder_loop.py, in a maintainer's words.
+_STATEMENT_WORDS = {
+    "return-name": "a return of another variable",
+    "return-other": "a return of an expression",
+    "return-intermediate": "a return of intermediate tensors",
+    "if": "a branch",
+    "call": "a call",
+    "add": "a sum",
+    "assign": "an assignment",
+    "pp-exit": "a pipeline-parallel exit",
+    "for": "another loop",
+    "with": "a `with` block",
+    "expr": "a bare expression",
+    "augassign": "an in-place update",
+}
+
+
 def _after_loop(
     decoder: ClassRef, shape: dict[str, Any], stream: str
 ) -> tuple[dict[str, Any], int, list[dict[str, Any]]] | Refusal:
@@ -188,13 +205,12 @@ def _after_loop(
     adds: list[dict[str, Any]] = []
     exits = 0
     final: dict[str, Any] | None = None
+    unmodelled: list[str] = []  # every statement the bot does not model, not just the first
     for stmt in shape["after"]:
         kind = stmt["kind"]
         if final is not None:
-            return Refusal(
-                f"{decoder.name}.forward has code after its return (line {stmt['line']})"
-            )
-        if kind == "pp-exit":
+            unmodelled.append(f"code after its return (line {stmt['line']})")
+        elif kind == "pp-exit":
             if norm is not None or adds:
                 return Refusal(f"the pipeline exit at line {stmt['line']} follows the norm")
             exits += stmt["returns"]
@@ -202,20 +218,23 @@ def _after_loop(
             adds.append(stmt)
         elif kind == "call" and norm is None and stmt["targets"][0] == stream:
             if not stmt["callee"].startswith("self.") or stream not in stmt["args"][:1]:
-                return Refusal(
+                unmodelled.append(
                     f"line {stmt['line']} computes {stream} with {stmt['callee']}, not the "
                     "decoder's final norm"
                 )
-            norm = stmt
+            else:
+                norm = stmt
         elif kind == "return-name" and stmt["name"] == stream and norm is not None:
             final = stmt
         elif kind == "docstring":
             continue
         else:
-            return Refusal(
-                f"{decoder.name}.forward changes the stream after the loop in a way the bot "
-                f"does not model ({kind} at line {stmt['line']})"
-            )
+            unmodelled.append(f"{_STATEMENT_WORDS.get(kind, 'a statement')} at line {stmt['line']}")
+    if unmodelled:
+        return Refusal(
+            f"{decoder.name}.forward changes the stream after the loop in a way the bot "
+            f"does not model: {'; '.join(unmodelled)}"
+        )
     if norm is None or final is None:
         return Refusal(
             f"{decoder.name}.forward does not end with `{stream} = self.norm(...)` and "
