@@ -10,12 +10,12 @@ gone, no new finding appears). The patch is what ``git diff`` says in the scratc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot import identity
 from bot import plan as plans
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import (
@@ -28,6 +28,7 @@ from bot.codemods.safety import (
 from bot.codemods.spans import resolve
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
+from bot.identity import branch_name
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.base import FileEdit, follows_from
 from bot.scan import ScanResult, scan
@@ -58,12 +59,6 @@ class Proposal:
     plan: plans.Plan
     patch: str
     pr_markdown: str
-
-
-def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
-    slug = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", class_name).lower()
-    slug = re.sub(r"[^a-z0-9-]+", "-", slug).strip("-")
-    return f"bot/{recipe}/{slug}" + (f"-{variant}" if variant else "")
 
 
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:
@@ -205,10 +200,8 @@ def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> Pro
 
 def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix) -> Proposal:
     finding, entry = fix.finding, fix.registry.entry
-    fingerprint = (
-        f"{fix.recipe}:{finding.class_name}"
-        + (f"@{fix.variant}" if fix.variant else "")
-        + f":{common['base_commit'][:12]}"
+    fingerprint = identity.fingerprint(
+        fix.recipe, finding.class_name, fix.variant, common["base_commit"]
     )
     edits = [edit.to_json() for edit in applied.edits]
     context = {

@@ -32,6 +32,17 @@ from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
 from bot.git import CommitInfo, default_work_dir, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
+from bot.identity import (
+    BOT_BRANCH,
+    REVIEWER_MARKER,
+    body_sha_in,
+    body_sha_marker,
+    fingerprint_marker,
+    has_body_sha,
+    identity_markers,
+    is_identity_line,
+    status_marker,
+)
 from bot.markdown import inline
 from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
 from bot.publish_checks import (
@@ -45,11 +56,7 @@ from bot.publish_lock import fork_lock
 from bot.verify.dispatch import WORKFLOW_FILE as GPU_WORKFLOW_FILE
 from bot.verify.evidence import require_evidence
 
-REVIEWER_MARKER = "<!-- bot:reviewer -->"
-_FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
-_BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
-_BOT_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 
 
 # What each publishing outcome says about the PR on GitHub, in the journal's words; the other
@@ -77,14 +84,6 @@ class PublishResult:
     def pr_state(self) -> str | None:
         """``open``/``merged``/``closed`` for the journal, or None when there is no PR."""
         return PR_STATE_AFTER.get(self.action) if self.pr_number else None
-
-
-def fingerprint_marker(fingerprint: str) -> str:
-    return f"<!-- bot:fingerprint={fingerprint} -->"
-
-
-def status_marker(issue_number: int) -> str:
-    return f"<!-- bot:status issue={issue_number} -->"
 
 
 class PublishBudget:
@@ -267,7 +266,7 @@ def _on_branch_of(plan: Plan, pull: dict[str, Any], settings: GitHubSettings) ->
     head = pull.get("head") or {}
     owner = ((head.get("repo") or {}).get("owner") or {}).get("login")
     ref = str(head.get("ref") or "")
-    if owner == settings.fork_owner and _BOT_BRANCH.match(ref) and ref != plan.branch:
+    if owner == settings.fork_owner and BOT_BRANCH.match(ref) and ref != plan.branch:
         return dataclasses.replace(plan, branch=ref)
     return plan
 
@@ -277,7 +276,7 @@ def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str
     lines = [
         line
         for line in body.rstrip().split("\n")
-        if not _FINGERPRINT_LINE.match(line.strip()) and not _BODY_SHA.search(line)
+        if not is_identity_line(line) and not has_body_sha(line)
     ]
     if plan.issue_number and f"#{plan.issue_number}" not in body:
         lines += ["", f"Fixes #{plan.issue_number}"]
@@ -290,10 +289,10 @@ def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str
             lines += ["", disclosure]
         else:
             lines[at] = disclosure
-    lines += ["", fingerprint_marker(plan.fingerprint or "")]
+    lines += ["", *identity_markers(plan.fingerprint or "", plan.member_fingerprints)]
     text = "\n".join(lines)
     digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]
-    return f"{text}\n<!-- bot:body-sha={digest} -->\n"
+    return f"{text}\n{body_sha_marker(digest)}\n"
 
 
 def _earlier_pulls(
@@ -328,7 +327,7 @@ def _update(
         changes.append("adopted it (GitHub had opened it; the answer to that was lost)")
     if pushed:
         changes.append("pushed a new commit")
-    if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
+    if body_sha_in(pull.get("body") or "") != body_sha_in(body) or pull.get("title") != title:
         pull = client.edit_pull(pull["number"], title=title, body=body, repo=plan.upstream)
         changes.append("updated title/body")
     if pull.get("draft") and _verified(plan, client, settings):
@@ -438,8 +437,3 @@ def _verified(plan: Plan, client: GitHubClient, settings: GitHubSettings) -> boo
         and str(run.get("path") or "").endswith(f"/{GPU_WORKFLOW_FILE}")
         and request_id in str(run.get("display_title") or "").split()
     )
-
-
-def _body_sha(body: str) -> str | None:
-    found = _BODY_SHA.search(body)
-    return found.group(1) if found else None

@@ -19,6 +19,7 @@ from bot.codemods.base import CodemodRefused
 from bot.config import GitHubSettings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
+from bot.identity import FINGERPRINT, branch_name, fingerprint
 from bot.plan import READY, Plan, PlanDir
 from bot.recipes.base import PublishedEdit, PublishRule
 
@@ -27,7 +28,6 @@ from bot.recipes.base import PublishedEdit, PublishRule
 REASON_LIMIT = 1000
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _RECIPE = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
-_FINGERPRINT = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
 # A line git (or GitHub) would read as a trailer: "Token: value" / "Token #value".
 _TRAILER_LIKE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9-]*\s*(:|\s#)")
@@ -97,7 +97,7 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
     if not isinstance(plan.recipe, str) or not _RECIPE.match(plan.recipe):
         raise BotError("the plan's recipe is not a recipe name")
     identifier(plan.class_name, "class_name")
-    if not isinstance(plan.fingerprint, str) or not _FINGERPRINT.match(plan.fingerprint):
+    if not isinstance(plan.fingerprint, str) or not FINGERPRINT.match(plan.fingerprint):
         raise BotError("the plan's fingerprint is not a bot fingerprint")
     check_identity(plan)
     pull_request_title(planned)
@@ -109,7 +109,6 @@ def check_identity(plan: Plan) -> None:
     """Branch and fingerprint are re-derived from the recipe, the class, its platform variant
     and the base commit, as propose makes them: a plan cannot push to, or adopt the PR of,
     another fix's branch."""
-    from bot.propose import branch_name  # propose imports the codemods: only when used
     from bot.recipes.base import Finding, platform_variant
 
     try:
@@ -118,14 +117,9 @@ def check_identity(plan: Plan) -> None:
         raise BotError("the plan's finding is malformed; refusing to publish") from None
     recipe, class_name = str(plan.recipe), str(plan.class_name)
     for variant in dict.fromkeys((None, platform_variant(finding))):
-        fingerprint = (
-            f"{recipe}:{class_name}"
-            + (f"@{variant}" if variant else "")
-            + f":{(plan.base_commit or '')[:12]}"
-        )
         if (plan.branch, plan.fingerprint) == (
             branch_name(recipe, class_name, variant),
-            fingerprint,
+            fingerprint(recipe, class_name, variant, plan.base_commit or ""),
         ):
             return
     raise BotError(

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,22 +19,14 @@ from bot.dashboard import actions
 from bot.dashboard.auth import maintainers_from_env
 from bot.errors import BotError
 from bot.github import BodyRevision, GitHubClient
+from bot.identity import DASHBOARD_MARKER, approve_marker, plan_fingerprint_in, ticked_approvals
 from bot.markdown import inline
 from bot.store import PENDING, Journal
 
 if TYPE_CHECKING:
     from bot.publish import PublishResult
 
-DASHBOARD_MARKER = "<!-- bot:dashboard -->"
 DASHBOARD_TITLE = "vLLM EAGLE-3 bot: dashboard"
-_FINGERPRINT = re.compile(r"<!--\s*bot:fingerprint[=:]\s*([^\s>]+)\s*-->")
-# The marker trails the text: GitHub renders no checkbox when a comment leads the item.
-# Bodies saved from GitHub's web editor end their lines with \r\n.
-_TASK = re.compile(
-    r"^[ \t]*[-*+][ \t]+\[([ xX])\][ \t].*?"
-    r"<!--[ \t]*bot:approve=([^\s<>]+?)(?:[ \t]+review=([^\s<>]+?))?[ \t]*-->[ \t\r]*$",
-    re.M,
-)
 
 
 @dataclass
@@ -102,10 +93,9 @@ def _rebuild(journal: Journal, github: GitHubClient, report: SyncReport) -> None
         settings.upstream, creator=github.login, labels=[settings.label], state="all"
     )
     for item in items:
-        found = _FINGERPRINT.search(item.get("body") or "")
-        if not found:
+        fingerprint = plan_fingerprint_in(item.get("body") or "")
+        if not fingerprint:
             continue
-        fingerprint = found.group(1)
         is_pr = bool(item.get("pull_request"))
         state = _pr_state(item) if is_pr else "closed"
         known = journal.proposal_by_fingerprint(fingerprint)
@@ -150,7 +140,7 @@ def render_dashboard(journal: Journal) -> str:
         digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
         lines.append(
             f"- [ ] {title} — `{proposal.state}`{issue} "
-            f"<!-- bot:approve={proposal.fingerprint} review={digest} -->"
+            f"{approve_marker(proposal.fingerprint, digest)}"
         )
     if not pending:
         lines.append("Nothing is waiting.")
@@ -159,7 +149,7 @@ def render_dashboard(journal: Journal) -> str:
 
 def ticked_boxes(body: str) -> set[tuple[str, str]]:
     """(fingerprint, review hash) of every ticked box in a dashboard issue body."""
-    return {(m[2], m[3] or "") for m in _TASK.finditer(body) if m[1] in "xX"}
+    return ticked_approvals(body)
 
 
 def who_ticked(box: tuple[str, str], body: str, history: list[BodyRevision]) -> str | None:

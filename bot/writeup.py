@@ -19,6 +19,8 @@ from typing import Any
 
 import jinja2
 
+from bot import identity
+
 TEMPLATES_PACKAGE = "bot._templates"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -90,7 +92,16 @@ def render_pr(
     if missing:
         raise ValueError(f"the recipe's write-up has no {', '.join(missing)} section")
     env = environment()
-    body = env.get_template(f"pr_{style}.md.j2").render({**context, "sections": dict(sections)})
+    markers = {
+        "reviewer": identity.REVIEWER_MARKER,
+        "results_start": identity.RESULTS_START,
+        "results_end": identity.RESULTS_END,
+        "identity": identity.identity_markers(
+            context["fingerprint"], context.get("member_fingerprints", ())
+        ),
+    }
+    values = {**context, "sections": dict(sections), "markers": markers}
+    body = env.get_template(f"pr_{style}.md.j2").render(values)
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
     return f"{_plain(title)}\n\n{body}"
 
