@@ -57,12 +57,20 @@ def is_group_fingerprint(value: str) -> bool:
     return value.startswith(GROUP_PREFIX)
 
 
+def class_key(value: str) -> str | None:
+    """A class fingerprint without its base commit (``recipe:Class[@variant]``): the same fix
+    proposed on an older base is the same class. None for a group's own fingerprint."""
+    if is_group_fingerprint(value) or value.count(":") < 2:
+        return None
+    return value.rsplit(":", 1)[0]
+
+
 def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
     return f"bot/{recipe}/{_class_slug(class_name)}" + (f"-{variant}" if variant else "")
 
 
-def group_branch_name(recipe: str, group: str, members: Iterable[str]) -> str:
-    return f"bot/{recipe}/group-{_slug(group)}-{_members_digest(members)}"
+def group_branch_name(group: str, members: Iterable[str]) -> str:
+    return f"bot/group/{_slug(group)}-{_members_digest(members)}"
 
 
 def _members_digest(members: Iterable[str]) -> str:

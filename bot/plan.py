@@ -97,9 +97,10 @@ class Plan:
         # group of one, its member read from the plan's own fields.
         single = self.group is None and self.status == READY
         if single and not self.members and self.recipe and self.class_name and self.fingerprint:
-            self.members = [self._single_member()]
+            self.members = [self.single_member()]
 
-    def _single_member(self) -> Member:
+    def single_member(self) -> Member:
+        """The member a single-class plan's own fields describe."""
         variant = (self.fingerprint or "").rsplit(":", 1)[0].partition("@")[2] or None
         return Member(
             class_name=str(self.class_name),

@@ -111,6 +111,27 @@ def check_rescan(after: Sequence[Finding], fix: FixPlan, before: Sequence[Findin
 # -- the plan -------------------------------------------------------------------------------
 
 
+def writeup_context(
+    fix: FixPlan, fingerprint: str, edits: list[dict[str, Any]], issue_number: int | None
+) -> dict[str, Any]:
+    """What one fix's write-up templates read: the recipe's own values and the generic ones."""
+    finding, entry = fix.finding, fix.registry.entry
+    return {
+        **fix.writeup.context,
+        "cls": finding.class_name,
+        "variant": fix.variant,
+        "archs": list(finding.architectures),
+        "issue_number": issue_number,
+        "recipe": fix.recipe,
+        "fingerprint": fingerprint,
+        "edits": edits,
+        "entry": entry.to_json() if entry else None,
+        "entry_why": fix.registry.why_none,
+        "gpu_tests": list(fix.tests.gpu),
+        "cpu_tests": list(fix.tests.cpu),
+    }
+
+
 def proposal_for(
     repo: Path,
     result: ScanResult,
@@ -204,26 +225,13 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         fix.recipe, finding.class_name, fix.variant, common["base_commit"]
     )
     edits = [edit.to_json() for edit in applied.edits]
-    context = {
-        **fix.writeup.context,
-        "cls": finding.class_name,
-        "variant": fix.variant,
-        "archs": list(finding.architectures),
-        "issue_number": common["issue_number"],
-        "recipe": fix.recipe,
-        "fingerprint": fingerprint,
-        "edits": edits,
-        "entry": entry.to_json() if entry else None,
-        "entry_why": fix.registry.why_none,
-        "gpu_tests": list(fix.tests.gpu),
-        "cpu_tests": list(fix.tests.cpu),
-    }
+    context = writeup_context(fix, fingerprint, edits, common["issue_number"])
     pr_markdown = render_pr(
         fix.commit_title, context, fix.writeup.sections, pr_template_style(repo)
     )
     plan = plans.Plan(
         status=plans.READY,
-        reason=finding.summary if entry else f"{finding.summary}; {fix.registry.why_none}",
+        reason=plan_reason(fix),
         recipe=fix.recipe,
         class_name=finding.class_name,
         finding=finding.to_json(),
@@ -237,6 +245,12 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         **common,
     )
     return Proposal(plan, applied.patch, pr_markdown)
+
+
+def plan_reason(fix: FixPlan) -> str:
+    """The commit body's paragraph: the finding's summary, and why there is no registry entry."""
+    summary = fix.finding.summary
+    return summary if fix.registry.entry else f"{summary}; {fix.registry.why_none}"
 
 
 def _issue_number(issue: dict[str, Any] | None) -> int | None:

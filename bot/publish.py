@@ -25,18 +25,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
-from bot.git import CommitInfo, default_work_dir, prepare_branch, push_branch
+from bot.git import CommitInfo, CommitStep, default_work_dir, prepare_branch, push_branch
 from bot.github import GitHubClient, PullRequestExists
 from bot.identity import (
     BOT_BRANCH,
     REVIEWER_MARKER,
     body_sha_in,
     body_sha_marker,
+    class_key,
     fingerprint_marker,
     has_body_sha,
     identity_markers,
@@ -44,15 +46,18 @@ from bot.identity import (
     status_marker,
 )
 from bot.markdown import inline
-from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
+from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Member, Plan, PlanDir, read_plan_dir
 from bot.publish_checks import (
     check_approval,
     check_confined,
     check_hashes,
+    check_member_confined,
     check_plan_fields,
     commit_message,
+    member_commit_messages,
 )
 from bot.publish_lock import fork_lock
+from bot.published import PublishedPull, pulls_by_class
 from bot.verify.dispatch import WORKFLOW_FILE as GPU_WORKFLOW_FILE
 from bot.verify.evidence import require_evidence
 
@@ -191,6 +196,9 @@ def publish_plan(
     body = compose_body(planned.pr_body, title, plan, reviewer)
     head = f"{settings.fork_owner}:{plan.branch}"
     marker = fingerprint_marker(plan.fingerprint)
+    elsewhere = _members_elsewhere(client, plan)
+    if elsewhere:
+        return _already_elsewhere(plan, elsewhere)
     earlier = _earlier_pulls(client, head, marker, plan.upstream)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
@@ -218,6 +226,7 @@ def publish_plan(
         settings,
         message=commit_message(planned, settings.git_name, settings.git_email),
         check_tree=lambda changes: check_confined(planned, changes),
+        steps=_member_commits(planned, settings) if plan.is_group else None,
     )
     if commit.human_edited and not open_pulls:
         # Its commits are not ours and were never checked: a PR from it would propose them.
@@ -259,6 +268,44 @@ def publish_plan(
     note = "" if labelled else f" (could not add label {settings.label!r})"
     draft = " as a draft" if pull.get("draft") else ""
     return _result("opened", pull, f"opened PR #{pull['number']}{draft}{note}", comment_url)
+
+
+def _member_commits(planned: PlanDir, settings: GitHubSettings) -> list[CommitStep]:
+    """A group's branch: one commit per member, each checked by its own recipe's rules."""
+    messages = member_commit_messages(planned, settings.git_name, settings.git_email)
+    return [
+        CommitStep(member.patch, message, partial(check_member_confined, member))
+        for member, message in zip(planned.plan.members, messages, strict=True)
+    ]
+
+
+def _members_elsewhere(client: GitHubClient, plan: Plan) -> list[tuple[Member, PublishedPull]]:
+    """Members whose class another PR already names: for a group, any PR but its own; for a
+    single class, a group PR (its own earlier PRs are found by :func:`_earlier_pulls`)."""
+    by_class = pulls_by_class(client, plan.upstream)
+    found = []
+    for member in plan.members:
+        for pull in by_class.get(class_key(member.fingerprint) or "", []):
+            if plan.is_group and pull.plan_fingerprint != plan.fingerprint:
+                found.append((member, pull))
+                break
+            if not plan.is_group and pull.is_group:
+                found.append((member, pull))
+                break
+    return found
+
+
+def _already_elsewhere(plan: Plan, elsewhere: list[tuple[Member, PublishedPull]]) -> PublishResult:
+    listed = "; ".join(
+        f"{member.class_name} is already in PR #{pull.number} ({pull.describe()})"
+        for member, pull in elsewhere
+    )
+    if not plan.is_group:
+        return PublishResult("nothing-to-do", message=f"nothing to publish: {listed}")
+    raise BotError(
+        f"not opening the group PR: {listed}; re-run `bot propose --group {plan.group}` to plan "
+        "the group without it"
+    )
 
 
 def _on_branch_of(plan: Plan, pull: dict[str, Any], settings: GitHubSettings) -> Plan:
@@ -342,7 +389,8 @@ def _update(
             changes.append(f"could not add label {settings.label!r}")
     comment_url, commented = _comment_on_issue(client, plan, pull)
     if commented in ("created", "updated"):
-        changes.append(f"{commented} the comment on #{plan.issue_number}")
+        where = "the members' issues" if plan.is_group else f"#{plan.issue_number}"
+        changes.append(f"{commented} the comment on {where}")
     if commit.human_edited:
         changes.append("left the branch alone: someone else has committed to it")
     changed = pushed or any(
@@ -357,16 +405,34 @@ def _comment_on_issue(
     client: GitHubClient, plan: Plan, pull: dict[str, Any]
 ) -> tuple[str | None, str]:
     """The sticky comment's URL and what was done to it (created/updated/unchanged/none)."""
-    if not plan.issue_number:
-        return None, "none"
     state = "a draft until GPU verification passes" if pull.get("draft") else "ready for review"
-    body = (
-        f"{status_marker(plan.issue_number)}\n"
-        f"A fix is proposed in #{pull['number']}: {_fix_wording(plan)} The PR is {state}.\n"
-    )
-    return client.upsert_issue_comment(
-        plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
-    )
+    results: list[tuple[str | None, str]] = []
+    for number, wording in _issue_wordings(plan):
+        what = f"#{pull['number']}"
+        if plan.is_group:
+            what += f" (one PR for {len(plan.members)} model classes with the same fix)"
+        body = (
+            f"{status_marker(number)}\nA fix is proposed in {what}: {wording} The PR is {state}.\n"
+        )
+        results.append(
+            client.upsert_issue_comment(number, status_marker(number), body, repo=plan.upstream)
+        )
+    if not results:
+        return None, "none"
+    changed = [r for r in results if r[1] in ("created", "updated")]
+    return (changed or results)[0]
+
+
+def _issue_wordings(plan: Plan) -> list[tuple[int, str]]:
+    """Each triaged issue the plan resolves, with its member's sentence (a single plan: its
+    own issue and sentence)."""
+    if not plan.is_group:
+        return [(plan.issue_number, _fix_wording(plan))] if plan.issue_number else []
+    wordings: dict[int, str] = {}
+    for member in plan.members:
+        for number in member.issues:
+            wordings.setdefault(number, _fix_wording(member))
+    return sorted(wordings.items())
 
 
 # What a recipe's sentence is made of: words, code spans, punctuation. No link, image, HTML,
@@ -374,7 +440,7 @@ def _comment_on_issue(
 _PLAIN_SENTENCE = re.compile(r"[\w `.,;:'()+-]+")
 
 
-def _fix_wording(plan: Plan) -> str:
+def _fix_wording(plan: Plan | Member) -> str:
     """The recipe's sentence from the plan; one line, no HTML, no mentions, else a plain one."""
     wording = (plan.issue_comment or "").strip()
     plain = _PLAIN_SENTENCE.fullmatch(wording) and "www." not in wording.lower()  # autolinked

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.content_hash import review_hash
 from bot.dashboard import actions
@@ -21,6 +21,7 @@ from bot.errors import BotError
 from bot.github import BodyRevision, GitHubClient
 from bot.identity import DASHBOARD_MARKER, approve_marker, plan_fingerprint_in, ticked_approvals
 from bot.markdown import inline
+from bot.published import pull_state
 from bot.store import PENDING, Journal
 
 if TYPE_CHECKING:
@@ -52,18 +53,26 @@ def sync(
     github: GitHubClient | None = None,
     publish: actions.Publisher | None = None,
     maintainers: frozenset[str] | None = None,
+    *,
+    render_only: bool = False,
 ) -> SyncReport:
+    """With ``render_only`` (the Actions job that holds only ``issues: write``): follow the
+    PRs carrying the bot's label, render the dashboard issue, and act on no tick (a ticked box
+    stays ticked for a run that may publish)."""
     journal = journal or Journal()
     github = github or GitHubClient()
     if not github.authenticated:
         raise BotError("bot sync needs a token: set GITHUB_TOKEN")
     report = SyncReport()
-    _rebuild(journal, github, report)
+    _rebuild(journal, github, report, by_label_only=render_only)
     if github.settings.bot_repo:
         if maintainers is None:
             maintainers = maintainers_from_env()
-        publish = publish or run_publisher(github)
-        _dashboard_issue(journal, github, github.settings.bot_repo, report, publish, maintainers)
+        if not render_only:
+            publish = publish or run_publisher(github)
+        _dashboard_issue(
+            journal, github, github.settings.bot_repo, report, publish, maintainers, render_only
+        )
     return report
 
 
@@ -87,17 +96,20 @@ def run_publisher(github: GitHubClient) -> actions.Publisher:
     return publish
 
 
-def _rebuild(journal: Journal, github: GitHubClient, report: SyncReport) -> None:
+def _rebuild(
+    journal: Journal, github: GitHubClient, report: SyncReport, *, by_label_only: bool = False
+) -> None:
     settings = github.settings
+    creator = None if by_label_only else github.login
     items = github.list_issues(
-        settings.upstream, creator=github.login, labels=[settings.label], state="all"
+        settings.upstream, creator=creator, labels=[settings.label], state="all"
     )
     for item in items:
         fingerprint = plan_fingerprint_in(item.get("body") or "")
         if not fingerprint:
             continue
         is_pr = bool(item.get("pull_request"))
-        state = _pr_state(item) if is_pr else "closed"
+        state = pull_state(item) if is_pr else "closed"
         known = journal.proposal_by_fingerprint(fingerprint)
         if known is None:
             new_id = journal.import_published(
@@ -115,14 +127,9 @@ def _rebuild(journal: Journal, github: GitHubClient, report: SyncReport) -> None
             report.pr_updates += 1
 
 
-def _pr_state(item: dict[str, Any]) -> str:
-    if item.get("state") == "open":
-        return "open"
-    merged = (item.get("pull_request") or {}).get("merged_at")
-    return "merged" if merged else "closed"
-
-
-def render_dashboard(journal: Journal) -> str:
+def render_dashboard(
+    journal: Journal, keep_ticked: frozenset[tuple[str, str]] = frozenset()
+) -> str:
     lines = [
         DASHBOARD_MARKER,
         "This issue lists the bot's proposals waiting for a maintainer. Tick a box to approve "
@@ -138,8 +145,9 @@ def render_dashboard(journal: Journal) -> str:
         issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
         shown = journal.as_published(proposal.id)
         digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
+        box = "x" if (proposal.fingerprint, digest) in keep_ticked else " "
         lines.append(
-            f"- [ ] {title} — `{proposal.state}`{issue} "
+            f"- [{box}] {title} — `{proposal.state}`{issue} "
             f"{approve_marker(proposal.fingerprint, digest)}"
         )
     if not pending:
@@ -177,6 +185,7 @@ def _dashboard_issue(
     report: SyncReport,
     publish: actions.Publisher | None,
     maintainers: frozenset[str],
+    render_only: bool = False,
 ) -> None:
     existing = [
         issue
@@ -184,7 +193,13 @@ def _dashboard_issue(
         if DASHBOARD_MARKER in (issue.get("body") or "") and not issue.get("pull_request")
     ]
     issue = existing[0] if existing else None
-    if issue is not None:
+    keep: frozenset[tuple[str, str]] = frozenset()
+    if issue is not None and render_only:
+        keep = frozenset(ticked_boxes(issue.get("body") or ""))
+        report.refused += [
+            f"{fp}: left ticked for a run that may publish" for fp, _ in sorted(keep)
+        ]
+    elif issue is not None:
         # Body and history from one GraphQL answer, so they describe the same moment.
         body, history = github.issue_body_history(repo, issue["number"])
         for fingerprint, approved_hash in sorted(ticked_boxes(body)):
@@ -206,7 +221,7 @@ def _dashboard_issue(
             else:
                 report.refused.append(f"{fingerprint}: {outcome.message}")
         issue["body"] = body
-    body = render_dashboard(journal)
+    body = render_dashboard(journal, keep)
     if issue is None:
         created = github.create_issue(repo, DASHBOARD_TITLE, body)
         report.dashboard_issue = created.get("html_url")

@@ -106,6 +106,15 @@ def render_pr(
     return f"{_plain(title)}\n\n{body}"
 
 
+def render_sections(context: Mapping[str, Any], sections: Mapping[str, str]) -> dict[str, str]:
+    """Each of a recipe's section templates rendered alone (a group's body lists each member's)."""
+    env = environment()
+    return {
+        slot: env.get_template(sections[slot]).render(dict(context)).strip()
+        for slot in RECIPE_SECTIONS
+    }
+
+
 def blob_url(upstream: str, ref: str, path: str, line: int | None = None) -> str:
     anchor = f"#L{line}" if line else ""
     return f"https://github.com/{upstream}/blob/{ref}/{path}{anchor}"

@@ -50,7 +50,7 @@ def test_group_identity_depends_on_its_members():
     assert one == same != other
     assert identity.is_group_fingerprint(one)
     assert identity.FINGERPRINT.match(one)
-    branch = identity.group_branch_name("eagle3-interface", "interface-only", ["a:X:1"])
+    branch = identity.group_branch_name("interface-only", ["a:X:1"])
     assert identity.BOT_BRANCH.match(branch)
 
 
