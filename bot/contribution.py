@@ -79,7 +79,7 @@ def search_duplicates(
     client: GitHubClient,
     plan: Plan,
     classes: list[str],
-    marker: str,
+    markers: list[str],
     rules: ContributionRules,
 ) -> DuplicateSearch:
     """AGENTS.md's duplicate-work checks, through the API, over open and closed PRs: PRs that
@@ -90,10 +90,9 @@ def search_duplicates(
     commands = list(rules.duplicate_checks)
     runs: list[QueryRun] = []
     comments = None
-    issue = plan.issue_number
-    if issue:
+    for issue in plan.issues:
         data = client.get_issue(issue, repo=upstream)
-        comments = len(data.get("comments_list") or [])
+        comments = (comments or 0) + len(data.get("comments_list") or [])
         runs.append(
             QueryRun(
                 _fill(commands, "gh issue view", str(issue), upstream),
@@ -106,7 +105,7 @@ def search_duplicates(
             QueryRun(
                 _fill(commands, '"<issue_number> in:body"', str(issue), upstream),
                 asked,
-                _found(client, asked, marker),
+                _found(client, asked, markers),
             )
         )
     for name in classes:
@@ -115,7 +114,7 @@ def search_duplicates(
             QueryRun(
                 _fill(commands, '"<short area keywords>"', name, upstream),
                 asked,
-                _found(client, asked, marker),
+                _found(client, asked, markers),
             )
         )
     duplicates = {
@@ -153,7 +152,7 @@ def _fill(commands: list[str], key: str, value: str, upstream: str) -> str:
     return f"{key} {value}"
 
 
-def _found(client: GitHubClient, query: str, marker: str) -> tuple[Found, ...]:
+def _found(client: GitHubClient, query: str, markers: list[str]) -> tuple[Found, ...]:
     found = []
     for item in client.search_issues(query):
         pull = item.get("pull_request") or {}
@@ -165,7 +164,7 @@ def _found(client: GitHubClient, query: str, marker: str) -> tuple[Found, ...]:
                 kind="pr" if pull or "pull_request" in item else "issue",
                 state=state,
                 title=str(item.get("title") or ""),
-                ours=marker in str(item.get("body") or ""),
+                ours=any(m in str(item.get("body") or "") for m in markers),
             )
         )
     return tuple(found)
@@ -352,7 +351,7 @@ def contribution_context(
     published = search is not None
     return {
         "published": published,
-        "recipe": plan.recipe,
+        "recipe": ", ".join(dict.fromkeys(m.recipe for m in plan.members)) or plan.recipe,
         "search": _search_view(search),
         "tests": [
             {"command": t.command, "outcome": t.outcome, "figures": inline(t.figures, 300)}

@@ -313,6 +313,10 @@ class GitHubClient:
 
     @cached_property
     def login(self) -> str:
+        # Actions' workflow token cannot read its own user: BOT_LOGIN names it instead.
+        configured = os.environ.get("BOT_LOGIN", "").strip()
+        if configured:
+            return configured
         self._require_token("finding the bot's own login")
         with _github_errors("reading the authenticated user"):
             return self._gh.get_user().login

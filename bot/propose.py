@@ -10,12 +10,12 @@ gone, no new finding appears). The patch is what ``git diff`` says in the scratc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot import identity
 from bot import plan as plans
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import (
@@ -30,6 +30,7 @@ from bot.contrib_rules import rules_of_tree
 from bot.contribution import contribution_context, render_blocks
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
+from bot.identity import branch_name
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.base import FileEdit, follows_from
 from bot.scan import ScanResult, scan
@@ -60,12 +61,6 @@ class Proposal:
     plan: plans.Plan
     patch: str
     pr_markdown: str
-
-
-def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
-    slug = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", class_name).lower()
-    slug = re.sub(r"[^a-z0-9-]+", "-", slug).strip("-")
-    return f"bot/{recipe}/{slug}" + (f"-{variant}" if variant else "")
 
 
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:
@@ -116,6 +111,27 @@ def check_rescan(after: Sequence[Finding], fix: FixPlan, before: Sequence[Findin
 
 
 # -- the plan -------------------------------------------------------------------------------
+
+
+def writeup_context(
+    fix: FixPlan, fingerprint: str, edits: list[dict[str, Any]], issue_number: int | None
+) -> dict[str, Any]:
+    """What one fix's write-up templates read: the recipe's own values and the generic ones."""
+    finding, entry = fix.finding, fix.registry.entry
+    return {
+        **fix.writeup.context,
+        "cls": finding.class_name,
+        "variant": fix.variant,
+        "archs": list(finding.architectures),
+        "issue_number": issue_number,
+        "recipe": fix.recipe,
+        "fingerprint": fingerprint,
+        "edits": edits,
+        "entry": entry.to_json() if entry else None,
+        "entry_why": fix.registry.why_none,
+        "gpu_tests": list(fix.tests.gpu),
+        "cpu_tests": list(fix.tests.cpu),
+    }
 
 
 def proposal_for(
@@ -217,29 +233,14 @@ def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> Pro
 
 def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix) -> Proposal:
     finding, entry = fix.finding, fix.registry.entry
-    fingerprint = (
-        f"{fix.recipe}:{finding.class_name}"
-        + (f"@{fix.variant}" if fix.variant else "")
-        + f":{common['base_commit'][:12]}"
+    fingerprint = identity.fingerprint(
+        fix.recipe, finding.class_name, fix.variant, common["base_commit"]
     )
     edits = [edit.to_json() for edit in applied.edits]
-    context = {
-        **fix.writeup.context,
-        "cls": finding.class_name,
-        "variant": fix.variant,
-        "archs": list(finding.architectures),
-        "issue_number": common["issue_number"],
-        "recipe": fix.recipe,
-        "fingerprint": fingerprint,
-        "edits": edits,
-        "entry": entry.to_json() if entry else None,
-        "entry_why": fix.registry.why_none,
-        "gpu_tests": list(fix.tests.gpu),
-        "cpu_tests": list(fix.tests.cpu),
-    }
+    context = writeup_context(fix, fingerprint, edits, common["issue_number"])
     plan = plans.Plan(
         status=plans.READY,
-        reason=finding.summary if entry else f"{finding.summary}; {fix.registry.why_none}",
+        reason=plan_reason(fix),
         recipe=fix.recipe,
         class_name=finding.class_name,
         finding=finding.to_json(),
@@ -252,25 +253,34 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         issue_comment=fix.issue_comment,
         **common,
     )
-    rules = rules_of_tree(repo)
-    preview = contribution_context(
-        plan=plan,
-        patch=applied.patch,
-        rules=rules,
-        search=None,
-        submitter=None,
-        review=None,
-        trailer=None,
-    )
-    pr_markdown = render_pr(
-        fix.commit_title,
-        context,
-        fix.writeup.sections,
-        rules.template_style,
-        render_blocks(preview),
+    pr_markdown = render_markdown(
+        repo, plan, applied.patch, fix.commit_title, context, fix.writeup.sections
     )
     plan.title = plans.split_pr_markdown(pr_markdown)[0]
     return Proposal(plan, applied.patch, pr_markdown)
+
+
+def render_markdown(
+    repo: Path,
+    plan: plans.Plan,
+    patch: str,
+    title: str,
+    context: dict[str, Any],
+    sections: dict[str, str],
+) -> str:
+    """pr.md in the tree's own PR template, with a preview of the contribution sections
+    (publish composes them again from records: the duplicate search, the submitter)."""
+    rules = rules_of_tree(repo)
+    preview = contribution_context(
+        plan=plan, patch=patch, rules=rules, search=None, submitter=None, review=None, trailer=None
+    )
+    return render_pr(title, context, sections, rules.template_style, render_blocks(preview))
+
+
+def plan_reason(fix: FixPlan) -> str:
+    """The commit body's paragraph: the finding's summary, and why there is no registry entry."""
+    summary = fix.finding.summary
+    return summary if fix.registry.entry else f"{summary}; {fix.registry.why_none}"
 
 
 def _issue_number(issue: dict[str, Any] | None) -> int | None:

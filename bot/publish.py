@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -50,28 +51,55 @@ from bot.contribution import (
     search_duplicates,
 )
 from bot.errors import BotError
-from bot.git import CommitInfo, base_files, default_work_dir, prepare_branch, push_branch
+from bot.git import (
+    CommitInfo,
+    CommitStep,
+    base_files,
+    default_work_dir,
+    prepare_branch,
+    push_branch,
+)
 from bot.github import GitHubClient, PullRequestExists
+from bot.identity import (
+    BOT_BRANCH,
+    body_sha_in,
+    body_sha_marker,
+    class_key,
+    fingerprint_marker,
+    has_body_sha,
+    identity_markers,
+    is_identity_line,
+    status_marker,
+)
 from bot.markdown import inline
-from bot.plan import NEEDS_HUMAN, NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, PlanDir, read_plan_dir
+from bot.plan import (
+    NEEDS_HUMAN,
+    NEEDS_INFO,
+    NOTHING_TO_FIX,
+    READY,
+    Member,
+    Plan,
+    PlanDir,
+    read_plan_dir,
+)
 from bot.publish_checks import (
     check_approval,
     check_confined,
     check_hashes,
+    check_member_confined,
     check_plan_fields,
     commit_message,
     commit_text,
+    member_commit_messages,
 )
 from bot.publish_lock import fork_lock
+from bot.published import PublishedPull, pulls_by_class
 from bot.verify.dispatch import WORKFLOW_FILE as GPU_WORKFLOW_FILE
 from bot.verify.evidence import require_evidence
 from bot.verify.render import render_results, replace_results_section
 
 RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
-_FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
-_BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
-_BOT_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 
 
 # What each publishing outcome says about the PR on GitHub, in the journal's words; the other
@@ -99,14 +127,6 @@ class PublishResult:
     def pr_state(self) -> str | None:
         """``open``/``merged``/``closed`` for the journal, or None when there is no PR."""
         return PR_STATE_AFTER.get(self.action) if self.pr_number else None
-
-
-def fingerprint_marker(fingerprint: str) -> str:
-    return f"<!-- bot:fingerprint={fingerprint} -->"
-
-
-def status_marker(issue_number: int) -> str:
-    return f"<!-- bot:status issue={issue_number} -->"
 
 
 class PublishBudget:
@@ -216,6 +236,9 @@ def publish_plan(
         raise BotError("no fork configured: set BOT_FORK_OWNER")
     head = f"{settings.fork_owner}:{plan.branch}"
     marker = fingerprint_marker(plan.fingerprint)
+    elsewhere = _members_elsewhere(client, plan)
+    if elsewhere:
+        return _already_elsewhere(plan, elsewhere)
     earlier = _earlier_pulls(client, head, marker, plan.upstream)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
@@ -237,7 +260,9 @@ def publish_plan(
     files = base_files(plan, RULE_FILES, work_dir, settings)
     rules = read_rules(files.get)
     # AGENTS.md's duplicate-work checks, before anything is pushed: a duplicate fails closed.
-    search = search_duplicates(client, plan, [str(plan.class_name)], marker, rules)
+    classes = list(dict.fromkeys(m.class_name for m in plan.members)) or [str(plan.class_name)]
+    ours = [marker, *(fingerprint_marker(f) for f in plan.member_fingerprints)]
+    search = search_duplicates(client, plan, classes, ours, rules)
     refuse_duplicates(search, rules)
     submitter = Submitter(_checked_login(client.login), settings.git_name, settings.git_email)
     credit = _credit(rules)
@@ -261,6 +286,7 @@ def publish_plan(
         settings,
         message=commit_message(planned, settings.git_name, settings.git_email, credit),
         check_tree=lambda changes: check_confined(planned, changes),
+        steps=_member_commits(planned, settings, credit) if plan.is_group else None,
     )
     if commit.human_edited and not open_pulls:
         # Its commits are not ours and were never checked: a PR from it would propose them.
@@ -304,12 +330,52 @@ def publish_plan(
     return _result("opened", pull, f"opened PR #{pull['number']}{draft}{note}", comment_url)
 
 
+def _member_commits(
+    planned: PlanDir, settings: GitHubSettings, credit: str | None
+) -> list[CommitStep]:
+    """A group's branch: one commit per member, each checked by its own recipe's rules."""
+    messages = member_commit_messages(planned, settings.git_name, settings.git_email, credit)
+    return [
+        CommitStep(member.patch, message, partial(check_member_confined, member))
+        for member, message in zip(planned.plan.members, messages, strict=True)
+    ]
+
+
+def _members_elsewhere(client: GitHubClient, plan: Plan) -> list[tuple[Member, PublishedPull]]:
+    """Members whose class another PR already names: for a group, any PR but its own; for a
+    single class, a group PR (its own earlier PRs are found by :func:`_earlier_pulls`)."""
+    by_class = pulls_by_class(client, plan.upstream)
+    found = []
+    for member in plan.members:
+        for pull in by_class.get(class_key(member.fingerprint) or "", []):
+            if plan.is_group and pull.plan_fingerprint != plan.fingerprint:
+                found.append((member, pull))
+                break
+            if not plan.is_group and pull.is_group:
+                found.append((member, pull))
+                break
+    return found
+
+
+def _already_elsewhere(plan: Plan, elsewhere: list[tuple[Member, PublishedPull]]) -> PublishResult:
+    listed = "; ".join(
+        f"{member.class_name} is already in PR #{pull.number} ({pull.describe()})"
+        for member, pull in elsewhere
+    )
+    if not plan.is_group:
+        return PublishResult("nothing-to-do", message=f"nothing to publish: {listed}")
+    raise BotError(
+        f"not opening the group PR: {listed}; re-run `bot propose --group {plan.group}` to plan "
+        "the group without it"
+    )
+
+
 def _on_branch_of(plan: Plan, pull: dict[str, Any], settings: GitHubSettings) -> Plan:
     """The plan, aimed at the branch ``pull`` comes from when that is a bot branch of ours."""
     head = pull.get("head") or {}
     owner = ((head.get("repo") or {}).get("owner") or {}).get("login")
     ref = str(head.get("ref") or "")
-    if owner == settings.fork_owner and _BOT_BRANCH.match(ref) and ref != plan.branch:
+    if owner == settings.fork_owner and BOT_BRANCH.match(ref) and ref != plan.branch:
         return dataclasses.replace(plan, branch=ref)
     return plan
 
@@ -392,14 +458,14 @@ def compose_body(
     lines = [
         line
         for line in body.rstrip().split("\n")
-        if not _FINGERPRINT_LINE.match(line.strip()) and not _BODY_SHA.search(line)
+        if not is_identity_line(line) and not has_body_sha(line)
     ]
     if plan.issue_number and f"#{plan.issue_number}" not in body:
         lines += ["", f"Fixes #{plan.issue_number}"]
-    lines += ["", fingerprint_marker(plan.fingerprint or "")]
+    lines += ["", *identity_markers(plan.fingerprint or "", plan.member_fingerprints)]
     text = "\n".join(lines)
     digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]
-    return f"{text}\n<!-- bot:body-sha={digest} -->\n"
+    return f"{text}\n{body_sha_marker(digest)}\n"
 
 
 def _earlier_pulls(
@@ -434,7 +500,7 @@ def _update(
         changes.append("adopted it (GitHub had opened it; the answer to that was lost)")
     if pushed:
         changes.append("pushed a new commit")
-    if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
+    if body_sha_in(pull.get("body") or "") != body_sha_in(body) or pull.get("title") != title:
         pull = client.edit_pull(pull["number"], title=title, body=body, repo=plan.upstream)
         changes.append("updated title/body")
     if pull.get("draft") and _verified(plan, client, settings):
@@ -449,7 +515,8 @@ def _update(
             changes.append(f"could not add label {settings.label!r}")
     comment_url, commented = _comment_on_issue(client, plan, pull)
     if commented in ("created", "updated"):
-        changes.append(f"{commented} the comment on #{plan.issue_number}")
+        where = "the members' issues" if plan.is_group else f"#{plan.issue_number}"
+        changes.append(f"{commented} the comment on {where}")
     if commit.human_edited:
         changes.append("left the branch alone: someone else has committed to it")
     changed = pushed or any(
@@ -464,16 +531,34 @@ def _comment_on_issue(
     client: GitHubClient, plan: Plan, pull: dict[str, Any]
 ) -> tuple[str | None, str]:
     """The sticky comment's URL and what was done to it (created/updated/unchanged/none)."""
-    if not plan.issue_number:
-        return None, "none"
     state = "a draft until GPU verification passes" if pull.get("draft") else "ready for review"
-    body = (
-        f"{status_marker(plan.issue_number)}\n"
-        f"A fix is proposed in #{pull['number']}: {_fix_wording(plan)} The PR is {state}.\n"
-    )
-    return client.upsert_issue_comment(
-        plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
-    )
+    results: list[tuple[str | None, str]] = []
+    for number, wording in _issue_wordings(plan):
+        what = f"#{pull['number']}"
+        if plan.is_group:
+            what += f" (one PR for {len(plan.members)} model classes with the same fix)"
+        body = (
+            f"{status_marker(number)}\nA fix is proposed in {what}: {wording} The PR is {state}.\n"
+        )
+        results.append(
+            client.upsert_issue_comment(number, status_marker(number), body, repo=plan.upstream)
+        )
+    if not results:
+        return None, "none"
+    changed = [r for r in results if r[1] in ("created", "updated")]
+    return (changed or results)[0]
+
+
+def _issue_wordings(plan: Plan) -> list[tuple[int, str]]:
+    """Each triaged issue the plan resolves, with its member's sentence (a single plan: its
+    own issue and sentence)."""
+    if not plan.is_group:
+        return [(plan.issue_number, _fix_wording(plan))] if plan.issue_number else []
+    wordings: dict[int, str] = {}
+    for member in plan.members:
+        for number in member.issues:
+            wordings.setdefault(number, _fix_wording(member))
+    return sorted(wordings.items())
 
 
 # What a recipe's sentence is made of: words, code spans, punctuation. No link, image, HTML,
@@ -481,7 +566,7 @@ def _comment_on_issue(
 _PLAIN_SENTENCE = re.compile(r"[\w `.,;:'()+-]+")
 
 
-def _fix_wording(plan: Plan) -> str:
+def _fix_wording(plan: Plan | Member) -> str:
     """The recipe's sentence from the plan; one line, no HTML, no mentions, else a plain one."""
     wording = (plan.issue_comment or "").strip()
     plain = _PLAIN_SENTENCE.fullmatch(wording) and "www." not in wording.lower()  # autolinked
@@ -544,8 +629,3 @@ def _verified(plan: Plan, client: GitHubClient, settings: GitHubSettings) -> boo
         and str(run.get("path") or "").endswith(f"/{GPU_WORKFLOW_FILE}")
         and request_id in str(run.get("display_title") or "").split()
     )
-
-
-def _body_sha(body: str) -> str | None:
-    found = _BODY_SHA.search(body)
-    return found.group(1) if found else None

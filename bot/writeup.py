@@ -18,6 +18,8 @@ from typing import Any
 
 import jinja2
 
+from bot import identity
+
 TEMPLATES_PACKAGE = "bot._templates"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -87,15 +89,33 @@ def render_pr(
     if missing:
         raise ValueError(f"the recipe's write-up has no {', '.join(missing)} section")
     env = environment()
+    markers = {
+        "reviewer": identity.REVIEWER_MARKER,
+        "results_start": identity.RESULTS_START,
+        "results_end": identity.RESULTS_END,
+        "identity": identity.identity_markers(
+            context["fingerprint"], context.get("member_fingerprints", ())
+        ),
+    }
     values = {
         **context,
         "sections": dict(sections),
+        "markers": markers,
         "contribution_block": blocks["contribution"],
         "checklist_block": blocks["checklist"],
     }
     body = env.get_template(f"pr_{style}.md.j2").render(values)
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
     return f"{_plain(title)}\n\n{body}"
+
+
+def render_sections(context: Mapping[str, Any], sections: Mapping[str, str]) -> dict[str, str]:
+    """Each of a recipe's section templates rendered alone (a group's body lists each member's)."""
+    env = environment()
+    return {
+        slot: env.get_template(sections[slot]).render(dict(context)).strip()
+        for slot in RECIPE_SECTIONS
+    }
 
 
 def blob_url(upstream: str, ref: str, path: str, line: int | None = None) -> str:

@@ -127,7 +127,8 @@ def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin
     from bot import pipeline
     from bot.contribution import search_duplicates
     from bot.github import GitHubClient
-    from bot.publish import compose_body, fingerprint_marker
+    from bot.identity import fingerprint_marker
+    from bot.publish import compose_body
     from bot.verify import VerifyOptions, verify_plan
 
     tree = release_tree("0.34.0")
@@ -148,7 +149,7 @@ def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin
         title="Try Glm4ForCausalLM with EAGLE",
     )
     search = search_duplicates(
-        GitHubClient(), plan, ["Glm4ForCausalLM"], fingerprint_marker(plan.fingerprint), rules
+        GitHubClient(), plan, ["Glm4ForCausalLM"], [fingerprint_marker(plan.fingerprint)], rules
     )
     assert not search.duplicates  # a closed, unmerged PR is listed, not a duplicate
     body = compose_body(
