@@ -24,6 +24,11 @@ from bot.tree.fetch import release_tree
 from tests.cli import EXAMPLE_ISSUE, run_bot
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN
+from tests.test_publish_group import (  # noqa: F401 - fixtures: the interface-only group
+    _group_template,
+    group_plan,
+    stand_in,
+)
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -254,3 +259,51 @@ def test_offline_propose_is_one_line_naming_issue_file(where, monkeypatch, tmp_p
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1, err
     assert "GitHub is unreachable" in err and "--issue-file" in err
+
+
+def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_path):
+    plan_dir = request.getfixturevalue("group_plan")
+    standin = request.getfixturevalue("stand_in")
+    tree = release_tree("0.34.0")
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+    assert result.action == "opened", result
+    (pull,) = standin.pulls(UPSTREAM)
+    body = pull["body"]
+    plan = read_plan_dir(plan_dir).plan
+    checks = {c["name"]: c for c in plan.verification["checks"]}
+
+    for heading in ("## Overview", "## Claims", "## Validation", "## Details"):
+        assert heading in body
+    assert "<summary> Pull Request Checklist </summary>" in body
+    skill_item, ai_item, design, testing, quality, contents = _template_items(tree)
+    assert _ticked(body, skill_item) and "<summary>pr-checklist report" in body
+    assert _ticked(body, ai_item)
+    assert _ticked(body, design) and "no core component touched" in body
+    assert not _ticked(body, testing)  # no regression test run was recorded (runtime off)
+    assert _ticked(body, quality) == (checks["ruff"]["passed"] and checks["compile"]["passed"])
+    assert _ticked(body, contents)
+
+    must = _must_include(tree)
+    assert len(must) == 4
+    # Why not a duplicate: every member's class and every member's issue was searched for.
+    for member in plan.members:
+        assert f'--search "{member.class_name}"' in body
+    assert '--search "41 in:body"' in body and "gh issue view 41" in body
+    # Test commands run and results, each from the records.
+    for name, check in checks.items():
+        outcome = {True: "passed", False: "failed", None: "not run"}[check["passed"]]
+        assert re.search(rf"\| `[^`]*` \| {outcome} \|", body), name
+    assert "**Model evaluation:** none run: the change declares an interface" in body
+    assert "AI assistance was used." in body
+    assert f"Submitted by @{STANDIN_BOT_LOGIN}" in body
+    assert "Reviewed" not in body and "maintainer1" not in body
+
+    fork = git.Repo(standin.state.repos[FORK].git_dir)
+    tip = fork.commit(f"refs/heads/{plan.branch}")
+    commits = list(fork.iter_commits(f"{plan.base_commit}..{tip.hexsha}"))
+    assert len(commits) == len(plan.members)
+    for commit in commits:
+        assert (commit.author.name, commit.author.email) == (SUBMITTER_NAME, SUBMITTER_EMAIL)
+        assert commit.message.rstrip().endswith(
+            f"Co-authored-by: vllm-eagle3-bot\nSigned-off-by: {SUBMITTER_NAME} <{SUBMITTER_EMAIL}>"
+        )
