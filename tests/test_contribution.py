@@ -307,3 +307,24 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
         assert commit.message.rstrip().endswith(
             f"Co-authored-by: vllm-eagle3-bot\nSigned-off-by: {SUBMITTER_NAME} <{SUBMITTER_EMAIL}>"
         )
+
+
+def test_a_refused_target_needs_a_human_and_comes_last(tmp_path):
+    from bot import pipeline
+
+    tree = release_tree("0.34.0")
+    plan = pipeline.propose(tree, tmp_path / "plan", class_name="Step5ForCausalLM")
+    assert plan.status == "needs-human"  # a real gap, not "nothing to fix"
+    # Every statement after the loop the bot does not model, in words, not internal kinds.
+    assert "a branch at line 2131; a branch at line 2133; a return of another variable" in (
+        plan.reason
+    )
+    assert not re.search(r"return-name|return-other|pp-exit|\(\w+-\w+ at line", plan.reason)
+    assert publish_plan(tmp_path / "plan", reviewer=None).action == "nothing-to-do"
+
+    ranked = pipeline.prioritise(pipeline.scan(tree).findings)
+    refused = [r for r in ranked if r.finding.evidence.get("refused")]
+    assert refused and not any(r.fixable for r in refused)
+    assert min(r.rank for r in refused) > max(r.rank for r in ranked if r not in refused)
+    step5 = next(r for r in refused if r.finding.class_name == "Step5ForCausalLM")
+    assert step5.to_json()["priority"]["fixable"] is False
