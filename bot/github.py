@@ -663,6 +663,14 @@ class GitHubClient:
         with _github_errors(f"reading run {run_id} in {repo}"):
             return self._repo(repo).get_workflow_run(run_id).raw_data
 
+    def run_approvals(self, repo: str, run_id: int) -> list[dict[str, Any]]:
+        """The deployment reviews of a workflow run (who approved which environment)."""
+        with _github_errors(f"reading the approvals of run {run_id} in {repo}"):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/actions/runs/{int(run_id)}/approvals"
+            )
+        return [a for a in data or [] if isinstance(a, dict)]
+
     def download_run_artifact(self, repo: str, run_id: int, name: str) -> bytes:
         """The artifact's zip archive, as bytes."""
         self._require_token("downloading artifacts")

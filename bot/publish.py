@@ -99,6 +99,7 @@ from bot.verify.evidence import require_evidence
 from bot.verify.render import render_results, replace_results_section
 
 RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
+PUBLISH_ENVIRONMENT = "publish"  # the Action's environment with required reviewers
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 
 
@@ -265,6 +266,7 @@ def publish_plan(
     search = search_duplicates(client, plan, classes, ours, rules)
     refuse_duplicates(search, rules)
     submitter = Submitter(_checked_login(client.login), settings.git_name, settings.git_email)
+    review = review or _environment_review(client, settings)
     credit = _credit(rules)
     verified = _verified(plan, client, settings)
     body = compose_body(
@@ -410,6 +412,25 @@ def _review(reviewer: str | None, approved_hash: str | None) -> Review | None:
     return Review(
         _checked_login(reviewer), f"approved the plan's review hash `{approved_hash[:12]}`"
     )
+
+
+def _environment_review(client: GitHubClient, settings: GitHubSettings) -> Review | None:
+    """In GitHub Actions: the required reviewer who approved this run's ``publish``
+    environment, as GitHub records it (none named when GitHub shows no such approval)."""
+    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    if os.environ.get("GITHUB_ACTIONS") != "true" or not run_id.isdigit() or not settings.bot_repo:
+        return None
+    try:
+        approvals = client.run_approvals(settings.bot_repo, int(run_id))
+    except BotError:
+        return None
+    for approval in approvals:
+        names = {str((e or {}).get("name")) for e in approval.get("environments") or []}
+        login = str((approval.get("user") or {}).get("login") or "")
+        if approval.get("state") == "approved" and PUBLISH_ENVIRONMENT in names and login:
+            record = f"approved the `{PUBLISH_ENVIRONMENT}` environment of run {int(run_id)}"
+            return Review(_checked_login(login), record)
+    return None
 
 
 def _checked_login(login: str) -> str:

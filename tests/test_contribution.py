@@ -58,6 +58,16 @@ def _ticked(body: str, item: str) -> bool:
     return False
 
 
+def _published(plan_dir: Path, standin, tmp_path: Path):
+    """Publish (a reviewer is passed, but no approval is recorded); the PR's body, the plan
+    and its recorded checks by name."""
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+    assert result.action == "opened", result
+    (pull,) = standin.pulls(UPSTREAM)
+    plan = read_plan_dir(plan_dir).plan
+    return pull["body"], plan, {c["name"]: c for c in plan.verification["checks"]}
+
+
 def test_the_rules_come_from_each_tree():
     old, new = rules_of_tree(release_tree("0.23.0")), rules_of_tree(release_tree("0.34.0"))
     assert (old.template_style, new.template_style) == ("purpose", "claims")
@@ -74,12 +84,7 @@ def test_the_rules_come_from_each_tree():
 
 def test_seed_body_meets_agents_md_and_template_item_by_item(seed_plan, upstream_standin, tmp_path):
     tree = release_tree("0.23.0")
-    result = publish_plan(seed_plan, reviewer="maintainer1", work_dir=tmp_path / "work")
-    assert result.action == "opened", result
-    (pull,) = upstream_standin.pulls(UPSTREAM)
-    body = pull["body"]
-    plan = read_plan_dir(seed_plan).plan
-    checks = {c["name"]: c for c in plan.verification["checks"]}
+    body, plan, checks = _published(seed_plan, upstream_standin, tmp_path)
 
     # The template: its headings and every checklist item, ticked only from records.
     for heading in ("## Purpose", "## Test Plan", "## Test Result"):
@@ -265,12 +270,7 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
     plan_dir = request.getfixturevalue("group_plan")
     standin = request.getfixturevalue("stand_in")
     tree = release_tree("0.34.0")
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
-    assert result.action == "opened", result
-    (pull,) = standin.pulls(UPSTREAM)
-    body = pull["body"]
-    plan = read_plan_dir(plan_dir).plan
-    checks = {c["name"]: c for c in plan.verification["checks"]}
+    body, plan, checks = _published(plan_dir, standin, tmp_path)
 
     for heading in ("## Overview", "## Claims", "## Validation", "## Details"):
         assert heading in body
@@ -328,3 +328,21 @@ def test_a_refused_target_needs_a_human_and_comes_last(tmp_path):
     assert min(r.rank for r in refused) > max(r.rank for r in ranked if r not in refused)
     step5 = next(r for r in refused if r.finding.class_name == "Step5ForCausalLM")
     assert step5.to_json()["priority"]["fixable"] is False
+
+
+def test_in_actions_the_publish_environments_approver_is_the_recorded_review(
+    seed_plan, upstream_standin, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_RUN_ID", "77")
+    monkeypatch.setenv("BOT_REPO", "example/bot")
+    upstream_standin.add_repo("example/bot")
+    upstream_standin.approve_environment(77, "someone-else", environment="gpu")
+    upstream_standin.approve_environment(77, "maintainer3", environment="publish")
+    assert publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work").action == "opened"
+    (pull,) = upstream_standin.pulls(UPSTREAM)
+    assert (
+        "Reviewed by @maintainer3 before opening: approved the `publish` environment of run 77"
+        in pull["body"]
+    )
+    assert "someone-else" not in pull["body"]
