@@ -253,17 +253,18 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize("where", ["refused", "unresolvable"])
-def test_offline_propose_is_one_line_naming_issue_file(where, monkeypatch, tmp_path, capsys):
+def test_offline_propose_is_one_line_naming_issue_file(where, monkeypatch, tmp_path):
     url = f"http://127.0.0.1:{_closed_port()}" if where == "refused" else "http://bot.invalid"
     monkeypatch.setenv("GITHUB_API_URL", url)
-    # Any retry would back off for a second, which this budget does not allow: the message
-    # would then be the budget's, not the one below.
-    monkeypatch.setenv("BOT_GITHUB_BACKOFF", "1")
-    monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "0")
-    assert main(["propose", "--issue", "33329", "--repo", str(tmp_path)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    assert "GitHub is unreachable" in err and "--issue-file" in err
+    # A retry would be logged ("Retrying ...", a second line) and its second backoff (20 s)
+    # would not fit this budget: the message would then be the budget's, not the one below.
+    monkeypatch.setenv("BOT_GITHUB_BACKOFF", "10")
+    monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "5")
+    done = run_bot("propose", "--issue", "33329", "--repo", str(tmp_path))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "GitHub is unreachable" in lines[0] and "--issue-file" in lines[0]
 
 
 def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_path):
