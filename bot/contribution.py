@@ -59,6 +59,7 @@ class Found:
     state: str  # "open" | "closed" | "merged"
     title: str
     ours: bool  # carries this plan's fingerprint marker
+    about_eagle: bool  # title or body speaks of EAGLE(-3) / SupportsEagle3 / DFlash
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,7 @@ def search_duplicates(
                 _found(client, asked, markers),
             )
         )
+    by_issue = [f for run in runs for f in run.found]
     for name in classes:
         asked = f"repo:{upstream} is:pr {name}"
         runs.append(
@@ -117,10 +119,12 @@ def search_duplicates(
                 _found(client, asked, markers),
             )
         )
+    # A PR naming the issue addresses it; a PR naming the class does only when it is about
+    # EAGLE too (a popular class appears in many unrelated PRs).
+    by_class = [f for run in runs for f in run.found if f not in by_issue and f.about_eagle]
     duplicates = {
         f.number: f
-        for run in runs
-        for f in run.found
+        for f in [*by_issue, *by_class]
         if not f.ours and f.kind == "pr" and f.state in ("open", "merged")
     }
     return DuplicateSearch(tuple(runs), comments, tuple(duplicates.values()))
@@ -165,9 +169,13 @@ def _found(client: GitHubClient, query: str, markers: list[str]) -> tuple[Found,
                 state=state,
                 title=str(item.get("title") or ""),
                 ours=any(m in str(item.get("body") or "") for m in markers),
+                about_eagle=bool(_EAGLE.search(f"{item.get('title')}\n{item.get('body')}")),
             )
         )
     return tuple(found)
+
+
+_EAGLE = re.compile(r"(?i)eagle|dflash|dspark")
 
 
 # --- the tests that ran -----------------------------------------------------------------------

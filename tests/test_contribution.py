@@ -158,10 +158,18 @@ def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin
         state="closed",
         title="Try Glm4ForCausalLM with EAGLE",
     )
-    search = search_duplicates(
-        GitHubClient(), plan, ["Glm4ForCausalLM"], [fingerprint_marker(plan.fingerprint)], rules
+    unrelated = github_standin.add_pull(
+        UPSTREAM, "someone:rope", user="someone", title="Glm4ForCausalLM: fix rope scaling"
     )
-    assert not search.duplicates  # a closed, unmerged PR is listed, not a duplicate
+    ours = [fingerprint_marker(plan.fingerprint)]
+    search = search_duplicates(GitHubClient(), plan, ["Glm4ForCausalLM"], ours, rules)
+    # A closed, unmerged PR is listed, not a duplicate; nor is an open one about something else.
+    assert not search.duplicates
+    eagle = github_standin.add_pull(
+        UPSTREAM, "someone:eagle", user="someone", title="Support EAGLE-3 on Glm4ForCausalLM"
+    )
+    again = search_duplicates(GitHubClient(), plan, ["Glm4ForCausalLM"], ours, rules)
+    assert [f.number for f in again.duplicates] == [eagle]
     body = compose_body(
         planned,
         planned.pr_title,
@@ -187,6 +195,7 @@ def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin
     assert _ticked(body, quality)  # ruff and py_compile passed
     assert _ticked(body, contents)
     assert f"#{other} (closed) Try Glm4ForCausalLM with EAGLE" in body
+    assert f"#{unrelated} (open) Glm4ForCausalLM: fix rope scaling" in body
     must = _must_include(tree)
     assert "Model evaluation results when the change affects output, accuracy, or serving." in must
     assert "**Model evaluation:** none run: the change declares an interface" in body
