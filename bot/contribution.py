@@ -185,7 +185,7 @@ _CHECK_COMMANDS = {
     "apply": "git apply patch.diff",
     "confined": "bot verify: the patch is exactly what its recipe makes",
     "rescan": "bot scan (before and after the patch)",
-    "compile": "python -m py_compile <changed files>",
+    "py_compile": "python -m py_compile <changed files>",
     "ruff": "ruff check <changed files>",
     "smoke": "bot smoke --tree . --base <base> --target <module>:<class>",
     "evidence": "the recipe's required checks passed",
@@ -310,7 +310,7 @@ def template_boxes(
     tests = recorded_tests(plan)
     ran = any(t.outcome in ("passed", "failed") for t in tests)
     regression = _check_passed(plan, "cpu-tests")
-    clean = _check_passed(plan, "ruff") and _check_passed(plan, "compile")
+    clean = _check_passed(plan, "ruff") and _check_passed(plan, "py_compile")
     boxes = []
     for item in rules.template_checklist:
         low = item.lower()

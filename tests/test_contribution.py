@@ -290,7 +290,7 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
     assert _ticked(body, ai_item)
     assert _ticked(body, design) and "no core component touched" in body
     assert not _ticked(body, testing)  # no regression test run was recorded (runtime off)
-    assert _ticked(body, quality) == (checks["ruff"]["passed"] and checks["compile"]["passed"])
+    assert _ticked(body, quality) == (checks["ruff"]["passed"] and checks["py_compile"]["passed"])
     assert _ticked(body, contents)
 
     must = _must_include(tree)
