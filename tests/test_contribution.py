@@ -276,6 +276,8 @@ def test_offline_propose_is_one_line_naming_issue_file(where, monkeypatch, tmp_p
     assert "GitHub is unreachable" in lines[0] and "--issue-file" in lines[0]
 
 
+# Its first use builds the 22-class group of 0.34.0 (propose and verify), then publishes it.
+@pytest.mark.timeout(2400)
 def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_path):
     plan_dir = request.getfixturevalue("group_plan")
     standin = request.getfixturevalue("stand_in")
