@@ -60,3 +60,12 @@ def test_the_cap_splits_a_group_and_none_plans_one_class_each():
 def test_bad_settings_are_one_line_errors(kwargs, error):
     with pytest.raises(BotError, match=error):
         group_findings([GAP], **kwargs)
+
+
+def test_a_later_member_may_extend_the_registry_test_an_earlier_one_created():
+    from bot.codemods.spans import TopLevelIfPresent
+
+    span = TopLevelIfPresent("test_registry_supports_eagle3")
+    source = "import x\n\n\n@m\ndef test_registry_supports_eagle3(a):\n    pass\n"
+    assert span.lines(source) == [(4, 6)]
+    assert span.lines("import x\n") == []
