@@ -62,7 +62,7 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
     from bot.priority import top_fixable
 
     chosen = [item.finding for item in top_fixable(ranked, len(ranked))]
-    size = {"max_size": args.max_group_size} if args.max_group_size else {}
+    size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
     for group in group_findings(chosen, by=args.group_by, **size):
         names = ", ".join(f.class_name for f in group.findings)
         print(f"{group.name} ({len(group.findings)}): {names}")

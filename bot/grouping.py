@@ -45,13 +45,12 @@ def group_key(finding: Finding) -> str:
         shape = str(finding.evidence.get("shape") or "unknown")
         if shape == "interface":
             return INTERFACE_ONLY
-        language_model = finding.evidence.get("language_model") or {}
-        family = (
-            str(language_model.get("name") or "unknown")
-            if isinstance(language_model, dict)
-            else "unknown"
-        )
-        return f"wrapper-{shape}-{family}"
+        if shape == "runtime":
+            # The language model is the checkpoint's choice: one family, the tree's guard.
+            return "wrapper-runtime"
+        language_model = finding.evidence.get("language_model")
+        named = language_model.get("name") if isinstance(language_model, dict) else None
+        return f"wrapper-{shape}-{named or 'unknown'}"
     return f"{finding.recipe}-{finding.class_name}"
 
 

@@ -124,7 +124,7 @@ def propose_top(
     groups = group_findings(
         [item.finding for item in chosen],
         by=group_by,
-        max_size=max_group_size or DEFAULT_MAX_GROUP_SIZE,
+        max_size=DEFAULT_MAX_GROUP_SIZE if max_group_size is None else max_group_size,
     )
     written = []
     for group in groups:
@@ -163,7 +163,7 @@ def find_groups(
     groups = group_findings(
         [item.finding for item in chosen],
         by=group_by,
-        max_size=max_group_size or DEFAULT_MAX_GROUP_SIZE,
+        max_size=DEFAULT_MAX_GROUP_SIZE if max_group_size is None else max_group_size,
     )
     return ranked, groups
 

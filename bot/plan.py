@@ -144,7 +144,9 @@ class Plan:
         if not isinstance(members, list):
             raise BotError("plan.json: `members` must be a list")
         rest = _checked_fields(cls, {k: v for k, v in data.items() if k != "members"}, "plan.json")
-        return cls(**rest, members=[Member.from_dict(m) for m in members])
+        checked = [Member.from_dict(m) for m in members]
+        # A single-class plan's member is always its own fields, whatever the file lists.
+        return cls(**rest, members=checked if rest.get("group") is not None else [])
 
 
 def _checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:

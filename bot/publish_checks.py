@@ -116,8 +116,6 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
             raise BotError("the plan's recipe is not a recipe name")
         identifier(plan.class_name, "class_name")
         check_identity(plan)
-        if plan.members != [plan.single_member()]:
-            raise BotError("a single-class plan's member is not the plan itself; refusing it")
     pull_request_title(planned)
     commit_text(plan.reason, "reason", limit=REASON_LIMIT)
     check_pr_body(planned)

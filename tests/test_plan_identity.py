@@ -120,3 +120,12 @@ def test_malformed_members_are_refused(members, error):
     data = {**_schema1_plan(), "members": members}
     with pytest.raises(BotError, match=error):
         Plan.from_dict(data)
+
+
+def test_a_single_class_plans_member_is_always_its_own_fields():
+    data = _schema1_plan()
+    data["members"] = [
+        {"class_name": "Mallory", "recipe": "eagle3-interface", "fingerprint": "x:Mallory:1"}
+    ]
+    [member] = Plan.from_dict(data).members
+    assert member.class_name == "Qwen3NextForCausalLM"

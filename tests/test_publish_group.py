@@ -207,6 +207,16 @@ def test_the_dashboard_issue_approves_a_group_by_its_review_hash(
     alice = "ghp_aliceTOKEN0123456789abcdefghijklmn"
     stand_in.add_repo("example/bot")
     stand_in.add_token(alice, "alice")
+    # Listed for approval once verification passed; the GPU result is recorded as the
+    # dashboard's own tests record it (publish still opens a draft: no run GitHub confirms).
+    plan = read_plan_dir(group_plan).plan
+    gpu = {"mode": "dispatch", "conclusion": "success", "log_excerpt": "23 passed"}
+    update_plan(
+        group_plan,
+        dataclasses.replace(
+            plan, verification={**(plan.verification or {}), "passed": True, "gpu": gpu}
+        ),
+    )
     journal = Journal(tmp_path / "journal.sqlite3")
     proposal_id = journal.record_proposal(group_plan)
     github = GitHubClient()
