@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from bot.errors import BotError
 from bot.redact import install_log_redaction, redact
@@ -32,13 +33,21 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
         fixable = [r.finding.to_json() for r in ranked if r.fixable]  # a report has no plan
         print(json.dumps(matrix_from_findings(fixable[: args.top] if args.top else fixable)))
+    elif args.groups:
+        _print_groups(ranked, args)
     elif args.json:
         print(findings_json(shown))
     else:
         print(findings_table(shown))
     if args.propose_top:
         for item, out, outcome in pipeline.propose_top(
-            Path(args.path), ranked, args.propose_top, Path(args.plans)
+            Path(args.path),
+            ranked,
+            args.propose_top,
+            Path(args.plans),
+            group_by=args.group_by,
+            max_group_size=args.max_group_size,
+            dedupe=not args.no_dedupe,
         ):
             print(
                 f"plan #{item.rank} {item.finding.class_name} ({item.demand.explain()}): "
@@ -46,6 +55,17 @@ def cmd_scan(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
+    from bot.grouping import group_findings
+    from bot.priority import top_fixable
+
+    chosen = [item.finding for item in top_fixable(ranked, len(ranked))]
+    size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
+    for group in group_findings(chosen, by=args.group_by, **size):
+        names = ", ".join(f.class_name for f in group.findings)
+        print(f"{group.name} ({len(group.findings)}): {names}")
 
 
 def _count(text: str) -> int:
@@ -72,7 +92,33 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
         help="also write plans (no PRs) for the first N fixable findings, into --plans DIR",
     )
     p.add_argument("--plans", metavar="DIR", help="where --propose-top writes plan directories")
+    p.add_argument(
+        "--groups", action="store_true", help="list the fixable findings by group (one PR each)"
+    )
+    _add_grouping(p)
     p.set_defaults(handler=cmd_scan)
+
+
+def _add_grouping(p: argparse.ArgumentParser) -> None:
+    from bot.grouping import DEFAULT_MAX_GROUP_SIZE, GROUP_BY
+
+    p.add_argument(
+        "--group-by",
+        choices=GROUP_BY,
+        default="shape",
+        help="shape: one plan per fix shape (default); none: one plan per class",
+    )
+    p.add_argument(
+        "--max-group-size",
+        type=_count,
+        metavar="N",
+        help=f"at most N classes in one plan (default {DEFAULT_MAX_GROUP_SIZE})",
+    )
+    p.add_argument(
+        "--no-dedupe",
+        action="store_true",
+        help="group plans: do not read GitHub for classes already in a PR",
+    )
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -191,8 +237,10 @@ def cmd_propose(args: argparse.Namespace) -> int:
     from bot.config import github_settings
     from bot.issues import load_issue
 
+    if args.group is not None:
+        return _propose_group(args)
     if args.issue is None and args.class_name is None:
-        raise BotError("give --issue N or --class NAME")
+        raise BotError("give --issue N, --class NAME or --group NAME")
     upstream = github_settings().upstream
     found = load_issue(args.issue, args.issue_file, upstream) if args.issue is not None else None
     issue = found.issue if found else None
@@ -212,10 +260,54 @@ def cmd_propose(args: argparse.Namespace) -> int:
     if plan.questions:
         for question in plan.questions:
             print(f"  question: {question}")
-    if not args.dry_run and plan.status != "nothing-to-fix":
-        result = pipeline.publish(out, reviewer=args.reviewer)
+    if args.dry_run:
+        return 0
+    if plan.status == "needs-info":
+        result = pipeline.publish(out, reviewer=None)  # the question to the reporter
         print(f"publish: {result.action}: {result.message}")
+        return 0
+    if plan.status != "ready":
+        return 0
+    return _submit(out, yes=args.yes)
+
+
+def _submit(out: Path, *, yes: bool) -> int:
+    """Verify, show the diff and the body, and publish with the submitter's confirmation."""
+    from bot import pipeline
+    from bot.plan import read_plan_dir
+    from bot.subprocess_env import credentials_children_can_read
+
+    if credentials_children_can_read():
+        print(
+            "verify: a credential is in the environment, so only the checks that run nothing "
+            "from the tree run now; for the CPU tests and the smoke check, run "
+            f"`env -u GITHUB_TOKEN bot verify {out}` and then `bot publish {out}`"
+        )
+    verification = pipeline.verify_for_submission(out)
+    print(f"verify: {verification.get('message')}")
+    if not verification.get("local_passed"):
+        raise BotError(f"verification failed, nothing published; see {out / 'pr.md'}")
+    planned = read_plan_dir(out)
+    print("\n--- patch.diff ---\n" + planned.patch)
+    print("--- pr.md (the PR body; its duplicate check and submitter lines are filled at ")
+    print("publish from records) ---\n" + planned.pr_markdown)
+    if not _confirmed(yes):
+        print(f"not published: confirm with --yes (or answer y), or run `bot publish {out}`")
+        return 0
+    result = pipeline.publish(out, reviewer=None)
+    url = f" {result.pr_url}" if result.pr_url else ""
+    print(f"publish: {result.action}: {result.message}{url}")
     return 0
+
+
+def _confirmed(yes: bool) -> bool:
+    """``--yes``, or a "y" typed at a terminal; never a guess when nobody can answer."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        return False
+    answer = input("Open this PR as its submitter, with your GITHUB_TOKEN? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _add_propose(sub: argparse._SubParsersAction) -> None:
@@ -223,12 +315,48 @@ def _add_propose(sub: argparse._SubParsersAction) -> None:
     target = p.add_mutually_exclusive_group()
     target.add_argument("--issue", type=int, metavar="N", help="upstream issue number")
     target.add_argument("--class", dest="class_name", metavar="NAME", help="class or architecture")
+    target.add_argument(
+        "--group", metavar="NAME", help="a group `bot scan --groups` lists, e.g. interface-only"
+    )
     p.add_argument("--repo", default=".", help="vLLM git checkout (default: .)")
     p.add_argument("--issue-file", help="read the issue from a JSON file (GitHub's REST shape)")
-    p.add_argument("--dry-run", action="store_true", help="write the plan; do not publish")
+    p.add_argument("--dry-run", action="store_true", help="write the plan; stop there")
     p.add_argument("--out", help="plan directory (default: under BOT_HOME/plans)")
-    p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="you, the submitter, reviewed the change: publish without asking",
+    )
+    _add_grouping(p)
     p.set_defaults(handler=cmd_propose)
+
+
+def _propose_group(args: argparse.Namespace) -> int:
+    """``bot propose --group NAME``: the group's plan (and, without --dry-run, its one PR)."""
+    from bot import pipeline
+
+    repo = Path(args.repo)
+    ranked, groups = pipeline.find_groups(
+        repo, group_by=args.group_by, max_group_size=args.max_group_size
+    )
+    out = Path(args.out) if args.out else pipeline.default_group_dir(args.group)
+    plan, left_out = pipeline.propose_group(
+        repo,
+        out,
+        args.group,
+        ranked=ranked,
+        groups=groups,
+        dedupe=not args.no_dedupe,
+        record=True,
+    )
+    print(f"plan: {out} ({plan.status}: {plan.reason})")
+    for member in plan.members if plan.is_group else []:
+        print(f"  member: {member.class_name} ({member.recipe})")
+    for line in left_out:
+        print(f"  left out: {line}")
+    if args.dry_run or plan.status != "ready":
+        return 0
+    return _submit(out, yes=args.yes)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -273,7 +401,7 @@ def _add_dashboard(sub: argparse._SubParsersAction) -> None:
 def cmd_sync(args: argparse.Namespace) -> int:
     from bot.sync import sync
 
-    report = sync()
+    report = sync(render_only=args.render_only)
     for line in report.lines():
         print(line)
     return 0
@@ -282,6 +410,11 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def _add_sync(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sync", help="rebuild the journal from GitHub and refresh the dashboard issue"
+    )
+    p.add_argument(
+        "--render-only",
+        action="store_true",
+        help="render the dashboard issue and follow labelled PRs; act on no ticked box",
     )
     p.set_defaults(handler=cmd_sync)
 
@@ -463,7 +596,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         expected = load_issue(args.issue, args.issue_file, upstream).issue["number"]
     elif args.issue_file is not None:
         raise BotError("--issue-file needs --issue N")
-    result = pipeline.publish(Path(args.plan_dir), reviewer=args.reviewer, expected_issue=expected)
+    result = pipeline.publish(Path(args.plan_dir), reviewer=None, expected_issue=expected)
     print(f"{result.action}: {result.message}" + (f" {result.pr_url}" if result.pr_url else ""))
     return 0
 
@@ -471,7 +604,6 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def _add_publish(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("publish", help="open or update the PR for a plan directory")
     p.add_argument("plan_dir", help="directory written by `bot propose`")
-    p.add_argument("--reviewer", help="maintainer who approved publishing (named in the PR)")
     p.add_argument(
         "--issue",
         type=int,

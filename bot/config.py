@@ -35,6 +35,10 @@ class GitHubSettings:
     max_prs_per_run: int
     max_prs_per_hour: int
     max_open_prs: int = 10
+    # The human who submits the PR (upstream's AGENTS.md: "Pure code-agent PRs are not
+    # allowed"): the commit's author and Signed-off-by. The token in GITHUB_TOKEN is theirs.
+    submitter_name: str | None = None
+    submitter_email: str | None = None
 
     @property
     def token(self) -> str | None:
@@ -56,6 +60,8 @@ def github_settings() -> GitHubSettings:
         max_prs_per_run=_count("BOT_MAX_PRS_PER_RUN", 3),
         max_prs_per_hour=_count("BOT_MAX_PRS_PER_HOUR", 5),
         max_open_prs=_count("BOT_MAX_OPEN_PRS", 10),
+        submitter_name=(env("BOT_SUBMITTER_NAME") or "").strip() or None,
+        submitter_email=(env("BOT_SUBMITTER_EMAIL") or "").strip() or None,
     )
 
 

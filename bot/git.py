@@ -101,13 +101,16 @@ def prepare_branch(
     *,
     message: str,
     check_tree: TreeCheck,
+    steps: list[CommitStep] | None = None,
 ) -> CommitInfo:
     """The commit the fork's ``plan.branch`` should carry: reused if already there, else new.
 
     ``check_tree`` sees every file the new tree changes against the base and raises to refuse;
     ``message`` is the commit message (built by the caller from validated fields). Safe to
     re-run: when the fork already has a bot commit with the same tree on the same base, that
-    commit is returned and nothing new is created.
+    commit is returned and nothing new is created. With ``steps`` (a group plan), the branch
+    is one commit per step instead, each step's changes checked by its own check, and
+    together they must make the tree of ``patch``.
     """
     settings = settings or github_settings()
     branch, base = _checked_branch(plan), _checked_base(plan)
@@ -120,16 +123,81 @@ def prepare_branch(
         _ensure_base(repo, base, settings)
         remote_sha = _fetch_fork_branch(repo, branch, settings)
     tree = _tree_with_patch(repo, base, patch)
-    check_tree(tree_changes(repo, base, tree))
+    if steps is None:
+        check_tree(tree_changes(repo, base, tree))
+        chain = [(tree, message)]
+    else:
+        chain = _step_trees(repo, base, steps, tree)
     if remote_sha is not None:
         ours = _only_bot_commits(repo, base, remote_sha, settings)
         if not ours:
             return CommitInfo(branch, remote_sha, base, False, True, remote_sha)
-        tip = repo.commit(remote_sha)
-        if tip.tree.hexsha == tree and [p.hexsha for p in tip.parents] == [base]:
+        if _same_chain(repo, remote_sha, base, [t for t, _ in chain]):
             return CommitInfo(branch, remote_sha, base, True, False, remote_sha)
-    sha = _commit(repo, tree, base, message, settings)
+    sha = base
+    for step_tree, step_message in chain:
+        sha = _commit(repo, step_tree, sha, step_message, settings)
     return CommitInfo(branch, sha, base, False, False, remote_sha)
+
+
+def base_files(
+    plan: Plan, paths: tuple[str, ...], work_dir: Path, settings: GitHubSettings
+) -> dict[str, str | None]:
+    """The text of ``paths`` at the plan's base commit (fetched from the upstream, never from
+    the plan's tree), None for a path the commit does not have."""
+    base = _checked_base(plan)
+    repo = _work_repo(work_dir)
+    with _git_errors("reading the upstream"):
+        _set_remote(repo, FORK_REMOTE, fork_url(settings))
+        _set_remote(repo, UPSTREAM_REMOTE, upstream_url(settings))
+        _ensure_base(repo, base, settings)
+    texts: dict[str, str | None] = {}
+    for path in paths:
+        try:
+            blob = repo.commit(base).tree / path
+            texts[path] = blob.data_stream.read().decode("utf-8", "replace")
+        except KeyError:
+            texts[path] = None
+    return texts
+
+
+@dataclass(frozen=True)
+class CommitStep:
+    """One commit of a group's branch: its patch (against the commit before it), its message
+    and the check its changes must pass (the member's recipe rules)."""
+
+    patch: str
+    message: str
+    check: TreeCheck
+
+
+def _step_trees(
+    repo: git.Repo, base: str, steps: list[CommitStep], whole: str
+) -> list[tuple[str, str]]:
+    """Each step's tree, checked against the tree before it; together they must make exactly
+    the tree of the whole patch (what was verified)."""
+    chain: list[tuple[str, str]] = []
+    previous = base
+    for step in steps:
+        if not step.patch.strip():
+            raise BotError("a commit of the plan has an empty patch")
+        tree = _tree_with_patch(repo, previous, step.patch)
+        step.check(tree_changes(repo, previous, tree))
+        chain.append((tree, step.message))
+        previous = tree
+    if previous != whole:
+        raise BotError("the members' commits do not add up to patch.diff; re-run `bot propose`")
+    return chain
+
+
+def _same_chain(repo: git.Repo, tip: str, base: str, trees: list[str]) -> bool:
+    """Whether the fork's branch is exactly our chain of trees on ``base``, one commit each."""
+    commit = repo.commit(tip)
+    for tree in reversed(trees):
+        if commit.tree.hexsha != tree or len(commit.parents) != 1:
+            return False
+        commit = commit.parents[0]
+    return commit.hexsha == base
 
 
 def push_branch(

@@ -106,6 +106,14 @@ class BoundedRetry(GithubRetry):
             return bool(self.total)
         return super().is_retry(method, status_code, has_retry_after)
 
+    def increment(self, *args: Any, **kwargs: Any) -> BoundedRetry:
+        # Nobody at the other end (the name does not resolve, the port refuses): retrying
+        # only makes the user wait, so the first such failure is the answer.
+        error = kwargs.get("error") if "error" in kwargs else (args[3] if len(args) > 3 else None)
+        if error is not None and unreachable(error):
+            raise urllib3.exceptions.MaxRetryError(kwargs.get("_pool"), kwargs.get("url"), error)
+        return super().increment(*args, **kwargs)
+
     def sleep(self, response: Any = None) -> None:
         wait, why = self.get_backoff_time(), "backoff"
         if response is not None:
@@ -118,6 +126,40 @@ class BoundedRetry(GithubRetry):
         self.wait_budget.spend(wait, why)
         if wait > 0:
             time.sleep(wait)
+
+
+class GitHubUnreachable(BotError):
+    """GitHub's name does not resolve or its port refuses the connection."""
+
+
+def unreachable(error: BaseException | None) -> bool:
+    """Whether ``error`` (or an exception it wraps) is a name-resolution failure or a refused
+    connection."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, (socket.gaierror, ConnectionRefusedError)):
+            return True
+        if isinstance(error, urllib3.exceptions.NameResolutionError):
+            return True
+        if isinstance(error, urllib3.exceptions.MaxRetryError):
+            error = error.reason
+        else:
+            error = (
+                error.__cause__
+                or error.__context__
+                or (
+                    error.args[0]
+                    if error.args and isinstance(error.args[0], BaseException)
+                    else None
+                )
+            )
+        seen += 1
+    return False
+
+
+def _name_error(exc: BaseException) -> bool:
+    text = f"{exc!r} {exc}"
+    return "NameResolutionError" in text or "gaierror" in text or "Name or service" in text
 
 
 def _reset_wait(headers: Any) -> float | None:
@@ -271,6 +313,10 @@ class GitHubClient:
 
     @cached_property
     def login(self) -> str:
+        # Actions' workflow token cannot read its own user: BOT_LOGIN names it instead.
+        configured = os.environ.get("BOT_LOGIN", "").strip()
+        if configured:
+            return configured
         self._require_token("finding the bot's own login")
         with _github_errors("reading the authenticated user"):
             return self._gh.get_user().login
@@ -630,6 +676,14 @@ class GitHubClient:
         with _github_errors(f"reading run {run_id} in {repo}"):
             return self._repo(repo).get_workflow_run(run_id).raw_data
 
+    def run_approvals(self, repo: str, run_id: int) -> list[dict[str, Any]]:
+        """The deployment reviews of a workflow run (who approved which environment)."""
+        with _github_errors(f"reading the approvals of run {run_id} in {repo}"):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/actions/runs/{int(run_id)}/approvals"
+            )
+        return [a for a in data or [] if isinstance(a, dict)]
+
     def download_run_artifact(self, repo: str, run_id: int, name: str) -> bytes:
         """The artifact's zip archive, as bytes."""
         self._require_token("downloading artifacts")
@@ -723,6 +777,9 @@ def _github_errors(action: str) -> Iterator[None]:
     except GithubException as exc:
         raise _one_line(action, exc) from None
     except NETWORK_ERRORS as exc:
+        if unreachable(exc):
+            why = "its name does not resolve" if _name_error(exc) else "connection refused"
+            raise GitHubUnreachable(f"{action}: GitHub is unreachable ({why})") from None
         raise BotError(
             f"{action}: GitHub unreachable or kept failing ({network_detail(exc)})"
         ) from None

@@ -63,9 +63,14 @@ def load_issue(
 
 def _fetcher(upstream: str) -> Callable[[int], dict[str, Any]]:
     def fetch(number: int) -> dict[str, Any]:
-        from bot.github import GitHubClient
+        from bot.github import GitHubClient, GitHubUnreachable
 
-        return GitHubClient().get_issue(number, repo=upstream)
+        try:
+            return GitHubClient().get_issue(number, repo=upstream)
+        except GitHubUnreachable as exc:
+            raise BotError(
+                f"{exc}; offline, give the issue as a file: --issue-file F (GitHub's REST shape)"
+            ) from None
 
     return fetch
 

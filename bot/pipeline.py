@@ -14,6 +14,7 @@ from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
 from bot.scan import scan as scan  # the first stage; `bot scan` calls it from here
 
 if TYPE_CHECKING:
+    from bot.grouping import FindingGroup
     from bot.priority import Ranked
     from bot.publish import PublishResult
     from bot.recipes import Finding
@@ -101,24 +102,122 @@ def _record_triage(issue: dict[str, Any], architecture: str | None) -> None:
 
 
 def propose_top(
-    repo: Path, ranked: list[Ranked], n: int, plans: Path
+    repo: Path,
+    ranked: list[Ranked],
+    n: int,
+    plans: Path,
+    *,
+    group_by: str = "shape",
+    max_group_size: int | None = None,
+    dedupe: bool = True,
 ) -> list[tuple[Ranked, Path, str]]:
-    """Plans (never PRs) for the first ``n`` fixable findings, one directory per class under
-    ``plans``; publishing stays with a maintainer's approval. One class that cannot be planned
-    does not stop the others: its line says why."""
+    """Plans (never PRs) for the first ``n`` fixable findings, one per class, those sharing a
+    fix shape in one group plan (``group_by``, :mod:`bot.grouping`); a group of one is the
+    class's own plan. Publishing stays with a maintainer's approval. One plan that cannot be
+    made does not stop the others: its line says why."""
     from bot.errors import BotError
+    from bot.grouping import DEFAULT_MAX_GROUP_SIZE, group_findings
     from bot.priority import top_fixable
 
+    chosen = top_fixable(ranked, n)
+    by_class = {item.finding.class_name: item for item in chosen}
+    groups = group_findings(
+        [item.finding for item in chosen],
+        by=group_by,
+        max_size=DEFAULT_MAX_GROUP_SIZE if max_group_size is None else max_group_size,
+    )
     written = []
-    for item in top_fixable(ranked, n):
-        out = plans / _safe_name(f"class-{item.finding.class_name}")
-        try:
-            plan = propose(repo, out, class_name=item.finding.class_name, record=True)
-            outcome = f"{plan.status}: {plan.reason}"
-        except BotError as exc:
-            outcome = f"not planned: {exc}"
-        written.append((item, out, outcome))
+    for group in groups:
+        first = by_class[group.findings[0].class_name]
+        if len(group.findings) == 1:
+            out = plans / _safe_name(f"class-{first.finding.class_name}")
+            try:
+                plan = propose(repo, out, class_name=first.finding.class_name, record=True)
+                outcome = f"{plan.status}: {plan.reason}"
+            except BotError as exc:
+                outcome = f"not planned: {exc}"
+        else:
+            out = plans / _safe_name(f"group-{group.name}")
+            try:
+                plan, left_out = propose_group(
+                    repo, out, group.name, ranked=ranked, groups=groups, dedupe=dedupe, record=True
+                )
+                outcome = f"{plan.status}: {plan.reason}" + "".join(
+                    f"; left out {line}" for line in left_out
+                )
+            except BotError as exc:
+                outcome = f"not planned: {exc}"
+        written.append((first, out, outcome))
     return written
+
+
+def find_groups(
+    repo: Path, *, group_by: str = "shape", max_group_size: int | None = None
+) -> tuple[list[Ranked], list[FindingGroup]]:
+    """Every fixable finding of ``repo`` (one per class, by priority), grouped."""
+    from bot.grouping import DEFAULT_MAX_GROUP_SIZE, group_findings
+    from bot.priority import top_fixable
+
+    ranked = prioritise(scan(repo).findings)
+    chosen = top_fixable(ranked, len(ranked))
+    groups = group_findings(
+        [item.finding for item in chosen],
+        by=group_by,
+        max_size=DEFAULT_MAX_GROUP_SIZE if max_group_size is None else max_group_size,
+    )
+    return ranked, groups
+
+
+def propose_group(
+    repo: Path,
+    out: Path,
+    name: str,
+    *,
+    ranked: list[Ranked],
+    groups: list[FindingGroup],
+    upstream: str | None = None,
+    dedupe: bool = True,
+    record: bool = False,
+) -> tuple[Plan, list[str]]:
+    """Write the plan of group ``name`` (one of ``groups``); returns it and what was left out.
+
+    With ``dedupe``, a member whose class is already in any PR of the bot (open, merged or
+    closed; read from GitHub by its marker, no token needed) is left out."""
+    from bot.config import github_settings
+    from bot.drafts import load_catalogue
+    from bot.errors import BotError
+    from bot.propose_group import group_proposal
+
+    found = [g for g in groups if g.name == name]
+    if not found:
+        known = ", ".join(g.name for g in groups if len(g.findings) > 1) or "none"
+        raise BotError(f"no group {name!r} in this tree; groups of several classes: {known}")
+    settings = github_settings()
+    upstream = upstream or settings.upstream
+    check_plan_target(out)
+    repo = Path(repo).resolve()
+    published = {}
+    if dedupe:
+        from bot.github import GitHubClient
+        from bot.published import published_classes
+
+        published = published_classes(GitHubClient(settings), upstream)
+    issues = {item.finding.class_name: [i.number for i in item.demand.issues] for item in ranked}
+    result = scan(repo)
+    made = group_proposal(
+        repo,
+        result,
+        found[0],
+        upstream=upstream,
+        catalogue=load_catalogue(),
+        issues=issues,
+        published=published,
+    )
+    proposal = made.proposal
+    write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    if record and proposal.plan.status != NOTHING_TO_FIX:
+        _journal().record_proposal(out)
+    return proposal.plan, [item.line() for item in made.left_out]
 
 
 def publish(
@@ -148,11 +247,28 @@ def publish(
     return result
 
 
+def verify_for_submission(plan_dir: Path) -> dict[str, Any]:
+    """``bot propose``'s own verification, before the submitter is asked: every check, or,
+    beside a credential (which upstream code could read), only the checks that run nothing
+    from the tree (the CPU tests and the smoke check are then recorded as not run)."""
+    from bot.subprocess_env import credentials_children_can_read
+    from bot.verify import VerifyOptions, verify_plan
+
+    runtime = not credentials_children_can_read()
+    return verify_plan(plan_dir, VerifyOptions(gpu="skip", runtime=runtime))
+
+
 def default_plan_dir(issue: int | None, class_name: str | None) -> Path:
     from bot.config import home_dir
 
     name = f"issue-{issue}" if issue is not None else f"class-{class_name}"
     return home_dir() / "plans" / _safe_name(name)
+
+
+def default_group_dir(name: str) -> Path:
+    from bot.config import home_dir
+
+    return home_dir() / "plans" / _safe_name(f"group-{name}")
 
 
 def _safe_name(name: str) -> str:

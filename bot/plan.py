@@ -23,13 +23,47 @@ from bot import jsonio
 from bot.errors import BotError
 from bot.fileio import write_atomic
 
-PLAN_SCHEMA = 1
+PLAN_SCHEMA = 2
 
 # What a plan can say about itself.
 READY = "ready"  # a patch to publish
 NOTHING_TO_FIX = "nothing-to-fix"  # already fixed, or not an issue of a known class
 NEEDS_INFO = "needs-info"  # triage lacked confidence; `questions` says what is missing
-PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO)
+NEEDS_HUMAN = "needs-human"  # a real gap the bot will not patch; `reason` lists the blockers
+PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO, NEEDS_HUMAN)
+
+
+@dataclass(frozen=True)
+class Member:
+    """One class a plan fixes. A single-class plan is a group of one; a group plan (one branch,
+    one PR) has a member per class, each with its own fingerprint, so a class already in any PR
+    is recognised whichever group it was published in.
+
+    ``patch`` is this member's commit on the group's branch (applied in order on the base
+    commit, the members' patches add up to patch.diff); empty in a group of one, whose one
+    commit is patch.diff. ``issues`` are the triaged issues the member resolves (each gets the
+    sticky comment pointing at the PR).
+    """
+
+    class_name: str
+    recipe: str
+    fingerprint: str
+    variant: str | None = None
+    finding: dict[str, Any] = field(default_factory=dict)
+    registry_entry: dict[str, Any] | None = None
+    tests: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "cpu": []})
+    edits: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[int] = field(default_factory=list)
+    title: str = ""
+    reason: str = ""
+    issue_comment: str | None = None
+    patch: str = ""
+
+    @classmethod
+    def from_dict(cls, data: object) -> Member:
+        if not isinstance(data, dict):
+            raise BotError("plan.json: each of `members` must be an object")
+        return cls(**_checked_fields(cls, data, "plan.json: members"))
 
 
 @dataclass
@@ -55,24 +89,77 @@ class Plan:
     issue_comment: str | None = None  # the recipe's words for the sticky issue comment
     questions: list[str] = field(default_factory=list)
     verification: dict[str, Any] | None = None
+    group: str | None = None  # a group plan's key (recipe/shape), None for a single class
+    members: list[Member] = field(default_factory=list)
     schema: int = PLAN_SCHEMA
+
+    def __post_init__(self) -> None:
+        # plan.json before groups (schema 1) had no members: a ready single-class plan is a
+        # group of one, its member read from the plan's own fields.
+        single = self.group is None and self.status == READY
+        if single and not self.members and self.recipe and self.class_name and self.fingerprint:
+            self.members = [self.single_member()]
+
+    def single_member(self) -> Member:
+        """The member a single-class plan's own fields describe."""
+        variant = (self.fingerprint or "").rsplit(":", 1)[0].partition("@")[2] or None
+        return Member(
+            class_name=str(self.class_name),
+            recipe=str(self.recipe),
+            fingerprint=str(self.fingerprint),
+            variant=variant,
+            finding=dict(self.finding or {}),
+            registry_entry=self.registry_entry,
+            tests=self.tests,
+            edits=self.edits,
+            issues=[self.issue_number] if self.issue_number else [],
+            title=self.title or "",
+            reason=self.reason,
+            issue_comment=self.issue_comment,
+        )
+
+    @property
+    def is_group(self) -> bool:
+        return self.group is not None
+
+    @property
+    def member_fingerprints(self) -> list[str]:
+        return [m.fingerprint for m in self.members]
+
+    @property
+    def issues(self) -> list[int]:
+        """Every triaged issue the plan resolves (the plan's own first), once each."""
+        numbers = [self.issue_number] if self.issue_number else []
+        numbers += [n for m in self.members for n in m.issues]
+        return list(dict.fromkeys(numbers))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - known
-        if unknown:
-            raise BotError(f"plan.json has unknown fields: {', '.join(sorted(unknown))}")
         if data.get("status") not in PLAN_STATUSES:
             raise BotError(f"plan.json has an unknown status: {data.get('status')!r}")
-        hints = typing.get_type_hints(cls)
-        for name, value in data.items():
-            if not _has_type(value, hints[name]):
-                raise BotError(f"plan.json: `{name}` must be {_type_name(hints[name])}")
-        return cls(**data)
+        members = data.get("members", [])
+        if not isinstance(members, list):
+            raise BotError("plan.json: `members` must be a list")
+        rest = _checked_fields(cls, {k: v for k, v in data.items() if k != "members"}, "plan.json")
+        checked = [Member.from_dict(m) for m in members]
+        # A single-class plan's member is always its own fields, whatever the file lists.
+        return cls(**rest, members=checked if rest.get("group") is not None else [])
+
+
+def _checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` if every key is a field of ``cls`` and every value fits its annotation."""
+    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    unknown = set(data) - known
+    if unknown:
+        raise BotError(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
+    hints = typing.get_type_hints(cls)
+    for name, value in data.items():
+        if not _has_type(value, hints[name]):
+            raise BotError(f"{where}: `{name}` must be {_type_name(hints[name])}")
+    return data
 
 
 def _has_type(value: Any, hint: Any) -> bool:

@@ -98,15 +98,17 @@ def rank(
     catalogue: DraftCatalogue,
     fixable: frozenset[str],
 ) -> list[Ranked]:
-    """``findings`` in priority order; ``fixable`` names the recipes that plan fixes."""
+    """``findings`` in priority order; ``fixable`` names the recipes that plan fixes. A finding
+    its recipe refuses to patch (``evidence.refused``: it needs a human) is not fixable and
+    comes last, whatever its demand."""
     scored = [(f, demand_for(f, issues, catalogue)) for f in findings]
 
     def can_fix(finding: Finding) -> bool:
-        # A finding its recipe refuses ("needs a human: ...") yields no patch.
-        return finding.recipe in fixable and not finding.evidence.get("refused")
+        return finding.recipe in fixable and not needs_human(finding)
 
     scored.sort(
         key=lambda item: (
+            needs_human(item[0]),
             -len(item[1].issues),
             -len(item[1].drafts),
             not can_fix(item[0]),
@@ -120,6 +122,11 @@ def rank(
         Ranked(n, finding, demand, can_fix(finding))
         for n, (finding, demand) in enumerate(scored, 1)
     ]
+
+
+def needs_human(finding: Finding) -> bool:
+    """The recipe found a real gap but refuses to patch it (its reason is in the evidence)."""
+    return bool((finding.evidence or {}).get("refused"))
 
 
 def top_fixable(ranked: Sequence[Ranked], n: int) -> list[Ranked]:

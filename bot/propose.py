@@ -10,12 +10,12 @@ gone, no new finding appears). The patch is what ``git diff`` says in the scratc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot import identity
 from bot import plan as plans
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import (
@@ -26,8 +26,11 @@ from bot.codemods.safety import (
     format_touched,
 )
 from bot.codemods.spans import resolve
+from bot.contrib_rules import rules_of_tree
+from bot.contribution import contribution_context, render_blocks
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
+from bot.identity import branch_name
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.base import FileEdit, follows_from
 from bot.scan import ScanResult, scan
@@ -35,7 +38,7 @@ from bot.tree.index import MODEL_PACKAGES
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
 from bot.triage import ASK, SILENT, Triage
-from bot.writeup import pr_template_style, render_pr
+from bot.writeup import render_pr
 
 # What proposing reads and edits: the model packages (scanned again after the edit), the
 # package marker, and the tests it extends. Files at the top (ruff's settings) come along.
@@ -58,12 +61,6 @@ class Proposal:
     plan: plans.Plan
     patch: str
     pr_markdown: str
-
-
-def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
-    slug = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", class_name).lower()
-    slug = re.sub(r"[^a-z0-9-]+", "-", slug).strip("-")
-    return f"bot/{recipe}/{slug}" + (f"-{variant}" if variant else "")
 
 
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:
@@ -132,6 +129,27 @@ def check_rescan(after: Sequence[Finding], fix: FixPlan, before: Sequence[Findin
 # -- the plan -------------------------------------------------------------------------------
 
 
+def writeup_context(
+    fix: FixPlan, fingerprint: str, edits: list[dict[str, Any]], issue_number: int | None
+) -> dict[str, Any]:
+    """What one fix's write-up templates read: the recipe's own values and the generic ones."""
+    finding, entry = fix.finding, fix.registry.entry
+    return {
+        **fix.writeup.context,
+        "cls": finding.class_name,
+        "variant": fix.variant,
+        "archs": list(finding.architectures),
+        "issue_number": issue_number,
+        "recipe": fix.recipe,
+        "fingerprint": fingerprint,
+        "edits": edits,
+        "entry": entry.to_json() if entry else None,
+        "entry_why": fix.registry.why_none,
+        "gpu_tests": list(fix.tests.gpu),
+        "cpu_tests": list(fix.tests.cpu),
+    }
+
+
 def proposal_for(
     repo: Path,
     result: ScanResult,
@@ -181,7 +199,13 @@ def proposal_for(
         key=lambda f: [r.name for r in RECIPES].index(f.recipe),
     )
     if not fixable:
-        return _nothing(common, class_name or arch, _why_nothing(result, matches, wanted))
+        reason = _why_nothing(result, matches, wanted)
+        if matches:  # reported, but no recipe patches it: a person has to look
+            plan = plans.Plan(
+                status=plans.NEEDS_HUMAN, reason=reason, class_name=matches[0].class_name, **common
+            )
+            return Proposal(plan, "", "")
+        return _nothing(common, class_name or arch, reason)
     finding = fixable[0]
     group = tuple(
         f for f in fixable if f.recipe == finding.recipe and f.class_name == finding.class_name
@@ -201,7 +225,11 @@ def proposal_for(
     )
     fix = recipe.plan(finding, ctx)
     if isinstance(fix, Declined):
-        return _nothing(common, finding.class_name, fix.reason)
+        # A real gap the recipe refuses to patch: a person has to look, it is not "nothing".
+        plan = plans.Plan(
+            status=plans.NEEDS_HUMAN, reason=fix.reason, class_name=finding.class_name, **common
+        )
+        return Proposal(plan, "", "")
     applied = apply_fix(repo, base_commit, fix, result.findings)
     return _ready(repo, common, fix, applied)
 
@@ -221,32 +249,14 @@ def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> Pro
 
 def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix) -> Proposal:
     finding, entry = fix.finding, fix.registry.entry
-    fingerprint = (
-        f"{fix.recipe}:{finding.class_name}"
-        + (f"@{fix.variant}" if fix.variant else "")
-        + f":{common['base_commit'][:12]}"
+    fingerprint = identity.fingerprint(
+        fix.recipe, finding.class_name, fix.variant, common["base_commit"]
     )
     edits = [edit.to_json() for edit in applied.edits]
-    context = {
-        **fix.writeup.context,
-        "cls": finding.class_name,
-        "variant": fix.variant,
-        "archs": list(finding.architectures),
-        "issue_number": common["issue_number"],
-        "recipe": fix.recipe,
-        "fingerprint": fingerprint,
-        "edits": edits,
-        "entry": entry.to_json() if entry else None,
-        "entry_why": fix.registry.why_none,
-        "gpu_tests": list(fix.tests.gpu),
-        "cpu_tests": list(fix.tests.cpu),
-    }
-    pr_markdown = render_pr(
-        fix.commit_title, context, fix.writeup.sections, pr_template_style(repo)
-    )
+    context = writeup_context(fix, fingerprint, edits, common["issue_number"])
     plan = plans.Plan(
         status=plans.READY,
-        reason=finding.summary if entry else f"{finding.summary}; {fix.registry.why_none}",
+        reason=plan_reason(fix),
         recipe=fix.recipe,
         class_name=finding.class_name,
         finding=finding.to_json(),
@@ -255,11 +265,38 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         tests=fix.tests.to_json(),
         branch=branch_name(fix.recipe, finding.class_name, fix.variant),
         fingerprint=fingerprint,
-        title=plans.split_pr_markdown(pr_markdown)[0],
+        title=fix.commit_title,
         issue_comment=fix.issue_comment,
         **common,
     )
+    pr_markdown = render_markdown(
+        repo, plan, applied.patch, fix.commit_title, context, fix.writeup.sections
+    )
+    plan.title = plans.split_pr_markdown(pr_markdown)[0]
     return Proposal(plan, applied.patch, pr_markdown)
+
+
+def render_markdown(
+    repo: Path,
+    plan: plans.Plan,
+    patch: str,
+    title: str,
+    context: dict[str, Any],
+    sections: dict[str, str],
+) -> str:
+    """pr.md in the tree's own PR template, with a preview of the contribution sections
+    (publish composes them again from records: the duplicate search, the submitter)."""
+    rules = rules_of_tree(repo)
+    preview = contribution_context(
+        plan=plan, patch=patch, rules=rules, search=None, submitter=None, review=None, trailer=None
+    )
+    return render_pr(title, context, sections, rules.template_style, render_blocks(preview))
+
+
+def plan_reason(fix: FixPlan) -> str:
+    """The commit body's paragraph: the finding's summary, and why there is no registry entry."""
+    summary = fix.finding.summary
+    return summary if fix.registry.entry else f"{summary}; {fix.registry.why_none}"
 
 
 def _issue_number(issue: dict[str, Any] | None) -> int | None:

@@ -25,34 +25,85 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import git
 
 from bot.config import GitHubSettings, github_settings
+from bot.contrib_rules import (
+    AGENTS,
+    PR_CHECKLIST_SKILL,
+    PR_TEMPLATE,
+    ContributionRules,
+    read_rules,
+)
+from bot.contribution import (
+    CHECKLIST,
+    CONTRIBUTION,
+    DuplicateSearch,
+    Review,
+    Submitter,
+    contribution_context,
+    refuse_duplicates,
+    render_blocks,
+    replace_block,
+    require_recorded_results,
+    search_duplicates,
+)
 from bot.errors import BotError
-from bot.git import CommitInfo, default_work_dir, prepare_branch, push_branch
+from bot.git import (
+    CommitInfo,
+    CommitStep,
+    base_files,
+    default_work_dir,
+    prepare_branch,
+    push_branch,
+)
 from bot.github import GitHubClient, PullRequestExists
 from bot.gitrepo import Repo
 from bot.gpu_evidence import TestedCommit, confirmed, gpu_tests_of, smoke_target_of
+from bot.identity import (
+    BOT_BRANCH,
+    body_sha_in,
+    body_sha_marker,
+    class_key,
+    fingerprint_marker,
+    has_body_sha,
+    identity_markers,
+    is_identity_line,
+    status_marker,
+)
 from bot.markdown import inline
-from bot.plan import NEEDS_INFO, NOTHING_TO_FIX, READY, Plan, read_plan_dir
+from bot.plan import (
+    NEEDS_HUMAN,
+    NEEDS_INFO,
+    NOTHING_TO_FIX,
+    READY,
+    Member,
+    Plan,
+    PlanDir,
+    read_plan_dir,
+)
 from bot.publish_checks import (
     check_approval,
     check_confined,
     check_hashes,
+    check_member_confined,
     check_plan_fields,
     commit_message,
+    commit_text,
+    member_commit_messages,
 )
 from bot.publish_lock import fork_lock
+from bot.published import PublishedPull, pulls_by_class
 from bot.verify.evidence import require_evidence
+from bot.verify.render import render_results, replace_results_section
 
-REVIEWER_MARKER = "<!-- bot:reviewer -->"
-_FINGERPRINT_LINE = re.compile(r"^<!-- bot:fingerprint=.*-->$")
-_BODY_SHA = re.compile(r"<!-- bot:body-sha=([0-9a-f]+) -->")
+RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
+PUBLISH_ENVIRONMENT = "publish"  # the Action's environment with required reviewers
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
-_BOT_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 
 
 # What each publishing outcome says about the PR on GitHub, in the journal's words; the other
@@ -80,14 +131,6 @@ class PublishResult:
     def pr_state(self) -> str | None:
         """``open``/``merged``/``closed`` for the journal, or None when there is no PR."""
         return PR_STATE_AFTER.get(self.action) if self.pr_number else None
-
-
-def fingerprint_marker(fingerprint: str) -> str:
-    return f"<!-- bot:fingerprint={fingerprint} -->"
-
-
-def status_marker(issue_number: int) -> str:
-    return f"<!-- bot:status issue={issue_number} -->"
 
 
 class PublishBudget:
@@ -170,7 +213,8 @@ def publish_plan(
     planned = read_plan_dir(plan_dir)
     plan = planned.plan
     check_approval(planned, approved_hash)  # before anything else is read from the plan
-    if plan.status == NOTHING_TO_FIX:
+    review = _review(reviewer, approved_hash)
+    if plan.status in (NOTHING_TO_FIX, NEEDS_HUMAN):
         return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")
     settings = settings or github_settings()
     # Nothing in the artifact is trusted: fields, hashes and (below) the tree are re-checked
@@ -184,6 +228,8 @@ def publish_plan(
     if plan.status == READY:
         check_hashes(planned, approved_hash)
         require_evidence(plan)  # a recipe's required checks (eagle3-enable: the smoke check)
+        require_recorded_results(plan)
+        settings = with_submitter(settings)
     client = client or GitHubClient(settings)
     if not client.authenticated:
         raise BotError("publishing needs a token: set GITHUB_TOKEN")
@@ -194,9 +240,11 @@ def publish_plan(
         raise BotError("the plan has no PR title or fingerprint; re-run `bot propose`")
     if not settings.fork_owner:
         raise BotError("no fork configured: set BOT_FORK_OWNER")
-    body = compose_body(planned.pr_body, title, plan, reviewer)
     head = f"{settings.fork_owner}:{plan.branch}"
     marker = fingerprint_marker(plan.fingerprint)
+    elsewhere = _members_elsewhere(client, plan)
+    if elsewhere:
+        return _already_elsewhere(plan, elsewhere)
     earlier = _earlier_pulls(client, head, marker, plan.upstream)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
@@ -215,6 +263,16 @@ def publish_plan(
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
     work_dir = work_dir or default_work_dir(settings)
+    files = base_files(plan, RULE_FILES, work_dir, settings)
+    rules = read_rules(files.get)
+    # AGENTS.md's duplicate-work checks, before anything is pushed: a duplicate fails closed.
+    classes = list(dict.fromkeys(m.class_name for m in plan.members)) or [str(plan.class_name)]
+    ours = [marker, *(fingerprint_marker(f) for f in plan.member_fingerprints)]
+    search = search_duplicates(client, plan, classes, ours, rules)
+    refuse_duplicates(search, rules)
+    submitter = Submitter(_checked_login(client.login), settings.git_name, settings.git_email)
+    review = review or _environment_review(client, settings)
+    credit = _credit(rules)
     # An earlier PR keeps its own branch, which may carry an older slug of the class name.
     branch_plan = _on_branch_of(plan, open_pulls[0], settings) if open_pulls else plan
     commit = prepare_branch(
@@ -222,8 +280,9 @@ def publish_plan(
         planned.patch,
         work_dir,
         settings,
-        message=commit_message(planned, settings.git_name, settings.git_email),
+        message=commit_message(planned, settings.git_name, settings.git_email, credit),
         check_tree=lambda changes: check_confined(planned, changes),
+        steps=_member_commits(planned, settings, credit) if plan.is_group else None,
     )
     if commit.human_edited and not open_pulls:
         # Its commits are not ours and were never checked: a PR from it would propose them.
@@ -234,6 +293,17 @@ def publish_plan(
         )
     pushed = push_branch(commit, work_dir, settings)
     tested = _tested_commit(plan, commit, work_dir)
+    verified = _verified(plan, client, settings, tested)
+    body = compose_body(
+        planned,
+        title,
+        verified=verified,
+        rules=rules,
+        search=search,
+        submitter=submitter,
+        review=review,
+        credit=credit,
+    )
     if open_pulls:
         return _update(client, settings, plan, open_pulls[0], title, body, commit, pushed, tested)
     with budget.claim(work_dir, plan.fingerprint) as refusal:
@@ -245,7 +315,7 @@ def publish_plan(
                 body=body,
                 head=head,
                 base=client.default_branch(plan.upstream),
-                draft=not _verified(plan, client, settings, tested),
+                draft=not verified,
                 marker=marker,
                 repo=plan.upstream,
             )
@@ -268,38 +338,161 @@ def publish_plan(
     return _result("opened", pull, f"opened PR #{pull['number']}{draft}{note}", comment_url)
 
 
+def _member_commits(
+    planned: PlanDir, settings: GitHubSettings, credit: str | None
+) -> list[CommitStep]:
+    """A group's branch: one commit per member, each checked by its own recipe's rules."""
+    messages = member_commit_messages(planned, settings.git_name, settings.git_email, credit)
+    return [
+        CommitStep(member.patch, message, partial(check_member_confined, member))
+        for member, message in zip(planned.plan.members, messages, strict=True)
+    ]
+
+
+def _members_elsewhere(client: GitHubClient, plan: Plan) -> list[tuple[Member, PublishedPull]]:
+    """Members whose class another PR already names: for a group, any PR but its own; for a
+    single class, a group PR (its own earlier PRs are found by :func:`_earlier_pulls`)."""
+    by_class = pulls_by_class(client, plan.upstream)
+    found = []
+    for member in plan.members:
+        for pull in by_class.get(class_key(member.fingerprint) or "", []):
+            if plan.is_group and pull.plan_fingerprint != plan.fingerprint:
+                found.append((member, pull))
+                break
+            if not plan.is_group and pull.is_group:
+                found.append((member, pull))
+                break
+    return found
+
+
+def _already_elsewhere(plan: Plan, elsewhere: list[tuple[Member, PublishedPull]]) -> PublishResult:
+    listed = "; ".join(
+        f"{member.class_name} is already in PR #{pull.number} ({pull.describe()})"
+        for member, pull in elsewhere
+    )
+    if not plan.is_group:
+        return PublishResult("nothing-to-do", message=f"nothing to publish: {listed}")
+    raise BotError(
+        f"not opening the group PR: {listed}; re-run `bot propose --group {plan.group}` to plan "
+        "the group without it"
+    )
+
+
 def _on_branch_of(plan: Plan, pull: dict[str, Any], settings: GitHubSettings) -> Plan:
     """The plan, aimed at the branch ``pull`` comes from when that is a bot branch of ours."""
     head = pull.get("head") or {}
     owner = ((head.get("repo") or {}).get("owner") or {}).get("login")
     ref = str(head.get("ref") or "")
-    if owner == settings.fork_owner and _BOT_BRANCH.match(ref) and ref != plan.branch:
+    if owner == settings.fork_owner and BOT_BRANCH.match(ref) and ref != plan.branch:
         return dataclasses.replace(plan, branch=ref)
     return plan
 
 
-def compose_body(body: str, title: str, plan: Plan, reviewer: str | None) -> str:
-    """pr.md's body plus the reviewer disclosure, the fingerprint and the body-hash markers."""
+def with_submitter(settings: GitHubSettings) -> GitHubSettings:
+    """The settings with the human submitter as the commit identity; without one configured,
+    a one-line refusal saying what to set (nothing is published)."""
+    if not settings.submitter_name or not settings.submitter_email:
+        raise BotError(
+            "no human submitter configured: set BOT_SUBMITTER_NAME and BOT_SUBMITTER_EMAIL "
+            "(the person who reviewed the change and opens the PR) and GITHUB_TOKEN to their "
+            'own token (vLLM\'s AGENTS.md: "Pure code-agent PRs are not allowed"); '
+            "nothing was published"
+        )
+    return dataclasses.replace(
+        settings, git_name=settings.submitter_name, git_email=settings.submitter_email
+    )
+
+
+def _credit(rules: ContributionRules) -> str | None:
+    """The bot's credit trailer in the form the tree's AGENTS.md shows (name only)."""
+    if not rules.attribution_trailer:
+        return None
+    bot_name = os.environ.get("BOT_GIT_NAME") or "vllm-eagle3-bot"
+    return f"{rules.attribution_trailer}: {commit_text(bot_name, 'BOT_GIT_NAME', limit=100)}"
+
+
+def _review(reviewer: str | None, approved_hash: str | None) -> Review | None:
+    """A review is named only when it was recorded: the approval of the plan's review hash."""
+    if reviewer is None or approved_hash is None:
+        return None
+    return Review(
+        _checked_login(reviewer), f"approved the plan's review hash `{approved_hash[:12]}`"
+    )
+
+
+def _environment_review(client: GitHubClient, settings: GitHubSettings) -> Review | None:
+    """In GitHub Actions: the required reviewer who approved this run's ``publish``
+    environment, as GitHub records it (none named when GitHub shows no such approval)."""
+    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    if os.environ.get("GITHUB_ACTIONS") != "true" or not run_id.isdigit() or not settings.bot_repo:
+        return None
+    try:
+        approvals = client.run_approvals(settings.bot_repo, int(run_id))
+    except BotError:
+        return None
+    for approval in approvals:
+        names = {str((e or {}).get("name")) for e in approval.get("environments") or []}
+        login = str((approval.get("user") or {}).get("login") or "")
+        if approval.get("state") == "approved" and PUBLISH_ENVIRONMENT in names and login:
+            record = f"approved the `{PUBLISH_ENVIRONMENT}` environment of run {int(run_id)}"
+            return Review(_checked_login(login), record)
+    return None
+
+
+def _checked_login(login: str) -> str:
+    if not _LOGIN.match(login):
+        raise BotError(f"not a GitHub login: {login!r}")
+    return login
+
+
+def compose_body(
+    planned: PlanDir,
+    title: str,
+    *,
+    verified: bool,
+    rules: ContributionRules,
+    search: DuplicateSearch,
+    submitter: Submitter,
+    review: Review | None,
+    credit: str | None,
+) -> str:
+    """The PR body, composed at publish: pr.md's recipe text (checked: no links but to the
+    upstream, no images, no HTML), the results from ``bot verify``'s records, the
+    contribution and checklist sections from records, then the fingerprint and body hash."""
+    plan = planned.plan
+    # The verdict is publish's own (a GPU run GitHub confirms), not the artifact's words.
+    verdict = {
+        **(plan.verification or {}),
+        "passed": verified,
+        "message": "local checks recorded, GPU test passed (run confirmed on GitHub)"
+        if verified
+        else "local checks recorded; no confirmed GPU run yet, so this PR is a draft",
+    }
+    body = replace_results_section(planned.pr_body, render_results(verdict))
+    blocks = render_blocks(
+        contribution_context(
+            plan=plan,
+            patch=planned.patch,
+            rules=rules,
+            search=search,
+            submitter=submitter,
+            review=review,
+            trailer=credit,
+        )
+    )
+    body = replace_block(body, blocks["contribution"], CONTRIBUTION)
+    body = replace_block(body, blocks["checklist"], CHECKLIST)
     lines = [
         line
         for line in body.rstrip().split("\n")
-        if not _FINGERPRINT_LINE.match(line.strip()) and not _BODY_SHA.search(line)
+        if not is_identity_line(line) and not has_body_sha(line)
     ]
     if plan.issue_number and f"#{plan.issue_number}" not in body:
         lines += ["", f"Fixes #{plan.issue_number}"]
-    if reviewer is not None:
-        if not _LOGIN.match(reviewer):
-            raise BotError(f"not a GitHub login: {reviewer!r}")
-        disclosure = f"{REVIEWER_MARKER}Reviewed and approved by @{reviewer} before opening."
-        at = next((i for i, x in enumerate(lines) if x.startswith(REVIEWER_MARKER)), None)
-        if at is None:
-            lines += ["", disclosure]
-        else:
-            lines[at] = disclosure
-    lines += ["", fingerprint_marker(plan.fingerprint or "")]
+    lines += ["", *identity_markers(plan.fingerprint or "", plan.member_fingerprints)]
     text = "\n".join(lines)
     digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]
-    return f"{text}\n<!-- bot:body-sha={digest} -->\n"
+    return f"{text}\n{body_sha_marker(digest)}\n"
 
 
 def _earlier_pulls(
@@ -334,7 +527,7 @@ def _update(
         changes.append("adopted it (GitHub had opened it; the answer to that was lost)")
     if pushed:
         changes.append("pushed a new commit")
-    if _body_sha(pull.get("body") or "") != _body_sha(body) or pull.get("title") != title:
+    if body_sha_in(pull.get("body") or "") != body_sha_in(body) or pull.get("title") != title:
         pull = client.edit_pull(pull["number"], title=title, body=body, repo=plan.upstream)
         changes.append("updated title/body")
     verified = _verified(plan, client, settings, tested)
@@ -355,7 +548,8 @@ def _update(
             changes.append(f"could not add label {settings.label!r}")
     comment_url, commented = _comment_on_issue(client, plan, pull)
     if commented in ("created", "updated"):
-        changes.append(f"{commented} the comment on #{plan.issue_number}")
+        where = "the members' issues" if plan.is_group else f"#{plan.issue_number}"
+        changes.append(f"{commented} the comment on {where}")
     if commit.human_edited:
         changes.append("left the branch alone: someone else has committed to it")
     changed = pushed or any(
@@ -370,16 +564,34 @@ def _comment_on_issue(
     client: GitHubClient, plan: Plan, pull: dict[str, Any]
 ) -> tuple[str | None, str]:
     """The sticky comment's URL and what was done to it (created/updated/unchanged/none)."""
-    if not plan.issue_number:
-        return None, "none"
     state = "a draft until GPU verification passes" if pull.get("draft") else "ready for review"
-    body = (
-        f"{status_marker(plan.issue_number)}\n"
-        f"A fix is proposed in #{pull['number']}: {_fix_wording(plan)} The PR is {state}.\n"
-    )
-    return client.upsert_issue_comment(
-        plan.issue_number, status_marker(plan.issue_number), body, repo=plan.upstream
-    )
+    results: list[tuple[str | None, str]] = []
+    for number, wording in _issue_wordings(plan):
+        what = f"#{pull['number']}"
+        if plan.is_group:
+            what += f" (one PR for {len(plan.members)} model classes with the same fix)"
+        body = (
+            f"{status_marker(number)}\nA fix is proposed in {what}: {wording} The PR is {state}.\n"
+        )
+        results.append(
+            client.upsert_issue_comment(number, status_marker(number), body, repo=plan.upstream)
+        )
+    if not results:
+        return None, "none"
+    changed = [r for r in results if r[1] in ("created", "updated")]
+    return (changed or results)[0]
+
+
+def _issue_wordings(plan: Plan) -> list[tuple[int, str]]:
+    """Each triaged issue the plan resolves, with its member's sentence (a single plan: its
+    own issue and sentence)."""
+    if not plan.is_group:
+        return [(plan.issue_number, _fix_wording(plan))] if plan.issue_number else []
+    wordings: dict[int, str] = {}
+    for member in plan.members:
+        for number in member.issues:
+            wordings.setdefault(number, _fix_wording(member))
+    return sorted(wordings.items())
 
 
 # What a recipe's sentence is made of: words, code spans, punctuation. No link, image, HTML,
@@ -387,7 +599,7 @@ def _comment_on_issue(
 _PLAIN_SENTENCE = re.compile(r"[\w `.,;:'()+-]+")
 
 
-def _fix_wording(plan: Plan) -> str:
+def _fix_wording(plan: Plan | Member) -> str:
     """The recipe's sentence from the plan; one line, no HTML, no mentions, else a plain one."""
     wording = (plan.issue_comment or "").strip()
     plain = _PLAIN_SENTENCE.fullmatch(wording) and "www." not in wording.lower()  # autolinked
@@ -465,8 +677,3 @@ def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedComm
             smoke_target=smoke_target_of(plan),
             gpu_tests=tests,
         )
-
-
-def _body_sha(body: str) -> str | None:
-    found = _BODY_SHA.search(body)
-    return found.group(1) if found else None

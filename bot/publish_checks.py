@@ -19,7 +19,16 @@ from bot.codemods.base import CodemodRefused
 from bot.config import GitHubSettings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
-from bot.plan import READY, Plan, PlanDir
+from bot.identity import (
+    FINGERPRINT,
+    branch_name,
+    fingerprint,
+    group_branch_name,
+    group_fingerprint,
+    has_body_sha,
+    is_identity_line,
+)
+from bot.plan import READY, Member, Plan, PlanDir
 from bot.recipes.base import PublishedEdit, PublishRule
 
 # The reason is the commit body's paragraph: a finding's summary plus why no registry entry
@@ -27,7 +36,7 @@ from bot.recipes.base import PublishedEdit, PublishRule
 REASON_LIMIT = 1000
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 _RECIPE = re.compile(r"^[a-z0-9][a-z0-9-]{0,49}$")
-_FINGERPRINT = re.compile(r"^[A-Za-z0-9_.:@-]{1,200}$")
+_GROUP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$")
 # A line git (or GitHub) would read as a trailer: "Token: value" / "Token #value".
 _TRAILER_LIKE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9-]*\s*(:|\s#)")
@@ -39,6 +48,10 @@ _CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1", re.S)
 _AT = r"(?:@|&#0*64;|&#x0*40;)"
 _QUESTION_MENTION = re.compile(r"(?i)(?<![A-Za-z0-9.+-])" + _AT + r"[A-Za-z0-9]")
 _MENTION = re.compile(r"(?i)(?<![A-Za-z0-9`/.+-])" + _AT + r"[A-Za-z0-9]")
+# The group write-up folds each member into <details><summary> (no attributes): nothing else.
+_HTML = re.compile(r"<(?!/?(?:details|summary)>)[A-Za-z/!?]")
+_LINK_TARGET = re.compile(r"\]\(\s*<?([^)\s>]*)")
+_BARE_URL = re.compile(r"(?i)(?:https?://|www\.)[^\s)<>\]]+")
 _CLOSES = re.compile(
     r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\b[\s:]*"
     r"((?:[\w.-]+/[\w.-]+)?#\d+|https?://\S+?/(?:issues|pull)/\d+)"
@@ -94,12 +107,15 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
         raise BotError("a question in the plan holds an @mention; refusing to post it")
     if plan.status != READY:
         return
-    if not isinstance(plan.recipe, str) or not _RECIPE.match(plan.recipe):
-        raise BotError("the plan's recipe is not a recipe name")
-    identifier(plan.class_name, "class_name")
-    if not isinstance(plan.fingerprint, str) or not _FINGERPRINT.match(plan.fingerprint):
+    if not isinstance(plan.fingerprint, str) or not FINGERPRINT.match(plan.fingerprint):
         raise BotError("the plan's fingerprint is not a bot fingerprint")
-    check_identity(plan)
+    if plan.is_group:
+        check_group(plan)
+    else:
+        if not isinstance(plan.recipe, str) or not _RECIPE.match(plan.recipe):
+            raise BotError("the plan's recipe is not a recipe name")
+        identifier(plan.class_name, "class_name")
+        check_identity(plan)
     pull_request_title(planned)
     commit_text(plan.reason, "reason", limit=REASON_LIMIT)
     check_pr_body(planned)
@@ -109,7 +125,6 @@ def check_identity(plan: Plan) -> None:
     """Branch and fingerprint are re-derived from the recipe, the class, its platform variant
     and the base commit, as propose makes them: a plan cannot push to, or adopt the PR of,
     another fix's branch."""
-    from bot.propose import branch_name  # propose imports the codemods: only when used
     from bot.recipes.base import Finding, platform_variant
 
     try:
@@ -118,14 +133,9 @@ def check_identity(plan: Plan) -> None:
         raise BotError("the plan's finding is malformed; refusing to publish") from None
     recipe, class_name = str(plan.recipe), str(plan.class_name)
     for variant in dict.fromkeys((None, platform_variant(finding))):
-        fingerprint = (
-            f"{recipe}:{class_name}"
-            + (f"@{variant}" if variant else "")
-            + f":{(plan.base_commit or '')[:12]}"
-        )
         if (plan.branch, plan.fingerprint) == (
             branch_name(recipe, class_name, variant),
-            fingerprint,
+            fingerprint(recipe, class_name, variant, plan.base_commit or ""),
         ):
             return
     raise BotError(
@@ -134,25 +144,111 @@ def check_identity(plan: Plan) -> None:
     )
 
 
+def check_group(plan: Plan) -> None:
+    """A group plan: every member is a class fix publish can check (its recipe, class, finding,
+    fingerprint and commit text), none needs per-class runtime evidence, and the group's own
+    fingerprint and branch are the ones its name and members give."""
+    from bot.verify.evidence import required_checks
+
+    if not isinstance(plan.group, str) or not _GROUP.match(plan.group):
+        raise BotError("the plan's group is not a group name")
+    if len(plan.members) < 2:
+        raise BotError("a group plan needs at least two members")
+    seen: set[str] = set()
+    for member in plan.members:
+        check_member(member, plan.base_commit or "")
+        if member.fingerprint in seen:
+            raise BotError(f"the group lists {member.class_name} twice; refusing it")
+        seen.add(member.fingerprint)
+        if required_checks(member.recipe):
+            raise BotError(
+                f"{member.class_name} ({member.recipe}) needs its own runtime evidence, which "
+                "a group plan does not carry; plan it on its own"
+            )
+    fingerprints = plan.member_fingerprints
+    expected = (
+        group_branch_name(plan.group, fingerprints),
+        group_fingerprint(plan.group, fingerprints, plan.base_commit or ""),
+    )
+    if (plan.branch, plan.fingerprint) != expected:
+        raise BotError(
+            "the plan's branch or fingerprint is not the one its group and members give; "
+            "refusing to publish it"
+        )
+
+
+def check_member(member: Member, base_commit: str) -> None:
+    """One group member: the fields its commit and its checks read."""
+    from bot.recipes.base import Finding, platform_variant
+
+    if not _RECIPE.match(member.recipe):
+        raise BotError("a member's recipe is not a recipe name")
+    identifier(member.class_name, "a member's class_name")
+    try:
+        finding = Finding.from_json(member.finding)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise BotError(f"{member.class_name}: the member's finding is malformed") from None
+    if finding.class_name != member.class_name or finding.recipe != member.recipe:
+        raise BotError(f"{member.class_name}: the member's finding is for another class")
+    if member.variant not in (None, platform_variant(finding)):
+        raise BotError(f"{member.class_name}: the member's platform variant is not its file's")
+    if member.fingerprint != fingerprint(
+        member.recipe, member.class_name, member.variant, base_commit
+    ):
+        raise BotError(f"{member.class_name}: the member's fingerprint is not its own")
+    commit_text(member.title, f"{member.class_name}'s title", limit=120)
+    commit_text(member.reason, f"{member.class_name}'s reason", limit=REASON_LIMIT)
+    if not member.patch.strip():
+        raise BotError(f"{member.class_name}: a group member has no commit (empty patch)")
+    if any(isinstance(n, bool) or not 0 < n < 10**9 for n in member.issues):
+        raise BotError(f"{member.class_name}: the member's issues are not issue numbers")
+
+
 def check_pr_body(planned: PlanDir) -> None:
     """pr.md's body becomes the PR's description (and, on a squash merge, part of the
-    commit): outside code it may not ping anyone, carry a trailer, or close another issue."""
-    prose = _CODE_SPAN.sub("", _FENCED.sub("", planned.pr_body))
+    commit): outside code it may not ping anyone, carry a trailer, or close another issue.
+    The recipe's templates write no image, no HTML and links only into the upstream
+    repository, so the artifact's text may hold nothing else (the bot's own sections are
+    composed again at publish from records and are not read from it)."""
+    prose = _CODE_SPAN.sub("", _FENCED.sub("", _recipe_text(planned.pr_body)))
+    upstream_prefix = f"https://github.com/{planned.plan.upstream}/"
+    targets = _LINK_TARGET.findall(prose) + _BARE_URL.findall(prose)
     problem = None
-    if _MENTION.search(prose):
+    if "![" in prose:
+        problem = "an image"
+    elif _HTML.search(prose):
+        problem = "raw HTML"
+    elif any(not target.startswith(upstream_prefix) for target in targets):
+        outside = next(t for t in targets if not t.startswith(upstream_prefix))
+        problem = f"a link outside {planned.plan.upstream} ({outside[:60]})"
+    elif _MENTION.search(prose):
         problem = "an @mention"
     elif any(_TRAILER_WORD.search(line) for line in prose.splitlines()):
         problem = "trailer-looking text"
     else:
-        number, upstream = planned.plan.issue_number, planned.plan.upstream
-        allowed = (
-            {f"#{number}", f"https://github.com/{upstream}/issues/{number}"} if number else set()
-        )
+        upstream = planned.plan.upstream
+        allowed = {
+            ref
+            for number in planned.plan.issues
+            for ref in (f"#{number}", f"https://github.com/{upstream}/issues/{number}")
+        }
         closes = [ref for ref in _CLOSES.findall(prose) if ref not in allowed]
         if closes:
             problem = f"a closing keyword for {closes[0][:60]}"
     if problem:
         raise BotError(f"pr.md's body holds {problem} outside code; refusing to publish it")
+
+
+def _recipe_text(body: str) -> str:
+    """pr.md's body without the sections the bot composes again at publish."""
+    from bot.contribution import CHECKLIST, CONTRIBUTION, strip_block
+    from bot.verify.render import END, START
+
+    for markers in (CONTRIBUTION, CHECKLIST, (START, END)):
+        body = strip_block(body, markers)
+    return "\n".join(
+        line for line in body.split("\n") if not is_identity_line(line) and not has_body_sha(line)
+    )
 
 
 def pull_request_title(planned: PlanDir) -> str:
@@ -187,17 +283,45 @@ def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:
         raise BotError("patch.diff is not the patch that was verified; run `bot verify` again")
 
 
-def commit_message(planned: PlanDir, git_name: str, git_email: str) -> str:
-    """The commit message, only from validated fields: title, reason, issue number, DCO."""
+def commit_message(
+    planned: PlanDir, git_name: str, git_email: str, credit: str | None = None
+) -> str:
+    """The commit message, only from validated fields: title, reason, issue number, the
+    bot's credit trailer (``credit``, in the tree's form), the submitter's DCO sign-off."""
     plan = planned.plan
     title = pull_request_title(planned)
-    reason = commit_text(plan.reason, "reason", limit=REASON_LIMIT)
-    name = commit_text(git_name, "commit author name (BOT_GIT_NAME)", limit=100)
+    issues = [plan.issue_number] if plan.issue_number else []
+    return _message(title, plan.reason, issues, git_name, git_email, credit)
+
+
+def member_commit_messages(
+    planned: PlanDir, git_name: str, git_email: str, credit: str | None = None
+) -> list[str]:
+    """A group's commit messages, one per member in order (its own title, reason, issues)."""
+    return [
+        _message(m.title, m.reason, m.issues, git_name, git_email, credit)
+        for m in planned.plan.members
+    ]
+
+
+def _message(
+    title: str,
+    reason: str,
+    issues: list[int],
+    git_name: str,
+    git_email: str,
+    credit: str | None = None,
+) -> str:
+    title = commit_text(title, "title", limit=120)
+    reason = commit_text(reason, "reason", limit=REASON_LIMIT)
+    name = commit_text(git_name, "submitter's name (BOT_SUBMITTER_NAME)", limit=100)
     if not re.fullmatch(r"[A-Za-z0-9._+-]+@[A-Za-z0-9.-]+", git_email):
-        raise BotError("BOT_GIT_EMAIL is not an e-mail address")
+        raise BotError("BOT_SUBMITTER_EMAIL is not an e-mail address")
     lines = [title, "", reason, ""]
-    if plan.issue_number:
-        lines += [f"Fixes #{int(plan.issue_number)}", ""]
+    if issues:
+        lines += [*(f"Fixes #{int(n)}" for n in issues), ""]
+    if credit:
+        lines.append(credit)
     lines.append(f"Signed-off-by: {name} <{git_email}>")
     return "\n".join(lines) + "\n"
 
@@ -219,11 +343,19 @@ class FileChange:
 
 def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
     """Refuse unless the tree changes exactly the declared files, each as the plan's recipe's
-    rule for that edit kind allows (the recipe's spans and meaning, on the base file's text)."""
-    plan = planned.plan
-    rules = _publish_rules(plan.recipe)
+    rule for that edit kind allows (the recipe's spans and meaning, on the base file's text).
+    A group plan is checked commit by commit (:func:`check_member_confined`), not here."""
+    if planned.plan.is_group:
+        raise BotError("a group plan is checked member by member; refusing it as one change")
+    check_member_confined(planned.plan.single_member(), changes)
+
+
+def check_member_confined(member: Member, changes: list[FileChange]) -> None:
+    """One member's commit: exactly its declared files, each as its recipe's rule allows, on
+    the text the commit starts from."""
+    rules = _publish_rules(member.recipe)
     declared: dict[str, str] = {}
-    for edit in plan.edits:
+    for edit in member.edits:
         path, kind = edit.get("path"), edit.get("kind")
         if not isinstance(path, str) or kind not in rules or path in declared:
             raise BotError(f"the plan declares an edit publish cannot check: {path!r} ({kind!r})")
@@ -235,8 +367,8 @@ def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
     missing = sorted(set(declared) - changed)
     if missing:
         raise BotError(f"the plan declares an edit of {missing[0]} the patch does not make")
-    class_name = identifier(plan.class_name, "class_name")
-    finding = plan.finding if isinstance(plan.finding, dict) else {}
+    class_name = identifier(member.class_name, "class_name")
+    finding = member.finding if isinstance(member.finding, dict) else {}
     if finding.get("class") != class_name:
         raise BotError("the plan's class_name is not its finding's class; refusing to publish")
     for change in changes:

@@ -397,8 +397,9 @@ class Journal:
         plan_json = plan.to_json()
         now = _now()
         columns = {
-            "recipe": plan.recipe,
-            "class_name": plan.class_name,
+            # A group lists under its name, its classes joined (the plan holds each member).
+            "recipe": plan.recipe or (f"group:{plan.group}" if plan.is_group else None),
+            "class_name": plan.class_name or ", ".join(m.class_name for m in plan.members) or None,
             "vllm_version": plan.vllm_version,
             "base_commit": plan.base_commit,
             "issue_number": plan.issue_number,

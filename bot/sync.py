@@ -10,32 +10,30 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bot.content_hash import review_hash
 from bot.dashboard import actions
 from bot.dashboard.auth import maintainers_from_env
 from bot.errors import BotError
 from bot.github import BodyRevision, GitHubClient
+from bot.identity import (
+    DASHBOARD_MARKER,
+    approve_marker,
+    plan_fingerprint_in,
+    ticked_approvals,
+    ticked_as_rendered,
+)
 from bot.markdown import inline
+from bot.published import pull_state
 from bot.store import PENDING, Journal, Proposal
 
 if TYPE_CHECKING:
     from bot.publish import PublishResult
 
-DASHBOARD_MARKER = "<!-- bot:dashboard -->"
 DASHBOARD_TITLE = "vLLM EAGLE-3 bot: dashboard"
-_FINGERPRINT = re.compile(r"<!--\s*bot:fingerprint[=:]\s*([^\s>]+)\s*-->")
-# The marker trails the text: GitHub renders no checkbox when a comment leads the item.
-# Bodies saved from GitHub's web editor end their lines with \r\n.
-_TASK = re.compile(
-    r"^[ \t]*[-*+][ \t]+\[([ xX])\][ \t].*?"
-    r"<!--[ \t]*bot:approve=([^\s<>]+?)(?:[ \t]+review=([^\s<>]+?))?[ \t]*-->[ \t\r]*$",
-    re.M,
-)
 
 
 @dataclass
@@ -61,18 +59,26 @@ def sync(
     github: GitHubClient | None = None,
     publish: actions.Publisher | None = None,
     maintainers: frozenset[str] | None = None,
+    *,
+    render_only: bool = False,
 ) -> SyncReport:
+    """With ``render_only`` (the Actions job that holds only ``issues: write``): follow the
+    PRs carrying the bot's label, render the dashboard issue, and act on no tick (a ticked box
+    stays ticked for a run that may publish)."""
     journal = journal or Journal()
     github = github or GitHubClient()
     if not github.authenticated:
         raise BotError("bot sync needs a token: set GITHUB_TOKEN")
     report = SyncReport()
-    _rebuild(journal, github, report)
+    _rebuild(journal, github, report, by_label_only=render_only)
     if github.settings.bot_repo:
         if maintainers is None:
             maintainers = maintainers_from_env()
-        publish = publish or run_publisher(github)
-        _dashboard_issue(journal, github, github.settings.bot_repo, report, publish, maintainers)
+        if not render_only:
+            publish = publish or run_publisher(github)
+        _dashboard_issue(
+            journal, github, github.settings.bot_repo, report, publish, maintainers, render_only
+        )
     return report
 
 
@@ -96,18 +102,20 @@ def run_publisher(github: GitHubClient) -> actions.Publisher:
     return publish
 
 
-def _rebuild(journal: Journal, github: GitHubClient, report: SyncReport) -> None:
+def _rebuild(
+    journal: Journal, github: GitHubClient, report: SyncReport, *, by_label_only: bool = False
+) -> None:
     settings = github.settings
+    creator = None if by_label_only else github.login
     items = github.list_issues(
-        settings.upstream, creator=github.login, labels=[settings.label], state="all"
+        settings.upstream, creator=creator, labels=[settings.label], state="all"
     )
     for item in items:
-        found = _FINGERPRINT.search(item.get("body") or "")
-        if not found:
+        fingerprint = plan_fingerprint_in(item.get("body") or "")
+        if not fingerprint:
             continue
-        fingerprint = found.group(1)
         is_pr = bool(item.get("pull_request"))
-        state = _pr_state(item) if is_pr else "closed"
+        state = pull_state(item) if is_pr else "closed"
         known = journal.proposal_by_fingerprint(fingerprint)
         if known is None:
             new_id = journal.import_published(
@@ -125,14 +133,11 @@ def _rebuild(journal: Journal, github: GitHubClient, report: SyncReport) -> None
             report.pr_updates += 1
 
 
-def _pr_state(item: dict[str, Any]) -> str:
-    if item.get("state") == "open":
-        return "open"
-    merged = (item.get("pull_request") or {}).get("merged_at")
-    return "merged" if merged else "closed"
-
-
-def render_dashboard(journal: Journal) -> str:
+def render_dashboard(
+    journal: Journal, keep_ticked: frozenset[tuple[str, str]] = frozenset()
+) -> str:
+    """The dashboard issue's body; a box in ``keep_ticked`` is rendered ticked (a run that
+    may not publish leaves a maintainer's tick for one that may)."""
     lines = [
         DASHBOARD_MARKER,
         "This issue lists the bot's proposals waiting for a maintainer. Tick a box to approve "
@@ -144,39 +149,32 @@ def render_dashboard(journal: Journal) -> str:
     ]
     pending = journal.proposals(PENDING)
     for proposal in pending:
-        lines.append(box_line(journal, proposal))
+        line = box_line(journal, proposal)
+        if _box_of(journal, proposal) in keep_ticked:
+            line = line.replace("- [ ]", "- [x]", 1)
+        lines.append(line)
     if not pending:
         lines.append("Nothing is waiting.")
     return "\n".join(lines) + "\n"
+
+
+def _box_of(journal: Journal, proposal: Proposal) -> tuple[str, str]:
+    """(fingerprint, review hash) of what approving ``proposal`` would publish."""
+    shown = journal.as_published(proposal.id)
+    return proposal.fingerprint, review_hash(shown.patch, shown.pr_markdown, shown.plan)
 
 
 def box_line(journal: Journal, proposal: Proposal) -> str:
     """The unticked line the bot renders for ``proposal``: what it shows, and its marker."""
     title = inline(proposal.title, limit=200)
     issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
-    shown = journal.as_published(proposal.id)
-    digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
-    return (
-        f"- [ ] {title} — `{proposal.state}`{issue} "
-        f"<!-- bot:approve={proposal.fingerprint} review={digest} -->"
-    )
-
-
-def ticked_as_rendered(body: str, box: tuple[str, str], rendered: str) -> bool:
-    """Whether ``box`` is ticked on a line that, unticked, is exactly ``rendered``: a marker
-    moved onto another proposal's line (anyone who can edit the issue can do that) makes the
-    line say one thing and approve another, so such a tick counts for nothing."""
-    for match in _TASK.finditer(body):
-        if match[1] in "xX" and (match[2], match[3] or "") == box:
-            line = match[0].strip()
-            unticked = re.sub(r"^([-*+][ \t]+)\[[xX]\]", r"\1[ ]", line, count=1)
-            return unticked == rendered
-    return False
+    marker = approve_marker(*_box_of(journal, proposal))
+    return f"- [ ] {title} — `{proposal.state}`{issue} {marker}"
 
 
 def ticked_boxes(body: str) -> set[tuple[str, str]]:
     """(fingerprint, review hash) of every ticked box in a dashboard issue body."""
-    return {(m[2], m[3] or "") for m in _TASK.finditer(body) if m[1] in "xX"}
+    return ticked_approvals(body)
 
 
 def who_ticked(box: tuple[str, str], body: str, history: list[BodyRevision]) -> str | None:
@@ -204,6 +202,7 @@ def _dashboard_issue(
     report: SyncReport,
     publish: actions.Publisher | None,
     maintainers: frozenset[str],
+    render_only: bool = False,
 ) -> None:
     existing = [
         issue
@@ -211,7 +210,13 @@ def _dashboard_issue(
         if DASHBOARD_MARKER in (issue.get("body") or "") and not issue.get("pull_request")
     ]
     issue = existing[0] if existing else None
-    if issue is not None:
+    keep: frozenset[tuple[str, str]] = frozenset()
+    if issue is not None and render_only:
+        keep = frozenset(ticked_boxes(issue.get("body") or ""))
+        report.refused += [
+            f"{fp}: left ticked for a run that may publish" for fp, _ in sorted(keep)
+        ]
+    elif issue is not None:
         # Body and history from one GraphQL answer, so they describe the same moment.
         body, history = github.issue_body_history(repo, issue["number"])
         for fingerprint, approved_hash in sorted(ticked_boxes(body)):
@@ -239,7 +244,7 @@ def _dashboard_issue(
             else:
                 report.refused.append(f"{fingerprint}: {outcome.message}")
         issue["body"] = body
-    body = render_dashboard(journal)
+    body = render_dashboard(journal, keep)
     if issue is None:
         created = github.create_issue(repo, DASHBOARD_TITLE, body)
         report.dashboard_issue = created.get("html_url")

@@ -14,10 +14,11 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 import jinja2
+
+from bot import identity
 
 TEMPLATES_PACKAGE = "bot._templates"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -71,28 +72,50 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def pr_template_style(tree: Path) -> str:
-    """``claims`` (Overview/Claims/Validation/Details, from 0.32) or ``purpose`` (older)."""
-    template = tree / ".github" / "PULL_REQUEST_TEMPLATE.md"
-    text = template.read_text(encoding="utf-8") if template.is_file() else ""
-    return "claims" if "## Overview" in text and "## Claims" in text else "purpose"
-
-
 # The slots of the PR templates a recipe fills with its own section templates.
 RECIPE_SECTIONS = ("summary", "claims", "root_cause")
 
 
 def render_pr(
-    title: str, context: Mapping[str, Any], sections: Mapping[str, str], style: str
+    title: str,
+    context: Mapping[str, Any],
+    sections: Mapping[str, str],
+    style: str,
+    blocks: Mapping[str, str],
 ) -> str:
-    """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections."""
+    """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections and
+    the contribution and checklist ``blocks`` (:mod:`bot.contribution`)."""
     missing = [slot for slot in RECIPE_SECTIONS if slot not in sections]
     if missing:
         raise ValueError(f"the recipe's write-up has no {', '.join(missing)} section")
     env = environment()
-    body = env.get_template(f"pr_{style}.md.j2").render({**context, "sections": dict(sections)})
+    markers = {
+        "reviewer": identity.REVIEWER_MARKER,
+        "results_start": identity.RESULTS_START,
+        "results_end": identity.RESULTS_END,
+        "identity": identity.identity_markers(
+            context["fingerprint"], context.get("member_fingerprints", ())
+        ),
+    }
+    values = {
+        **context,
+        "sections": dict(sections),
+        "markers": markers,
+        "contribution_block": blocks["contribution"],
+        "checklist_block": blocks["checklist"],
+    }
+    body = env.get_template(f"pr_{style}.md.j2").render(values)
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
     return f"{_plain(title)}\n\n{body}"
+
+
+def render_sections(context: Mapping[str, Any], sections: Mapping[str, str]) -> dict[str, str]:
+    """Each of a recipe's section templates rendered alone (a group's body lists each member's)."""
+    env = environment()
+    return {
+        slot: env.get_template(sections[slot]).render(dict(context)).strip()
+        for slot in RECIPE_SECTIONS
+    }
 
 
 def blob_url(upstream: str, ref: str, path: str, line: int | None = None) -> str:

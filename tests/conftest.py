@@ -41,6 +41,8 @@ def github_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     monkeypatch.setenv("GITHUB_TOKEN", STANDIN_TOKEN)
     monkeypatch.setenv("GITHUB_API_URL", standin.api_url)
     monkeypatch.setenv("BOT_FORK_OWNER", STANDIN_FORK_OWNER)
+    monkeypatch.setenv("BOT_SUBMITTER_NAME", SUBMITTER_NAME)
+    monkeypatch.setenv("BOT_SUBMITTER_EMAIL", SUBMITTER_EMAIL)
     monkeypatch.setenv("BOT_HOME", str(tmp_path / "bot-home"))
     monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "0")
     monkeypatch.setenv("BOT_GITHUB_BACKOFF", "0")
@@ -52,6 +54,9 @@ def github_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 
 
 UPSTREAM = "vllm-project/vllm"
+# The human who submits the stand-in's PRs (the token above is theirs).
+SUBMITTER_NAME = "Ada Submitter"
+SUBMITTER_EMAIL = "ada@example.org"
 FORK = f"{STANDIN_FORK_OWNER}/vllm"
 
 

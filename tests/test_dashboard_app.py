@@ -212,7 +212,10 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
             tab.close()
 
     pulls = upstream_standin.pulls(UPSTREAM)
-    assert len(pulls) == 1 and "Reviewed and approved by @alice" in pulls[0]["body"]
+    assert (
+        len(pulls) == 1
+        and "Reviewed by @alice before opening: approved the plan's review hash" in pulls[0]["body"]
+    )
     assert len(upstream_standin.comments(UPSTREAM, 33329)) == 1
     pull_posts = [
         w

@@ -75,7 +75,9 @@ def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
     sync(journal, github, publish)  # the tick is gone from the refreshed body: no re-publish
     pulls = upstream_standin.pulls(UPSTREAM)
     assert len(pulls) == 1  # published once, however often sync runs
-    assert "Reviewed and approved by @alice" in pulls[0]["body"]  # who ticked it
+    assert (
+        "Reviewed by @alice before opening: approved the plan's review hash" in pulls[0]["body"]
+    )  # who ticked it
     issue = _dashboard_issue(github)
     assert seed.fingerprint not in issue["body"]
     assert journal.proposal(ids["hostile"]).state == FOUND
@@ -243,3 +245,34 @@ def test_a_tick_on_a_line_whose_marker_was_swapped_approves_nothing(
     assert any("marker moved" in why for why in report.refused), report.refused
     assert journal.proposal(ids["seed"]).state == VERIFIED
     assert upstream_standin.pulls(UPSTREAM) == []
+
+
+def test_render_only_writes_the_issue_and_leaves_ticks_for_a_run_that_may_publish(
+    tmp_path: Path,
+    upstream_standin: GitHubStandIn,
+    dashboard_repo: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduled workflow's dashboard job: a token that may write issues and nothing else,
+    the journal the scan job handed over, its login named by BOT_LOGIN."""
+    journal = Journal(tmp_path / "journal.sqlite3")
+    ids = populate(journal, tmp_path, release_tree("0.23.0"))
+    monkeypatch.setenv("BOT_LOGIN", STANDIN_BOT_LOGIN)
+    github = GitHubClient()
+    report = sync(journal, github, render_only=True)
+    issue = _dashboard_issue(github)
+    seed = journal.proposal(ids["seed"])
+    assert report.dashboard_issue and f"bot:approve={seed.fingerprint} " in issue["body"]
+    assert not any(r["path"].endswith("/user") for r in upstream_standin.request_log())
+
+    ticked = _tick(issue["body"], seed.fingerprint)
+    _as(ALICE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=ticked)
+    report = sync(journal, github, render_only=True)
+    assert report.approved == [] and any("left ticked" in line for line in report.refused)
+    assert upstream_standin.pulls(UPSTREAM) == []
+    assert _dashboard_issue(github)["body"] == ticked  # the tick survives the re-render
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+
+    report = sync(journal, github)  # a run that may publish acts on it
+    assert report.approved == [seed.fingerprint]
+    assert len(upstream_standin.pulls(UPSTREAM)) == 1

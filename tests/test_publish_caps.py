@@ -76,7 +76,7 @@ def test_three_publishes_started_together_open_one_pr_with_an_hourly_cap_of_one(
     monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "60")  # the losers wait for the lock, recount
     runs = [
         subprocess.Popen(
-            [sys.executable, "-m", "bot", "publish", str(_plans[name]), "--reviewer", "m1"],
+            [sys.executable, "-m", "bot", "publish", str(_plans[name])],
             env={**os.environ, "BOT_HOME": str(tmp_path / f"home-{name}")},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

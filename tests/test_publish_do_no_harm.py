@@ -11,7 +11,10 @@ from pathlib import Path
 import git
 import pytest
 
+from bot.content_hash import review_hash
+from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
+from bot.publish import publish_plan
 from tests.cli import run_bot
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
@@ -47,10 +50,14 @@ def test_publish_without_a_token_refuses_and_writes_nothing(
     ],
 )
 def test_a_reviewer_that_is_not_a_login_is_refused(
-    seed_plan: Path, upstream_standin: GitHubStandIn, reviewer: str
+    seed_plan: Path, upstream_standin: GitHubStandIn, reviewer: str, tmp_path: Path
 ) -> None:
-    result = run_bot("publish", str(seed_plan), "--reviewer", reviewer)
-    one_line_refusal(result, "not a GitHub login")
+    # A reviewer is named only with a recorded approval (the plan's review hash); the name
+    # that comes with it is checked before anything is written.
+    planned = read_plan_dir(seed_plan)
+    approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
+    with pytest.raises(BotError, match="not a GitHub login"):
+        publish_plan(seed_plan, reviewer=reviewer, approved_hash=approved, work_dir=tmp_path)
     assert upstream_standin.writes() == []
     assert upstream_standin.pulls(UPSTREAM) == []
     assert FORK in upstream_standin.state.repos  # the fork exists; it was just never pushed to
@@ -66,7 +73,7 @@ def test_a_plan_naming_another_branch_never_moves_it(
     update_plan(seed_plan, loaded.plan)
     fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
     main_before = fork.commit("refs/heads/main").hexsha
-    result = run_bot("publish", str(seed_plan), "--reviewer", "maintainer1")
+    result = run_bot("publish", str(seed_plan))
     if result.returncode != 0:
         one_line_refusal(result, "branch")
     assert fork.commit("refs/heads/main").hexsha == main_before

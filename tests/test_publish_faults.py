@@ -142,7 +142,9 @@ def test_an_earlier_pr_under_an_older_slug_is_the_one_pr(seed, github_standin, s
         assert result.action == "updated"
         pushed = _fork_sha(github_standin, OLD_BRANCH)
         assert pushed is not None  # the fix went onto the PR's own branch
-        assert "Reviewed and approved by @maintainer1" in github_standin.pulls(UPSTREAM)[3]["body"]
+        body = github_standin.pulls(UPSTREAM)[3]["body"]
+        assert "<!-- bot:contribution:start -->" in body  # the body was composed again
+        assert "maintainer1" not in body  # no approval was recorded, so no reviewer is named
         assert len(github_standin.comments(UPSTREAM, 33329)) == 1
 
 
@@ -155,7 +157,7 @@ def test_a_run_killed_while_creating_the_pr_leaves_one_pr_after_the_rerun(
     monkeypatch.setenv("BOT_GITHUB_TIMEOUT", "60")
     github_standin.inject("POST", r"/pulls$", 0, kind="timeout", when=when, delay=30)
     run = subprocess.Popen(
-        [sys.executable, "-m", "bot", "publish", str(seed), "--reviewer", "maintainer1"],
+        [sys.executable, "-m", "bot", "publish", str(seed)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -202,14 +204,14 @@ def test_a_primary_limit_stops_the_cli_in_one_line_within_the_wait_cap(
         message="API rate limit exceeded for user ID 1.",
     )
     started = time.monotonic()
-    assert main(["publish", str(seed), "--reviewer", "maintainer1"]) == 2
+    assert main(["publish", str(seed)]) == 2
     assert time.monotonic() - started < 3 + 60  # the publish's own git work, never the hour
     err = capsys.readouterr().err
     assert err.startswith("bot: ") and err.count("\n") == 1 and "BOT_GITHUB_MAX_WAIT" in err
     assert STANDIN_TOKEN not in err
     assert github_standin.pulls(UPSTREAM) == []
 
-    assert main(["publish", str(seed), "--reviewer", "maintainer1"]) == 0  # after the reset
+    assert main(["publish", str(seed)]) == 0  # after the reset
     assert len(github_standin.pulls(UPSTREAM)) == 1
     assert len(github_standin.comments(UPSTREAM, 33329)) == 1
 

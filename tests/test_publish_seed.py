@@ -13,7 +13,7 @@ from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import PublishBudget, publish_plan
-from tests.conftest import FORK, UPSTREAM
+from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
 
 pytestmark = pytest.mark.vllm_tree
@@ -57,13 +57,18 @@ def test_seed_opens_one_draft_pr_then_reruns_change_nothing(
     assert pull["base"]["ref"] == "main"
     assert "Fixes #33329" in pull["body"]
     assert "<!-- bot:fingerprint=eagle3-interface:Qwen3NextForCausalLM:" in pull["body"]
-    assert "Reviewed and approved by @maintainer1" in pull["body"]
+    # maintainer1 is named only with a recorded approval (the review hash), not on its own.
+    assert "maintainer1" not in pull["body"]
+    assert f"Submitted by @{STANDIN_BOT_LOGIN}" in pull["body"]
     assert "bot:eagle3" in [label["name"] for label in pull["labels"]]
 
     commit = _fork_branch(github_standin)
     assert commit is not None and commit.hexsha == pull["head"]["sha"]
+    # The submitter authors and signs off; the bot is credited in AGENTS.md's trailer form.
+    assert (commit.author.name, commit.author.email) == (SUBMITTER_NAME, SUBMITTER_EMAIL)
+    assert (commit.committer.name, commit.committer.email) == (SUBMITTER_NAME, SUBMITTER_EMAIL)
     assert commit.message.rstrip().endswith(
-        "Signed-off-by: vllm-eagle3-bot <vllm-eagle3-bot@users.noreply.github.com>"
+        f"Co-authored-by: vllm-eagle3-bot\nSigned-off-by: {SUBMITTER_NAME} <{SUBMITTER_EMAIL}>"
     )
     assert commit.message.startswith(TITLE + "\n\n")
     assert [p.hexsha for p in commit.parents] == [read_plan_dir(plan_dir).plan.base_commit]
@@ -127,25 +132,34 @@ def test_body_change_updates_in_place_and_verification_marks_ready(
 ):
     plan_dir, work_dir = seed
     opened = _publish(plan_dir, work_dir)
-    changed = _publish(plan_dir, work_dir, reviewer="maintainer2")
-    assert changed.action == "updated" and changed.pr_number == opened.pr_number
-    assert "@maintainer2" in github_standin.pulls(UPSTREAM)[0]["body"]
 
     # A passed verification alone is the plan's word: the PR stays a draft.
     plan = read_plan_dir(plan_dir).plan
     plan.verification = {**plan.verification, "passed": True}
     update_plan(plan_dir, plan)
-    assert _publish(plan_dir, work_dir, reviewer="maintainer2").action == "unchanged"
+    assert _publish(plan_dir, work_dir).action == "unchanged"
     assert github_standin.pulls(UPSTREAM)[0]["draft"] is True
     # The GPU run it names, finished with success on the bot's repository, makes it ready.
     plan.verification["gpu"] = _successful_gpu_run(github_standin, monkeypatch, plan_dir)
     update_plan(plan_dir, plan)
-    ready = _publish(plan_dir, work_dir, reviewer="maintainer2")
+    ready = _publish(plan_dir, work_dir)
     assert ready.action == "updated"
     assert github_standin.pulls(UPSTREAM)[0]["draft"] is False
+    assert "GPU test passed (run confirmed on GitHub)" in github_standin.pulls(UPSTREAM)[0]["body"]
     assert "ready for review" in github_standin.comments(UPSTREAM, 33329)[0]["body"]
     assert len(github_standin.comments(UPSTREAM, 33329)) == 1
-    assert _publish(plan_dir, work_dir, reviewer="maintainer2").action == "unchanged"
+    assert _publish(plan_dir, work_dir).action == "unchanged"
+
+    # A recorded review (the approval of the plan's review hash) is named in the body.
+    planned = read_plan_dir(plan_dir)
+    approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
+    changed = publish_plan(
+        plan_dir, reviewer="maintainer2", work_dir=work_dir, approved_hash=approved
+    )
+    assert changed.action == "updated" and changed.pr_number == opened.pr_number
+    body = github_standin.pulls(UPSTREAM)[0]["body"]
+    expected = f"approved the plan's review hash `{approved[:12]}`"
+    assert f"Reviewed by @maintainer2 before opening: {expected}" in body
 
 
 @pytest.mark.parametrize(

@@ -60,6 +60,9 @@ def _tamper(plan_dir: Path, extra: str, *, reverify: bool = True) -> None:
 def _edit_plan(plan_dir: Path, **fields: object) -> None:
     data = json.loads((plan_dir / "plan.json").read_text())
     data.update(fields)
+    members = data.get("members") or []
+    if len(members) == 1:  # a single-class plan is a group of one: its member says the same
+        members[0].update({k: v for k, v in fields.items() if k in members[0]})
     (plan_dir / "plan.json").write_text(json.dumps(data))
 
 

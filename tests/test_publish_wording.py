@@ -16,9 +16,11 @@ pytestmark = pytest.mark.vllm_tree
 
 
 def _with(plan_dir: Path, **fields: object) -> None:
+    """Change plan fields the way propose would write them: the plan's one member too."""
     plan = read_plan_dir(plan_dir).plan
     for name, value in fields.items():
         setattr(plan, name, value)
+    plan.members = [plan.single_member()]
     update_plan(plan_dir, plan)
 
 

@@ -218,3 +218,27 @@ def test_scheduled_scan_plans_the_top_findings_without_a_token() -> None:
     job = workflow["jobs"]["scan"]
     assert set(job["permissions"].values()) == {"read"}
     assert "bot publish" not in "\n".join(s.get("run", "") for _, s in steps(workflow))
+
+
+def test_the_dashboard_issue_is_written_by_a_job_that_never_sees_upstream_code() -> None:
+    """The scan job (read-only) hands its journal over; only the dashboard job may write
+    issues, and it checks out nothing but the bot and acts on no tick."""
+    jobs = load("scheduled-scan.yml")["jobs"]
+    scan, dashboard = jobs["scan"], jobs["dashboard"]
+    assert dashboard["needs"] == "scan"
+    assert dashboard["permissions"] == {"contents": "read", "issues": "write"}
+    assert set(scan["permissions"].values()) == {"read"}
+    scan_runs = "\n".join(s.get("run", "") for s in scan["steps"])
+    assert "bot sync" not in scan_runs  # its token cannot write the issue
+    checkouts = [s for s in dashboard["steps"] if "actions/checkout" in s.get("uses", "")]
+    assert [s["with"]["path"] for s in checkouts] == ["bot"]
+    assert all("repository" not in s["with"] for s in checkouts)
+    runs = [s.get("run", "") for s in dashboard["steps"] if s.get("run")]
+    assert runs == ["python -m pip install ./bot", "bot sync --render-only"]
+    # The journal travels in the findings artifact: written under out/ by the scan job.
+    upload = next(s for s in scan["steps"] if "upload-artifact" in s.get("uses", ""))
+    download = next(s for s in dashboard["steps"] if "download-artifact" in s.get("uses", ""))
+    assert upload["with"]["name"] == download["with"]["name"] == "findings"
+    assert scan["env"]["BOT_HOME"].endswith("/out/home") and upload["with"]["path"] == "out/"
+    assert dashboard["env"]["BOT_HOME"] == "${{ github.workspace }}/handover/home"
+    assert download["with"]["path"] == "handover"

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -27,6 +28,9 @@ from bot.codemods.base import (
 )
 from bot.codemods.imports import add_import_name
 from bot.codemods.layout import insert_element
+
+if TYPE_CHECKING:
+    from bot.codemods.spans import Span
 
 INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 REGISTRY_TEST = "tests/models/test_registry.py"
@@ -158,6 +162,14 @@ def snake_case(name: str) -> str:
 
 def advertises_test_name(class_name: str) -> str:
     return f"test_{snake_case(class_name)}_advertises_eagle3_support"
+
+
+def regression_test_spans() -> tuple[Span, ...]:
+    """Where a regression-test edit may change a test file: imports, new statements between
+    existing ones, and the registry test's own lines (its parameter list grows)."""
+    from bot.codemods.spans import BetweenTopLevel, Imports, TopLevelIfPresent
+
+    return (Imports(), BetweenTopLevel(), TopLevelIfPresent(REGISTRY_TEST_FUNCTION))
 
 
 # --- (a) a model package's own test file -------------------------------------------------

@@ -64,6 +64,20 @@ class TopLevel:
 
 
 @dataclass(frozen=True)
+class TopLevelIfPresent:
+    """Like :class:`TopLevel` when the file defines ``name``, else no lines (a group plan's
+    later members extend what an earlier member added to the same file)."""
+
+    name: str
+
+    def lines(self, source: str) -> list[LineRange]:
+        try:
+            return [top_level_span(source, self.name)]
+        except CodemodRefused:
+            return []
+
+
+@dataclass(frozen=True)
 class BetweenTopLevel:
     """Only the gaps between module-level statements (and after the last one): new functions
     or classes may be inserted there, no existing statement may change."""
@@ -102,7 +116,15 @@ class AfterClassBody:
         return []
 
 
-Span = Imports | ClassHeader | ClassBody | AfterClassBody | TopLevel | BetweenTopLevel
+Span = (
+    Imports
+    | ClassHeader
+    | ClassBody
+    | AfterClassBody
+    | TopLevel
+    | TopLevelIfPresent
+    | BetweenTopLevel
+)
 
 
 def resolve(spans: tuple[Span, ...], source: str) -> list[LineRange]:

@@ -46,7 +46,6 @@ from bot.tree.signatures import error_signatures
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from bot.codemods.spans import Span
     from bot.recipes.base import PublishRule
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
@@ -177,14 +176,13 @@ def _regression_test(
     test file when it has one, else the parametrized test in tests/models/test_registry.py."""
     from bot.codemods.regression_test import (
         REGISTRY_TEST,
-        REGISTRY_TEST_FUNCTION,
         add_advertises_test,
         add_eagle3_regression_test,
         add_registry_eagle3_test,
         add_variant_test,
+        regression_test_spans,
         variant_test_name,
     )
-    from bot.codemods.spans import BetweenTopLevel, Imports, TopLevel
 
     planned = add_eagle3_regression_test(
         ctx.root,
@@ -193,11 +191,8 @@ def _regression_test(
         archs=[ctx.arch],
         platform_variant=variant is not None,
     )
-    spans: tuple[Span, ...] = (Imports(), BetweenTopLevel())
     if planned.path == REGISTRY_TEST:
         codemod = step(add_registry_eagle3_test, archs=(ctx.arch,))
-        if f"def {REGISTRY_TEST_FUNCTION}(" in planned.before:
-            spans += (TopLevel(REGISTRY_TEST_FUNCTION),)
     elif variant is not None and planned.node_ids[0].endswith(
         f"::{variant_test_name(finding.class_name, variant)}"
     ):
@@ -216,7 +211,7 @@ def _regression_test(
         kind="regression-test",
         description=f"assert supports_eagle3({finding.class_name}) on the CPU",
         steps=(codemod,),
-        confined_to=spans,
+        confined_to=regression_test_spans(),
     )
     return edit, tuple(planned.node_ids)
 

@@ -53,7 +53,6 @@ from bot.tree.model_registry import RegistryEntry
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from bot.codemods.spans import Span
     from bot.recipes.base import PublishRule
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
@@ -370,12 +369,10 @@ def _wrapper_regression_test(
     """One wrapper: the same test the interface recipe adds. A family base: the registry
     test for every architecture it covers (each registered wrapper must advertise it)."""
     from bot.codemods.regression_test import (
-        REGISTRY_TEST,
-        REGISTRY_TEST_FUNCTION,
         add_eagle3_regression_test,
         add_registry_eagle3_test,
+        regression_test_spans,
     )
-    from bot.codemods.spans import BetweenTopLevel, Imports, TopLevel
 
     if len(finding.architectures) <= 1:
         return _regression_test(ctx, finding, variant)
@@ -387,15 +384,12 @@ def _wrapper_regression_test(
         archs=list(archs),
         platform_variant=True,  # through the registry: each architecture is its own case
     )
-    spans: tuple[Span, ...] = (Imports(), BetweenTopLevel())
-    if planned.path == REGISTRY_TEST and f"def {REGISTRY_TEST_FUNCTION}(" in planned.before:
-        spans += (TopLevel(REGISTRY_TEST_FUNCTION),)
     edit = FileEdit(
         path=planned.path,
         kind="regression-test",
         description=f"assert supports_eagle3 for {', '.join(archs)} on the CPU",
         steps=(step(add_registry_eagle3_test, archs=archs),),
-        confined_to=spans,
+        confined_to=regression_test_spans(),
     )
     return edit, tuple(planned.node_ids)
 

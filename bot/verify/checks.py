@@ -59,6 +59,21 @@ def rescan_check(
     return Check("rescan", True, f"{fixed}{len(after)} findings left, none new")
 
 
+def group_rescan_check(
+    targets: list[dict[str, Any]], before: list[FindingKey], after: list[FindingKey]
+) -> Check:
+    """A group: every member's finding is gone, and nothing new appeared."""
+    results = [rescan_check(target, before, after) for target in targets]
+    failed = [r.detail for r in results if not r.passed]
+    if failed:
+        return Check("rescan", False, "; ".join(dict.fromkeys(failed)))
+    return Check(
+        "rescan",
+        True,
+        f"{len(targets)} member findings no longer found; {len(after)} left, none new",
+    )
+
+
 def compile_check(tree: Path, files: list[str]) -> Check:
     python_files = [f for f in files if f.endswith(".py") and (tree / f).is_file()]
     for rel in python_files:

@@ -15,7 +15,7 @@ from pathlib import Path
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import PlanDir
-from bot.publish_checks import FileChange, check_confined
+from bot.publish_checks import FileChange, check_confined, check_member_confined
 from bot.verify import scratch
 from bot.verify.checks import Check
 
@@ -24,6 +24,8 @@ NAME = "confined"
 
 def confinement_check(planned: PlanDir, tree: Path, patch_file: Path, files: list[str]) -> Check:
     """Apply the patch to the unpatched ``tree``, compare each touched file, take it back."""
+    if planned.plan.is_group:
+        return _group_confinement(planned, tree, patch_file, files)
     with Repo(tree) as repo:
         summary = repo.git.apply("--summary", str(patch_file)).strip()
     created = _created_files(planned)
@@ -74,3 +76,56 @@ def _created_files(planned: PlanDir) -> set[str]:
 
 def _read(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
+
+
+def _group_confinement(planned: PlanDir, tree: Path, patch_file: Path, files: list[str]) -> Check:
+    """A group: each member's commit in turn, checked by its own recipe's rules on the text
+    the commits before it left; together they must make exactly patch.diff's files."""
+    members = planned.plan.members
+    whole = {path: _read(tree / path) for path in files}
+    failure = scratch.apply_patch(tree, patch_file)
+    if failure:
+        return Check(NAME, False, f"the patch does not apply: {failure}")
+    patched = {path: _read(tree / path) for path in files}
+    undone = scratch.apply_patch(tree, patch_file, reverse=True)
+    if undone:
+        raise BotError(f"could not take the patch back in the scratch tree: {undone}")
+    applied: list[Path] = []
+    problem = None
+    try:
+        for index, member in enumerate(members):
+            step = patch_file.with_name(f"member-{index}.diff")
+            step.write_text(member.patch, encoding="utf-8")
+            paths = scratch.touched_files(tree, step)
+            before = {path: _read(tree / path) for path in paths}
+            failure = scratch.apply_patch(tree, step)
+            if failure:
+                problem = f"{member.class_name}'s commit does not apply: {failure}"
+                break
+            applied.append(step)
+            after = {path: _read(tree / path) for path in paths}
+            changes = [FileChange(p, "M", "100644", "100644", before[p], after[p]) for p in paths]
+            try:
+                check_member_confined(member, changes)
+            except BotError as exc:
+                reason = str(exc).removesuffix("; refusing to publish")
+                problem = f"{member.class_name}: not what its recipe makes: {reason}"
+                break
+        else:
+            final = {path: _read(tree / path) for path in files}
+            if final != patched or set(files) != _all_touched(tree, applied):
+                problem = "the members' commits do not add up to patch.diff"
+    finally:
+        for step in reversed(applied):
+            undone = scratch.apply_patch(tree, step, reverse=True)
+            if undone:
+                raise BotError(f"could not take a member's commit back: {undone}")
+    if {path: _read(tree / path) for path in files} != whole:
+        raise BotError("the scratch tree is not back at the base after the confinement check")
+    if problem:
+        return Check(NAME, False, problem)
+    return Check(NAME, True, f"{len(members)} commits, each as its member's recipe makes it")
+
+
+def _all_touched(tree: Path, steps: list[Path]) -> set[str]:
+    return {path for step in steps for path in scratch.touched_files(tree, step)}

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from bot.identity import RESULTS_END, RESULTS_START
 from bot.markdown import inline
 from bot.redact import redact
 
-START = "<!-- bot:results:start -->"
-END = "<!-- bot:results:end -->"
+START = RESULTS_START
+END = RESULTS_END
 
 _URL = re.compile(r"^https?://[A-Za-z0-9.:\-]+(/[A-Za-z0-9._~/\-%]*)?$")
 _BACKTICKS = re.compile(r"`+")

@@ -212,10 +212,13 @@ def _checks_in_tree(
     if failure:
         return [Check("apply", False, failure)], {}, None
     result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}"), confined]
-    after = _scan_keys(tree, follow_ups_of=plan.class_name)
+    fixed = [m.class_name for m in plan.members] if plan.is_group else [plan.class_name or ""]
+    after = _scan_keys(tree, follow_ups_of=tuple(fixed))
     if isinstance(before, str) or isinstance(after, str):
         reason = before if isinstance(before, str) else after
         result.append(Check("rescan", False, str(reason)))
+    elif plan.is_group:
+        result.append(checks.group_rescan_check([m.finding for m in plan.members], before, after))
     else:
         result.append(checks.rescan_check(plan.finding, before, after))
     result.append(checks.compile_check(tree, files))
@@ -230,9 +233,9 @@ def _checks_in_tree(
     return result, local_gpu, stage
 
 
-def _scan_keys(tree: Path, follow_ups_of: str | None = None) -> list[FindingKey] | str:
-    """The scan's finding keys; with ``follow_ups_of``, without the follow-ups a fix on that
-    class makes possible (:func:`bot.recipes.base.follows_from`)."""
+def _scan_keys(tree: Path, follow_ups_of: tuple[str, ...] = ()) -> list[FindingKey] | str:
+    """The scan's finding keys; with ``follow_ups_of``, without the follow-ups a fix on one of
+    those classes makes possible (:func:`bot.recipes.base.follows_from`)."""
     from bot.recipes.base import follows_from
     from bot.scan import scan
 
@@ -241,7 +244,7 @@ def _scan_keys(tree: Path, follow_ups_of: str | None = None) -> list[FindingKey]
     except BotError as exc:
         return f"scan failed: {exc}"
     if follow_ups_of:
-        found = tuple(f for f in found if not follows_from(f, follow_ups_of))
+        found = tuple(f for f in found if not any(follows_from(f, name) for name in follow_ups_of))
     return [checks.finding_key(f.to_json()) for f in found]
 
 

@@ -426,6 +426,24 @@ def get_run(state: State, request: Request, match: re.Match[str]) -> Response:
     return 200, state.run_json(_run(state, match)), {}
 
 
+def run_approvals(state: State, request: Request, match: re.Match[str]) -> Response:
+    _require_repo(state, match)
+    found = state.approvals.get(int(match["id"]), [])
+    return (
+        200,
+        [
+            {
+                "state": a["state"],
+                "comment": "",
+                "environments": [{"id": 1, "name": a["environment"]}],
+                "user": {"login": a["user"], "id": 1, "type": "User"},
+            }
+            for a in found
+        ],
+        {},
+    )
+
+
 def list_artifacts(state: State, request: Request, match: re.Match[str]) -> Response:
     run = _run(state, match)
     artifacts = [state.artifact_json(run, name) for name in run.artifacts]
@@ -498,6 +516,7 @@ ROUTES: list[Route] = [
         ("GET", _REPO + r"/actions/runs", list_runs),
         ("GET", _REPO + r"/actions/runs/(?P<id>\d+)", get_run),
         ("GET", _REPO + r"/actions/runs/(?P<id>\d+)/artifacts", list_artifacts),
+        ("GET", _REPO + r"/actions/runs/(?P<id>\d+)/approvals", run_approvals),
         ("GET", _REPO + r"/actions/artifacts/(?P<id>\d+)/zip", artifact_zip),
     ]
 ]

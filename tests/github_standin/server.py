@@ -294,6 +294,15 @@ class GitHubStandIn:
             }
         return number
 
+    def approve_environment(
+        self, run_id: int, login: str, environment: str = "publish", state: str = "approved"
+    ) -> None:
+        """A required reviewer's decision on a run's deployment to ``environment``."""
+        with self.state.lock:
+            self.state.approvals.setdefault(run_id, []).append(
+                {"user": login, "environment": environment, "state": state}
+            )
+
     def forbid_label(self, name: str) -> None:
         """Adding this label answers 403, as for a token without triage rights."""
         with self.state.lock:

@@ -75,6 +75,8 @@ class State:
         self.label_ids: dict[str, int] = {}
         self.forbidden_labels: set[str] = set()
         self.runs: dict[int, Run] = {}
+        # Deployment reviews of a run (GitHub's "approvals"): run id -> [{user, state, env}].
+        self.approvals: dict[int, list[dict[str, Any]]] = {}
         self.run_name_templates: dict[tuple[str, str], str] = {}
         self.faults: list[Fault] = []
         self.page_size: int | None = None  # caps per_page on list endpoints, like GitHub's 100

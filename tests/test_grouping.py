@@ -1,0 +1,71 @@
+"""Which findings share a plan (bot/grouping.py): by fix shape, wrappers by family, capped."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.errors import BotError
+from bot.grouping import INTERFACE_ONLY, group_findings, group_key
+from bot.recipes.base import Finding
+
+
+def _finding(recipe: str, name: str, shape: str | None = None, lm: str = "Qwen2ForCausalLM"):
+    evidence = {} if shape is None else {"shape": shape, "language_model": {"name": lm}}
+    return Finding(recipe, name, "vllm.m", f"vllm/{name.lower()}.py", 1, (name,), evidence, "")
+
+
+GAP = _finding("eagle3-interface", "Glm4ForCausalLM")
+WRAPPER = _finding("eagle3-wrapper", "AaaVL", "interface")
+DELEGATE_A = _finding("eagle3-wrapper", "KimiVL", "delegate", "DeepseekV2ForCausalLM")
+DELEGATE_B = _finding("eagle3-wrapper", "OtherVL", "delegate", "DeepseekV2ForCausalLM")
+RUNTIME = _finding("eagle3-wrapper", "LlavaNext", "runtime", "text_config.architectures")
+ENABLE = _finding("eagle3-enable", "Gemma2ForCausalLM")
+
+
+def test_keys_follow_the_fix_shape():
+    assert group_key(GAP) == group_key(WRAPPER) == INTERFACE_ONLY
+    assert (
+        group_key(DELEGATE_A) == group_key(DELEGATE_B) == "wrapper-delegate-DeepseekV2ForCausalLM"
+    )
+    assert group_key(RUNTIME) == "wrapper-runtime"
+    assert group_key(ENABLE) == "eagle3-enable-Gemma2ForCausalLM"  # alone: per-class evidence
+
+
+def test_groups_keep_priority_order_and_members_a_stable_order():
+    groups = group_findings([ENABLE, WRAPPER, DELEGATE_B, GAP, DELEGATE_A])
+    assert [g.name for g in groups] == [
+        "eagle3-enable-Gemma2ForCausalLM",
+        INTERFACE_ONLY,
+        "wrapper-delegate-DeepseekV2ForCausalLM",
+    ]
+    assert [f.class_name for f in groups[1].findings] == ["Glm4ForCausalLM", "AaaVL"]
+    assert [f.class_name for f in groups[2].findings] == ["KimiVL", "OtherVL"]
+
+
+def test_the_cap_splits_a_group_and_none_plans_one_class_each():
+    wrappers = [_finding("eagle3-wrapper", f"W{n}VL", "interface") for n in range(5)]
+    groups = group_findings([GAP, *wrappers], max_size=2)
+    assert [g.name for g in groups] == [
+        INTERFACE_ONLY,
+        f"{INTERFACE_ONLY}-2",
+        f"{INTERFACE_ONLY}-3",
+    ]
+    assert [len(g.findings) for g in groups] == [2, 2, 2]
+    assert [len(g.findings) for g in group_findings([GAP, WRAPPER], by="none")] == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"), [({"by": "recipe"}, "--group-by"), ({"max_size": 0}, "at least 1")]
+)
+def test_bad_settings_are_one_line_errors(kwargs, error):
+    with pytest.raises(BotError, match=error):
+        group_findings([GAP], **kwargs)
+
+
+def test_a_later_member_may_extend_the_registry_test_an_earlier_one_created():
+    from bot.codemods.spans import TopLevelIfPresent
+
+    span = TopLevelIfPresent("test_registry_supports_eagle3")
+    source = "import x\n\n\n@m\ndef test_registry_supports_eagle3(a):\n    pass\n"
+    assert span.lines(source) == [(4, 6)]
+    assert span.lines("import x\n") == []
