@@ -17,6 +17,7 @@ import pytest
 
 from bot.cli import main
 from bot.contrib_rules import rules_of_tree
+from bot.contribution import checklist_report, template_boxes
 from bot.errors import BotError
 from bot.plan import read_plan_dir
 from bot.publish import publish_plan
@@ -276,8 +277,8 @@ def test_offline_propose_is_one_line_naming_issue_file(where, monkeypatch, tmp_p
     assert "GitHub is unreachable" in lines[0] and "--issue-file" in lines[0]
 
 
-# Its first use builds the 22-class group of 0.34.0 (propose and verify), then publishes it.
-@pytest.mark.timeout(2400)
+# Its first use builds the interface-only group of 0.34.0 (propose and verify), then publishes it.
+@pytest.mark.timeout(1200)
 def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_path):
     plan_dir = request.getfixturevalue("group_plan")
     standin = request.getfixturevalue("stand_in")
@@ -290,6 +291,9 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
     skill_item, ai_item, design, testing, quality, contents = _template_items(tree)
     assert _ticked(body, skill_item) and "<summary>pr-checklist report" in body
     assert _ticked(body, ai_item)
+    # Design Fit only at the skill's low complexity tier (the whole 22-class group is Medium).
+    report = checklist_report(read_plan_dir(plan_dir).patch, rules_of_tree(tree))
+    assert report.low_complexity and not report.core_touched
     assert _ticked(body, design) and "no core component touched" in body
     assert not _ticked(body, testing)  # no regression test run was recorded (runtime off)
     assert _ticked(body, quality) == (checks["ruff"]["passed"] and checks["py_compile"]["passed"])
@@ -358,3 +362,20 @@ def test_in_actions_the_publish_environments_approver_is_the_recorded_review(
         in pull["body"]
     )
     assert "someone-else" not in pull["body"]
+
+
+@pytest.mark.parametrize(("added", "tier", "ticked"), [(49, "Low", True), (50, "Medium", False)])
+def test_design_fit_is_ticked_only_at_the_skills_low_tier(seed_plan, added, tier, ticked):
+    """The 0.34.0 skill: "Low complexity: < 50 lines" outside tests; a 22-class group adds 98."""
+    rules = rules_of_tree(release_tree("0.34.0"))
+    body = "".join(f"+x{n} = {n}\n" for n in range(added))
+    path = "vllm/model_executor/models/m.py"
+    patch = f"--- a/{path}\n+++ b/{path}\n@@ -1,0 +1,{added} @@\n{body}"
+    report = checklist_report(patch, rules)
+    assert report.lines_added_outside_tests == added and report.tier.startswith(tier)
+    [design] = [
+        b
+        for b in template_boxes(rules, read_plan_dir(seed_plan).plan, report, True)
+        if b.text.lower().startswith("**design fit")
+    ]
+    assert design.ticked is ticked
