@@ -461,8 +461,10 @@ def compose_body(
     contribution and checklist sections from records, then the fingerprint and body hash."""
     plan = planned.plan
     # The verdict is publish's own (a GPU run GitHub confirms), not the artifact's words.
+    recorded = _claimable(plan.verification or {}, verified)
+    plan = dataclasses.replace(plan, verification=recorded)
     verdict = {
-        **(plan.verification or {}),
+        **recorded,
         "passed": verified,
         "message": "local checks recorded, GPU test passed (run confirmed on GitHub)"
         if verified
@@ -654,6 +656,21 @@ def _verified(
     if gpu.get("mode") != "dispatch" or not settings.bot_repo:
         return False
     return confirmed(gpu, tested, client, settings.bot_repo)
+
+
+def _claimable(verification: dict[str, Any], verified: bool) -> dict[str, Any]:
+    """The records the body may state: a green GPU result that GitHub does not confirm for the
+    pushed commit (another commit's run, an older one, a local run inside Actions) is stated
+    as not confirmed, never as passed."""
+    gpu = verification.get("gpu")
+    if verified or not isinstance(gpu, dict) or gpu.get("conclusion") != "success":
+        return verification
+    unconfirmed = {
+        "mode": gpu.get("mode"),
+        "conclusion": "not confirmed",
+        "log_excerpt": "the recorded run is not a passed gpu-verify run of this commit on GitHub",
+    }
+    return {**verification, "gpu": unconfirmed}
 
 
 def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:

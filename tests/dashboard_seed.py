@@ -20,6 +20,7 @@ import uvicorn
 
 from bot import pipeline
 from bot.content_hash import patch_hash
+from bot.contribution import CHECKLIST, CONTRIBUTION
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.store import Journal
 from tests.cli import EXAMPLE_ISSUE
@@ -98,6 +99,8 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         "Declare `SupportsEagle3` on `Qwen3NextForCausalLM`.\n\n"
         "Fixes #33329.\n\n"
         "| check | result |\n|---|---|\n| CPU | passed |\n| GPU | passed |\n\n"
+        # Where publish writes the sections it composes from records (as propose leaves them).
+        f"{CONTRIBUTION[0]}\n{CONTRIBUTION[1]}\n\n{CHECKLIST[0]}\n{CHECKLIST[1]}\n\n"
         f"<!-- bot:fingerprint={fingerprint} -->\n"
     )
     path = root / "seed-plan"

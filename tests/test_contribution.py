@@ -332,9 +332,10 @@ def test_a_refused_target_needs_a_human_and_comes_last(tmp_path):
     plan = pipeline.propose(tree, tmp_path / "plan", class_name="Step5ForCausalLM")
     assert plan.status == "needs-human"  # a real gap, not "nothing to fix"
     # Every statement after the loop the bot does not model, in words, not internal kinds.
-    assert "a branch at line 2131; a branch at line 2133; a return of another variable" in (
-        plan.reason
-    )
+    assert (
+        "line 2131 branches on `residual is not None`; "
+        "line 2133 branches on `self.use_sequence_parallel`"
+    ) in plan.reason
     assert not re.search(r"return-name|return-other|pp-exit|\(\w+-\w+ at line", plan.reason)
     assert publish_plan(tmp_path / "plan", reviewer=None).action == "nothing-to-do"
 

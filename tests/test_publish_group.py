@@ -239,7 +239,7 @@ def test_the_dashboard_issue_approves_a_group_by_its_review_hash(
     assert report.approved == [fingerprint], report.refused
     assert journal.proposal(proposal_id).state == PR_OPEN
     pulls = stand_in.pulls(UPSTREAM)
-    assert len(pulls) == 1 and "Reviewed and approved by @alice" in pulls[0]["body"]
+    assert len(pulls) == 1 and "Reviewed by @alice before opening" in pulls[0]["body"]
     sync(journal, github)
     assert len(stand_in.pulls(UPSTREAM)) == 1
 
