@@ -98,10 +98,10 @@ _SPEC_START = re.compile(
 )
 _SPEC_SPAN_CHARS = 600
 # The same as a YAML block: `speculative_config:` and the lines indented under it.
-_SPEC_BLOCK = re.compile(
-    r"(?m)^(?P<indent>[ \t]*)(?:-[ \t]+)?speculative[-_]config:[ \t]*\r?\n"
-    r"(?:(?P=indent)[ \t]+\S[^\n]{0,300}(?:\n|$)){1,30}"
-)
+_SPEC_BLOCK_KEY = re.compile(r"speculative[-_]config:[ \t]*\r?\n")
+_YAML_LEAD = re.compile(r"[ \t]{0,60}(?:-[ \t]+)?")
+_SPEC_BLOCK_LINES = 30
+_SPEC_LINE_CHARS = 300
 _SPEC_DRAFT = re.compile(
     rf"""(?:["']model["']\s*:\s*|\bmodel\s*=\s*|(?m:^[ \t]*model:[ \t]*)|"""
     rf"""speculative[-_]model[=\s"':]+)["']?(?P<name>{_NAME})"""
@@ -581,9 +581,9 @@ def _method(text: str, reasons: list[str]) -> str | None:
 
 def _spec_spans(text: str) -> list[tuple[int, int]]:
     """Where speculative-decoding settings are written; a ``model`` there is the draft."""
-    spans = []
-    starts = sorted([*_SPEC_START.finditer(text), *_SPEC_BLOCK.finditer(text)], key=_start)
-    for match in starts:
+    spans: list[tuple[int, int]] = []
+    found = []
+    for match in _SPEC_START.finditer(text):
         start, end = match.start(), match.end()
         if text[end - 1] in "{(":
             limit = min(len(text), start + _SPEC_SPAN_CHARS)
@@ -591,6 +591,8 @@ def _spec_spans(text: str) -> list[tuple[int, int]]:
                 i for i in (text.find("}", end, limit), text.find(")", end, limit)) if i >= 0
             ]
             end = min(closing) + 1 if closing else limit
+        found.append((start, end))
+    for start, end in sorted([*found, *_yaml_spec_blocks(text)]):
         if spans and start <= spans[-1][1]:  # overlapping: one span
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
@@ -598,8 +600,34 @@ def _spec_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _start(match: re.Match[str]) -> int:
-    return match.start()
+def _yaml_spec_blocks(text: str) -> list[tuple[int, int]]:
+    """``speculative_config:`` as a YAML key and the lines indented deeper under it (at most
+    :data:`_SPEC_BLOCK_LINES` of :data:`_SPEC_LINE_CHARS`). Found by the key, never by testing
+    every line start, so a flood of short lines costs one pass."""
+    blocks = []
+    for match in _SPEC_BLOCK_KEY.finditer(text):
+        floor = max(0, match.start() - 80)
+        line_start = text.rfind("\n", floor, match.start()) + 1
+        if line_start == 0 and floor > 0:
+            continue
+        lead = text[line_start : match.start()]
+        if not _YAML_LEAD.fullmatch(lead):
+            continue
+        indent = len(lead) - len(lead.lstrip(" \t"))
+        end = position = match.end()
+        for _ in range(_SPEC_BLOCK_LINES):
+            line_end = text.find("\n", position, position + _SPEC_LINE_CHARS)
+            line = text[position : line_end if line_end >= 0 else position + _SPEC_LINE_CHARS]
+            body = line.lstrip(" \t")
+            if not body.strip() or len(line) - len(body) <= indent:
+                break
+            end = position + len(line)
+            if line_end < 0:
+                break
+            position = line_end + 1
+        if end > match.end():
+            blocks.append((line_start, end))
+    return blocks
 
 
 def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
