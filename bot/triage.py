@@ -20,6 +20,7 @@ from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
 from bot.tree.known_models import GENERATION_CATEGORIES, KnownModels, load_known_models
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.triage_release import loads_family_class
 from bot.triage_text import (
     INTERFACE_WORDS,
     drop_noise,
@@ -51,6 +52,11 @@ _SCORE_MODEL_TYPE = 0.85
 _BY_CORE = "without variant suffixes matches"
 _BY_FAMILY = "by model family and version matches"
 _BY_MAJOR = "only by model family (major version) matches"
+_BY_MAJOR_WORDS = "only by model family (major version, words in another order) matches"
+_BY_RELEASE = (
+    "a release the tree does not list, of a family whose class names its major version alone "
+    "or none and that gives no minor release a class of its own: it loads"
+)
 _BY_PREFIX = "extends the name of"
 _SCORE_VERSION_FAMILY = 0.72  # same family and version, another size: the class serves sizes alike
 _SCORE_PREFIX = 0.72
@@ -68,11 +74,21 @@ _BIDI = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _HTML_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
 _NAME = r"[A-Za-z0-9_./:~-]{1,200}"
 _QUOTE = r"""["']?"""
+# The key a served model is given under: `model`, `model_id`, `model-path`, `model_name_or_path`.
+_MODEL_KEY = r"model(?:[-_](?:id|path|name[-_]or[-_]path))?"
 _TARGET_PATTERNS = (
     re.compile(rf"\bvllm\s+serve\s+{_QUOTE}(?P<name>{_NAME})"),
-    re.compile(rf"--model(?:[ \t]+|=){_QUOTE}(?P<name>{_NAME})"),
-    re.compile(rf"\bmodel\s*=\s*[\"'](?P<name>{_NAME})[\"']"),
-    re.compile(rf"(?m)^\s*model:\s*{_QUOTE}(?P<name>{_NAME})"),
+    # `--model ID`, `--model=ID`, `--model "ID"`, `- --model=ID` (a container's args),
+    # `--model \` continued on the next line
+    re.compile(
+        rf"--{_MODEL_KEY}(?:[ \t]*=[ \t]*|[ \t]+(?:\\\r?\n[ \t]*)?){_QUOTE}(?P<name>{_NAME})"
+    ),
+    # `model="ID"`: a keyword argument or a logged config
+    re.compile(rf"\b{_MODEL_KEY}\s*=\s*[\"'](?P<name>{_NAME})[\"']"),
+    # `model: ID` in YAML, also as a list item (`- model: ID`); not a `model:` in prose
+    re.compile(rf"(?m)^[ \t]*(?:-[ \t]+)?{_MODEL_KEY}:[ \t]*{_QUOTE}(?P<name>{_NAME})"),
+    # `"model": "ID"` (JSON), `'model': 'ID'` (a dict vLLM logs as its non-default args)
+    re.compile(rf"[\"']{_MODEL_KEY}[\"'][ \t]*:[ \t]*[\"'](?P<name>{_NAME})[\"']"),
 )
 # A speculative config written as a value: JSON/dict/constructor, or a --speculative-model flag.
 _SPEC_START = re.compile(
@@ -81,8 +97,14 @@ _SPEC_START = re.compile(
     re.I,
 )
 _SPEC_SPAN_CHARS = 600
+# The same as a YAML block: `speculative_config:` and the lines indented under it.
+_SPEC_BLOCK_KEY = re.compile(r"speculative[-_]config:[ \t]*\r?\n")
+_YAML_LEAD = re.compile(r"[ \t]{0,60}(?:-[ \t]+)?")
+_SPEC_BLOCK_LINES = 30
+_SPEC_LINE_CHARS = 300
 _SPEC_DRAFT = re.compile(
-    rf"""(?:["']model["']\s*:\s*|\bmodel\s*=\s*|speculative[-_]model[=\s"':]+)["']?(?P<name>{_NAME})"""
+    rf"""(?:["']model["']\s*:\s*|\bmodel\s*=\s*|(?m:^[ \t]*model:[ \t]*)|"""
+    rf"""speculative[-_]model[=\s"':]+)["']?(?P<name>{_NAME})"""
 )
 _SPEC_METHOD = re.compile(r"""["']?method["']?\s*[:=]\s*["'](?P<method>[A-Za-z0-9_-]{1,40})["']""")
 _HF_ID = re.compile(r"(?<![\w./-])(?P<name>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95})(?![\w/])")
@@ -150,11 +172,17 @@ class _Evidence:
     served: set[str] = field(default_factory=set)  # archs the served model's name resolves to
     corroborated: set[str] = field(default_factory=set)  # archs a log or config names
     loose: set[str] = field(default_factory=set)  # matched by major version only
+    # matched by major version only, but the family's class naming says the release loads it:
+    # the score such a match gave (enough to propose a fix, never to call the class fixed)
+    release_guess: dict[str, float] = field(default_factory=dict)
 
     def add(self, arch: str, score: float, reason: str) -> None:
         if score > self.scores.get(arch, 0.0):
             self.scores[arch] = score
         self.reasons.append(reason)
+
+    def guess_of(self, arch: str) -> float:
+        return self.release_guess.get(arch, -1.0)
 
 
 def triage_issue(
@@ -259,8 +287,17 @@ def triage_issue(
     broken = _broken_claims(root, candidates, reasons) if ours else {}
     # "Already fixed" is said only of the class the checkpoint surely loads, and only when its
     # claim holds; a class matched loosely, or whose claim the tree shows broken, is asked about.
-    surely = confident or not (evidence.loose & set(candidates))
+    # A release the tree does not list, matched through its family's class naming, is enough
+    # to propose a fix for a class that lacks the interface, never to call the issue fixed.
+    guessed = [a for a in candidates if evidence.scores.get(a, 0.0) <= evidence.guess_of(a)]
+    surely = (confident and not guessed) or not (evidence.loose & set(candidates))
     fixed = _already_fixed(root, candidates, reasons) if ours and surely and not broken else False
+    if ours and confident and guessed and _already_fixed(root, guessed, []):
+        reasons.append(
+            f"{', '.join(guessed)} already has the interface, but the release named is not one "
+            "the tree lists: asked, not called fixed"
+        )
+        confident, confidence = False, round(confidence * _AMBIGUITY_FACTOR, 3)
     outcome = _outcome(issue, ours and not fixed, confident and not broken, reasons)
     missing: tuple[str, ...] = ()
     if outcome == ASK:
@@ -544,7 +581,8 @@ def _method(text: str, reasons: list[str]) -> str | None:
 
 def _spec_spans(text: str) -> list[tuple[int, int]]:
     """Where speculative-decoding settings are written; a ``model`` there is the draft."""
-    spans = []
+    spans: list[tuple[int, int]] = []
+    found = []
     for match in _SPEC_START.finditer(text):
         start, end = match.start(), match.end()
         if text[end - 1] in "{(":
@@ -553,11 +591,43 @@ def _spec_spans(text: str) -> list[tuple[int, int]]:
                 i for i in (text.find("}", end, limit), text.find(")", end, limit)) if i >= 0
             ]
             end = min(closing) + 1 if closing else limit
+        found.append((start, end))
+    for start, end in sorted([*found, *_yaml_spec_blocks(text)]):
         if spans and start <= spans[-1][1]:  # overlapping: one span
             spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
         else:
             spans.append((start, end))
     return spans
+
+
+def _yaml_spec_blocks(text: str) -> list[tuple[int, int]]:
+    """``speculative_config:`` as a YAML key and the lines indented deeper under it (at most
+    :data:`_SPEC_BLOCK_LINES` of :data:`_SPEC_LINE_CHARS`). Found by the key, never by testing
+    every line start, so a flood of short lines costs one pass."""
+    blocks = []
+    for match in _SPEC_BLOCK_KEY.finditer(text):
+        floor = max(0, match.start() - 80)
+        line_start = text.rfind("\n", floor, match.start()) + 1
+        if line_start == 0 and floor > 0:
+            continue
+        lead = text[line_start : match.start()]
+        if not _YAML_LEAD.fullmatch(lead):
+            continue
+        indent = len(lead) - len(lead.lstrip(" \t"))
+        end = position = match.end()
+        for _ in range(_SPEC_BLOCK_LINES):
+            line_end = text.find("\n", position, position + _SPEC_LINE_CHARS)
+            line = text[position : line_end if line_end >= 0 else position + _SPEC_LINE_CHARS]
+            body = line.lstrip(" \t")
+            if not body.strip() or len(line) - len(body) <= indent:
+                break
+            end = position + len(line)
+            if line_end < 0:
+                break
+            position = line_end + 1
+        if end > match.end():
+            blocks.append((line_start, end))
+    return blocks
 
 
 def _inside(position: int, spans: list[tuple[int, int]]) -> bool:
@@ -657,6 +727,7 @@ class _NameIndex:
     by_core: dict[str, list[tuple[str, str]]]  # squashed core name -> [(id, arch)]
     by_family: dict[str, list[tuple[str, str]]]  # squashed family name -> [(id, arch)]
     by_major: dict[str, list[tuple[str, str]]]  # squashed family, minor version dropped
+    by_major_words: dict[str, list[tuple[str, str]]]  # the same, its words in sorted order
     archs: frozenset[str] = frozenset()  # every architecture the index knows
 
     @classmethod
@@ -684,6 +755,7 @@ def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
     by_core: dict[str, list[tuple[str, str]]] = {}
     by_family: dict[str, list[tuple[str, str]]] = {}
     by_major: dict[str, list[tuple[str, str]]] = {}
+    by_major_words: dict[str, list[tuple[str, str]]] = {}
     for hf_id, arch in dict.fromkeys(pairs):
         _append(exact, hf_id.lower(), arch)
         repo_name = hf_id.rsplit("/", 1)[-1]
@@ -691,8 +763,9 @@ def _build_index(known: KnownModels, catalogue: DraftCatalogue) -> _NameIndex:
         _append(by_core, squash(core_name(repo_name)), (hf_id, arch))
         _append(by_family, squash(family_name(repo_name)), (hf_id, arch))
         _append(by_major, squash(major_family(repo_name)), (hf_id, arch))
+        _append(by_major_words, major_words(repo_name), (hf_id, arch))
     archs = frozenset(arch for _, arch in pairs) | frozenset(known.generation_archs())
-    index = _NameIndex(exact, by_repo_name, by_core, by_family, by_major, archs)
+    index = _NameIndex(exact, by_repo_name, by_core, by_family, by_major, by_major_words, archs)
     if len(_INDEX_CACHE) > 8:
         _INDEX_CACHE.clear()
     _INDEX_CACHE[key] = index
@@ -743,6 +816,13 @@ def major_family(name: str) -> str:
     return "-".join(_MINOR_VERSION.sub(r"\1", t) for t in family_name(name).split("-"))
 
 
+def major_words(name: str) -> str:
+    """``major_family``'s words in sorted order: `AI21-Jamba-Mini-1.7` and `AI21-Jamba-1.5-Mini`
+    are one family written in two orders. Empty for a one-word name (``squash`` covers it)."""
+    words = [w for w in major_family(name).split("-") if w]
+    return "-".join(sorted(words)) if len(words) > 1 else ""
+
+
 def squash(name: str) -> str:
     """Separators dropped, so `GLM5.3-Flash` and `GLM-5.3-Flash`, `Qwen3 Next` and
     `Qwen3-Next` are one name; a minor version glued to a word (`glm5.3`) is kept."""
@@ -784,19 +864,28 @@ def _resolve_mention(
         (index.by_family, squash(family_name(base)), _SCORE_VERSION_FAMILY, _BY_FAMILY),
         *_prefix_lookups(core, index),
         (index.by_major, squash(major_family(base)), _SCORE_FAMILY, _BY_MAJOR),
+        (index.by_major_words, major_words(base), _SCORE_FAMILY, _BY_MAJOR_WORDS),
     )
     for table, key, score, label in lookups:
         matches = table.get(key) if key else None
         if matches:
             archs = list(dict.fromkeys(arch for _, arch in matches))
-            if table in (index.by_family, index.by_major) and _ACTIVE_PARAMS.search(base):
+            loose = label in (_BY_MAJOR, _BY_MAJOR_WORDS)
+            if (table is index.by_family or loose) and _ACTIVE_PARAMS.search(base):
                 moe = _mixture_of_experts(archs, index.archs)
                 if moe:  # the family and the MoE naming together name one class
-                    archs, score, label = moe, _SCORE_CORE_NAME, _BY_FAMILY_MOE
+                    archs, score, label, loose = moe, _SCORE_CORE_NAME, _BY_FAMILY_MOE, False
             examples = ", ".join(f"{hf_id} ({arch})" for hf_id, arch in matches[:4])
+            reason = f"{how} {label} {examples}"
+            guess = loose and loads_family_class(family_name(base), archs, index.archs)
+            if guess:
+                score = _SCORE_VERSION_FAMILY
+                reason += f"; {_BY_RELEASE} {', '.join(archs)}"
             for arch in archs:
-                evidence.add(arch, min(score, score_cap) / len(archs), f"{how} {label} {examples}")
-            if label == _BY_MAJOR:
+                evidence.add(arch, min(score, score_cap) / len(archs), reason)
+                if guess:
+                    evidence.release_guess[arch] = min(score, score_cap) / len(archs)
+            if loose:
                 evidence.loose.update(archs)
             return True
     if not quiet:

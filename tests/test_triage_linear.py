@@ -41,3 +41,18 @@ def test_the_request_sentence_and_spaced_names_are_found_past_a_flood() -> None:
     request = method_request("", flood + "Please add EAGLE-3 support for Step 3.5 Flash.")
     assert request is not None and request.sentence.startswith("Please add EAGLE-3 support")
     assert "Step-3.5-Flash" in spaced_phrases(flood + "we run Step 3.5 Flash here\n")
+
+
+def test_yaml_speculative_blocks_end_where_their_indentation_ends() -> None:
+    text = (
+        "engine:\n  model: a/target\n  speculative_config:\n    method: eagle3\n"
+        "    model: d/draft\n  max_model_len: 8192\n"
+    )
+    spans = _spec_spans(text)
+    assert len(spans) == 1
+    assert _inside(text.index("d/draft"), spans) and not _inside(text.index("a/target"), spans)
+    assert not _inside(text.index("max_model_len"), spans)
+    flood = "speculative_config:\n" * 20_000 + "  model: d/draft\n"
+    assert _spec_spans(flood) == [(len(flood) - 37, len(flood) - 1)]  # the last key only
+    prose = "we set speculative_config:\n  model: x/y\n"  # a key inside a sentence is no YAML
+    assert _spec_spans(prose) == []
