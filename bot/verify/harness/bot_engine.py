@@ -78,6 +78,7 @@ def overlay(files: dict[str, str], arch: str) -> type:
         module = importlib.util.module_from_spec(spec)
         previous = sys.modules.get(module_name)
         sys.modules[module_name] = module
+        forget_custom_ops(module_name)
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # noqa: BLE001 - the file needs what this engine lacks
@@ -97,6 +98,17 @@ def overlay(files: dict[str, str], arch: str) -> type:
     ModelRegistry.register_model(arch, cls)
     forget_resolved_architectures()
     return cls
+
+
+def forget_custom_ops(module_name: str) -> None:
+    """vLLM refuses a custom op name registered twice ("Duplicate op name"), and a file executed
+    again over its module registers its ops again: the ops of the module it replaces go."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from vllm.model_executor import custom_op
+
+        for name, op in list(custom_op.op_registry.items()):
+            if getattr(op, "__module__", None) == module_name:
+                del custom_op.op_registry[name]
 
 
 def register_drafts_in_process() -> None:
