@@ -94,6 +94,8 @@ def main() -> int:
         print("benchmarks/sweeps/engine.py: no ready plans", file=sys.stderr)
         return 2
     log = args.log or args.plans / "engine-sweep.log"
+    # The plans the engine check gates come first: a sweep cut short has checked them.
+    plan_dirs.sort(key=lambda d: engine_of(d)["plan"].get("recipe") != "eagle3-enable")
     todo = [d for d in plan_dirs if not (args.resume and already_checked(d))]
     batches: list[str] = []
     for start in range(0, len(todo), args.batch):

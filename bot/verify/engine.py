@@ -275,7 +275,8 @@ def tree_signatures(tree: Path) -> list[ErrorSignature]:
 
 def record_lines(record: dict[str, Any]) -> list[str]:
     """The record as a few plain lines (for the CLI)."""
-    lines = [f"engine: {record.get('engine')} {record.get('engine_note') or ''}".rstrip()]
+    note = f" ({record['engine_note']})" if record.get("engine_note") else ""
+    lines = [f"engine: {record.get('engine')}{note}"]
     for run in record.get("runs", []):
         figures = ", ".join(
             f"{k} {run[k]}" for k in ("tokens", "proposed", "accepted", "seconds") if k in run
