@@ -11,13 +11,15 @@ sweep cut short still leaves what it found.
     nice -n 10 .venv/bin/python -m benchmarks.sweeps.engine --plans DIR \\
         [--batch 3] [--resume] [--doc docs/engine-evidence.md]
 
-``--resume`` skips plans that already carry an engine check for their patch.
+``--resume`` skips plans that already carry a passed or failed engine check for their patch
+(a "not checked" one runs again).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -36,7 +38,9 @@ def already_checked(plan_dir: Path) -> bool:
     patch = (plan_dir / "patch.diff").read_text(encoding="utf-8")
     checks = recorded.get("checks") or []
     same_patch = recorded.get("patch_hash") == patch_hash(patch)
-    return same_patch and any(c.get("name") == "engine" for c in checks)
+    return same_patch and any(
+        c.get("name") == "engine" and c.get("passed") in (True, False) for c in checks
+    )
 
 
 def run_batch(plan_dirs: list[Path], log: Path) -> float:
@@ -49,6 +53,7 @@ def run_batch(plan_dirs: list[Path], log: Path) -> float:
             [*BOT, "engine", *map(str, plan_dirs)],
             cwd=ROOT,
             check=False,
+            env={**os.environ, "BOT_DEBUG": "1"},  # an internal error's traceback, in the log
             stdout=out,
             stderr=subprocess.STDOUT,
         )
@@ -85,7 +90,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plans", type=Path, required=True, help="plan directories' parent")
     parser.add_argument("--batch", type=int, default=3, help="plans per engine process")
-    parser.add_argument("--resume", action="store_true", help="skip plans already checked")
+    parser.add_argument("--resume", action="store_true", help="skip plans already judged")
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "engine-evidence.md")
     parser.add_argument("--log", type=Path, help="bot engine's output (default: beside the plans)")
     args = parser.parse_args()

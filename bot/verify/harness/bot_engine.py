@@ -318,6 +318,10 @@ def engine_run(target: Path | str, method: str | None, draft: Path | str | None)
             speculative_config=speculative,
         )
     except Exception as exc:  # noqa: BLE001 - the load-time error is the "before" evidence
+        # The worker set up its parallel groups before the model refused to load; left in
+        # place, the next engine of this process keeps them (a dense model's have no expert
+        # group, and the next MoE target fails with "expert parallel group is not initialized").
+        shutdown(llm)
         return {
             "outcome": "load_error",
             "error": error_text(exc),
