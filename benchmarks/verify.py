@@ -83,7 +83,7 @@ def table(plan_dirs: list[Path]) -> list[str]:
         state = {True: "passed", False: "failed"}.get(check.get("passed"), "not checked")
         detail = str(check.get("detail") or "").replace("|", "\\|")
         if check.get("passed") is True:
-            detail = "-"
+            detail = str(record.get("config_note") or "-").replace("|", "\\|")
         seconds = f"{record.get('seconds')} s" if record.get("seconds") is not None else "-"
         lines.append(
             f"| `{plan.get('class_name')}` | {plan.get('recipe')} | {state} | "

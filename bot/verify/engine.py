@@ -166,6 +166,7 @@ def case_check(case: EngineCase, raw: dict[str, Any], base: dict[str, Any], log:
         "overlay": sorted(case.after),
         "seconds": raw.get("seconds"),
         "draft_token": raw.get("draft_token"),
+        "config_note": raw.get("config_note") or "",
         "runs": [],
     }
     runs = raw.get("runs") if isinstance(raw.get("runs"), dict) else {}

@@ -168,11 +168,15 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     module = sys.modules[module_name]
     cls = getattr(module, arch)
     try:
-        config, _derived, note = tiny_config_for(
+        config, derived, note = tiny_config_for(
             module, cls, NUM_LAYERS, {**ENGINE_SIZES, "vocab_size": VOCAB}, mixed=False
         )
     except Exception as exc:  # noqa: BLE001 - the smoke harness's NotChecked and refusals
         raise NotChecked(f"no tiny config: {exc}") from None
+    if derived and derived != list(getattr(config, "layer_types", None) or []):
+        # Only the attention layers run here: say so beside the verdict.
+        kinds = sorted(set(derived))
+        note = "; ".join(filter(None, [note, f"every layer full attention (the class: {kinds})"]))
     config.bos_token_id, config.eos_token_id, config.pad_token_id = 1, 2, 0
     # The smoke harness unties the head; the engine loads what the architecture's own default
     # says (Gemma2's vLLM class has no lm_head at all: always tied).
