@@ -174,9 +174,18 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     except Exception as exc:  # noqa: BLE001 - the smoke harness's NotChecked and refusals
         raise NotChecked(f"no tiny config: {exc}") from None
     if derived and derived != list(getattr(config, "layer_types", None) or []):
-        # Only the attention layers run here: say so beside the verdict.
-        kinds = sorted(set(derived))
-        note = "; ".join(filter(None, [note, f"every layer full attention (the class: {kinds})"]))
+        if refusal(config) is None:
+            # Only the attention layers run here: say so beside the verdict.
+            kinds = sorted(set(derived))
+            said = f"every layer full attention (the class: {kinds})"
+        else:
+            # The class insists on its own layer kinds (OLMo-Hybrid: a linear-attention
+            # layer); the engine gets them, and runs them or says why not.
+            config.layer_types = derived
+            said = f"layer types as the config class derives them: {derived}"
+        note = "; ".join(filter(None, [note, said]))
+    if (why := refusal(config)) is not None:
+        raise NotChecked(f"the tiny config is refused: {why}")
     config.bos_token_id, config.eos_token_id, config.pad_token_id = 1, 2, 0
     # The smoke harness unties the head; the engine loads what the architecture's own default
     # says (Gemma2's vLLM class has no lm_head at all: always tied).
@@ -198,6 +207,19 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     model.save_pretrained(directory, safe_serialization=True)
     save_tokenizer(directory)
     return config, note
+
+
+def refusal(config: Any) -> str | None:
+    """Why the config class refuses ``config`` (transformers validates it when it is saved),
+    or None."""
+    validate = getattr(config, "validate", None)
+    if not callable(validate):
+        return None
+    try:
+        validate()
+    except Exception as exc:  # noqa: BLE001 - the validator's own words
+        return error_text(exc)
+    return None
 
 
 def save_draft(method: str, config: Any, token: int, directory: Path) -> None:
