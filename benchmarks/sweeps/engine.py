@@ -12,7 +12,7 @@ sweep cut short still leaves what it found.
         [--batch 3] [--resume] [--doc docs/engine-evidence.md]
 
 ``--resume`` skips plans that already carry a passed or failed engine check for their patch
-(a "not checked" one runs again).
+(a "not checked" one runs again); ``--again A,B`` runs those classes again anyway.
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ def main() -> int:
     parser.add_argument("--plans", type=Path, required=True, help="plan directories' parent")
     parser.add_argument("--batch", type=int, default=3, help="plans per engine process")
     parser.add_argument("--resume", action="store_true", help="skip plans already judged")
+    parser.add_argument("--again", default="", help="classes to run again (comma-separated)")
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "engine-evidence.md")
     parser.add_argument("--log", type=Path, help="bot engine's output (default: beside the plans)")
     args = parser.parse_args()
@@ -101,7 +102,13 @@ def main() -> int:
     log = args.log or args.plans / "engine-sweep.log"
     # The plans the engine check gates come first: a sweep cut short has checked them.
     plan_dirs.sort(key=lambda d: engine_of(d)["plan"].get("recipe") != "eagle3-enable")
-    todo = [d for d in plan_dirs if not (args.resume and already_checked(d))]
+    again = set(filter(None, args.again.split(",")))
+    todo = [
+        d
+        for d in plan_dirs
+        if engine_of(d)["plan"].get("class_name") in again
+        or not (args.resume and already_checked(d))
+    ]
     batches: list[str] = []
     for start in range(0, len(todo), args.batch):
         chunk = todo[start : start + args.batch]

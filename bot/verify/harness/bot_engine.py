@@ -203,8 +203,13 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
         for param in model.parameters():
             if param.dim() > 1:
                 param.normal_(0.0, 0.2)  # spread logits: a varied greedy output
-    model.config.architectures = [arch]
     model.save_pretrained(directory, safe_serialization=True)
+    # transformers writes its own class's name (Gemma3ForCausalLM for Rnj1's Gemma3TextConfig),
+    # and the engine would load its built-in class of that name instead of the overlaid one.
+    saved = directory / "config.json"
+    written = json.loads(saved.read_text(encoding="utf-8"))
+    written["architectures"] = [arch]
+    saved.write_text(json.dumps(written, indent=2), encoding="utf-8")
     save_tokenizer(directory)
     return config, note
 
