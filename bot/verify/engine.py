@@ -52,6 +52,7 @@ class EngineCase:
     signatures: list[ErrorSignature] = field(default_factory=list)  # the tree's own
     tree_version: str = ""
     files_dir: Path | None = None  # where the copies live (removed after the run)
+    engine_note: str | None = None  # why this plan got this engine (its release's, else none)
 
     def to_job(self) -> dict[str, Any]:
         return {
@@ -153,7 +154,8 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
         if not isinstance(raw, dict):
             why = str(result.get("error") or f"the engine harness {stopped or 'stopped'}")
             raw = {"not_checked": why, "runs": {}}
-        checks.append(case_check(case, raw, base, log))
+        note = engine.note if case.engine_note is None else case.engine_note
+        checks.append(case_check(case, raw, {**base, "engine_note": note}, log))
     return checks
 
 
