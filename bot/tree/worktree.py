@@ -5,12 +5,13 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 import git
 
 from bot.errors import BotError
+from bot.fileio import held_lock
 from bot.gitrepo import Repo
 
 
@@ -47,22 +48,33 @@ def scratch_worktree(
     parent = Path(tempfile.mkdtemp(prefix="bot-worktree-"))
     path = parent / "tree"
     try:
-        if paths is None:
-            repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
-        else:
-            repo.git.worktree("add", "--detach", "--quiet", "--no-checkout", str(path), commit)
+        with worktrees_lock(repo):
+            if paths is None:
+                repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
+            else:
+                repo.git.worktree("add", "--detach", "--quiet", "--no-checkout", str(path), commit)
+        if paths is not None:
             # Older releases lack some paths (vllm/models/ came in 0.20): check out the rest.
             present = repo.git.ls_tree("--name-only", commit, "--", *paths).splitlines()
             with Repo(path) as scratch:
                 scratch.git.checkout(commit, "--", ":(glob)*", *present)
         yield path
     finally:
-        with suppress(git.GitCommandError):
-            repo.git.worktree("remove", "--force", str(path))
-        shutil.rmtree(parent, ignore_errors=True)
-        with suppress(git.GitCommandError):
-            repo.git.worktree("prune")
+        with worktrees_lock(repo):
+            with suppress(git.GitCommandError):
+                repo.git.worktree("remove", "--force", str(path))
+            shutil.rmtree(parent, ignore_errors=True)
+            with suppress(git.GitCommandError):
+                repo.git.worktree("prune")
         repo.close()
+
+
+def worktrees_lock(repo: git.Repo) -> AbstractContextManager[None]:
+    """Held while a worktree is added to or removed from ``repo``. A cached release tree is
+    shared by every bot process on the machine, and git's worktree bookkeeping is not safe
+    against itself: two ``worktree add`` pick the same ``.git/worktrees/<name>`` entry, and a
+    ``worktree prune`` removes an entry another process is still creating."""
+    return held_lock(Path(repo.common_dir) / "bot-worktrees.lock")
 
 
 def diff_worktree(path: Path, paths: Sequence[str] = ()) -> str:

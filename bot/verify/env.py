@@ -16,7 +16,6 @@ marks it ready is written last, so an interrupted build leaves nothing marked re
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -33,6 +32,7 @@ from packaging.utils import canonicalize_name
 
 from bot.config import cache_dir
 from bot.errors import BotError
+from bot.fileio import held_lock
 from bot.subprocess_env import run_build_step, scratch_home
 from bot.tree.fetch import release_tree
 
@@ -209,8 +209,7 @@ def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
 def build_lock(root: Path, name: str) -> Iterator[None]:
     """Held while the environment ``name`` under ``root`` is built: one builder at a time,
     across processes (another caller waits, then finds it ready)."""
-    with open(root / f".{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with held_lock(root / f".{name}.lock"):
         yield
 
 

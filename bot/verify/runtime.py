@@ -175,6 +175,10 @@ def run_engine_batch(stages: list[RuntimeStage], work: Path) -> list[Check]:
             case = stages[index].engine_case
             assert isinstance(case, engine.EngineCase)
             case.id = f"{position}-{case.id}"
+            own = stages[index].engine
+            assert own is not None
+            # Plans of several releases share one engine process; each keeps its own note.
+            case.engine_note = own.note
             cases.append(case)
         first = stages[indices[0]].engine
         assert first is not None

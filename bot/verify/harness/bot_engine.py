@@ -78,6 +78,7 @@ def overlay(files: dict[str, str], arch: str) -> type:
         module = importlib.util.module_from_spec(spec)
         previous = sys.modules.get(module_name)
         sys.modules[module_name] = module
+        forget_custom_ops(module_name)
         try:
             spec.loader.exec_module(module)
         except Exception as exc:  # noqa: BLE001 - the file needs what this engine lacks
@@ -97,6 +98,17 @@ def overlay(files: dict[str, str], arch: str) -> type:
     ModelRegistry.register_model(arch, cls)
     forget_resolved_architectures()
     return cls
+
+
+def forget_custom_ops(module_name: str) -> None:
+    """vLLM refuses a custom op name registered twice ("Duplicate op name"), and a file executed
+    again over its module registers its ops again: the ops of the module it replaces go."""
+    with contextlib.suppress(ImportError, AttributeError):
+        from vllm.model_executor import custom_op
+
+        for name, op in list(custom_op.op_registry.items()):
+            if getattr(op, "__module__", None) == module_name:
+                del custom_op.op_registry[name]
 
 
 def register_drafts_in_process() -> None:
@@ -156,11 +168,24 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     module = sys.modules[module_name]
     cls = getattr(module, arch)
     try:
-        config, _derived, note = tiny_config_for(
+        config, derived, note = tiny_config_for(
             module, cls, NUM_LAYERS, {**ENGINE_SIZES, "vocab_size": VOCAB}, mixed=False
         )
     except Exception as exc:  # noqa: BLE001 - the smoke harness's NotChecked and refusals
         raise NotChecked(f"no tiny config: {exc}") from None
+    if derived and derived != list(getattr(config, "layer_types", None) or []):
+        if refusal(config) is None:
+            # Only the attention layers run here: say so beside the verdict.
+            kinds = sorted(set(derived))
+            said = f"every layer full attention (the class: {kinds})"
+        else:
+            # The class insists on its own layer kinds (OLMo-Hybrid: a linear-attention
+            # layer); the engine gets them, and runs them or says why not.
+            config.layer_types = derived
+            said = f"layer types as the config class derives them: {derived}"
+        note = "; ".join(filter(None, [note, said]))
+    if (why := refusal(config)) is not None:
+        raise NotChecked(f"the tiny config is refused: {why}")
     config.bos_token_id, config.eos_token_id, config.pad_token_id = 1, 2, 0
     # The smoke harness unties the head; the engine loads what the architecture's own default
     # says (Gemma2's vLLM class has no lm_head at all: always tied).
@@ -178,10 +203,28 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
         for param in model.parameters():
             if param.dim() > 1:
                 param.normal_(0.0, 0.2)  # spread logits: a varied greedy output
-    model.config.architectures = [arch]
     model.save_pretrained(directory, safe_serialization=True)
+    # transformers writes its own class's name (Gemma3ForCausalLM for Rnj1's Gemma3TextConfig),
+    # and the engine would load its built-in class of that name instead of the overlaid one.
+    saved = directory / "config.json"
+    written = json.loads(saved.read_text(encoding="utf-8"))
+    written["architectures"] = [arch]
+    saved.write_text(json.dumps(written, indent=2), encoding="utf-8")
     save_tokenizer(directory)
     return config, note
+
+
+def refusal(config: Any) -> str | None:
+    """Why the config class refuses ``config`` (transformers validates it when it is saved),
+    or None."""
+    validate = getattr(config, "validate", None)
+    if not callable(validate):
+        return None
+    try:
+        validate()
+    except Exception as exc:  # noqa: BLE001 - the validator's own words
+        return error_text(exc)
+    return None
 
 
 def save_draft(method: str, config: Any, token: int, directory: Path) -> None:
@@ -306,6 +349,10 @@ def engine_run(target: Path | str, method: str | None, draft: Path | str | None)
             speculative_config=speculative,
         )
     except Exception as exc:  # noqa: BLE001 - the load-time error is the "before" evidence
+        # The worker set up its parallel groups before the model refused to load; left in
+        # place, the next engine of this process keeps them (a dense model's have no expert
+        # group, and the next MoE target fails with "expert parallel group is not initialized").
+        shutdown(llm)
         return {
             "outcome": "load_error",
             "error": error_text(exc),
