@@ -26,11 +26,13 @@ from urllib.parse import urlsplit
 
 import git
 
+from bot.base_tree import CommitTree
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import Plan
 from bot.publish_checks import FileChange
+from bot.recipes.base import BaseTree
 from bot.redact import redact
 
 FORK_REMOTE = "fork"
@@ -120,7 +122,8 @@ def prepare_branch(
         _ensure_base(repo, base, settings)
         remote_sha = _fetch_fork_branch(repo, branch, settings)
     tree = _tree_with_patch(repo, base, patch)
-    check_tree(tree_changes(repo, base, tree))
+    with CommitTree(Path(repo.git_dir), base) as base_tree:
+        check_tree(tree_changes(repo, base, tree, base_tree))
     if remote_sha is not None:
         ours = _only_bot_commits(repo, base, remote_sha, settings)
         if not ours:
@@ -207,8 +210,11 @@ def _ensure_base(repo: git.Repo, base: str, settings: GitHubSettings) -> None:
     )
 
 
-def tree_changes(repo: git.Repo, base: str, tree: str) -> list[FileChange]:
-    """Every path ``tree`` changes against ``base``'s tree, with both blobs' bytes."""
+def tree_changes(
+    repo: git.Repo, base: str, tree: str, base_tree: BaseTree | None = None
+) -> list[FileChange]:
+    """Every path ``tree`` changes against ``base``'s tree, with both blobs' bytes (and
+    ``base_tree``, the whole base, for the checks that read more than one file)."""
     raw = repo.git.diff_tree("-r", "-z", "--no-renames", "--raw", base, tree)
     fields = raw.split("\0")
     changes = []
@@ -223,6 +229,7 @@ def tree_changes(repo: git.Repo, base: str, tree: str) -> list[FileChange]:
                 new_mode=new_mode,
                 before=_blob(repo, old_sha),
                 after=_blob(repo, new_sha),
+                base=base_tree,
             )
         )
     return changes

@@ -20,7 +20,7 @@ from bot.config import GitHubSettings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
 from bot.plan import READY, Plan, PlanDir
-from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.base import BaseTree, PublishedEdit, PublishRule
 
 # The reason is the commit body's paragraph: a finding's summary plus why no registry entry
 # (a wrapper's names its language model and the family it covers).
@@ -215,6 +215,7 @@ class FileChange:
     new_mode: str
     before: bytes
     after: bytes
+    base: BaseTree | None = None  # the whole base tree, scanned only by a rule that needs it
 
 
 def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
@@ -242,7 +243,7 @@ def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
     for change in changes:
         kind = declared[change.path]
         before, after = _texts(change, creates=getattr(rules[kind], "creates_file", False))
-        edit = PublishedEdit(change.path, kind, before, after, class_name, finding)
+        edit = PublishedEdit(change.path, kind, before, after, class_name, finding, change.base)
         try:
             rules[kind](edit)
         except (CodemodRefused, SyntaxError, ValueError) as exc:
