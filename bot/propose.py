@@ -10,7 +10,6 @@ gone, no new finding appears). The patch is what ``git diff`` says in the scratc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from bot.codemods.safety import (
 from bot.codemods.spans import resolve
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
+from bot.identity import branch_name
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.base import FileEdit, follows_from
 from bot.scan import ScanResult, scan
@@ -58,12 +58,6 @@ class Proposal:
     plan: plans.Plan
     patch: str
     pr_markdown: str
-
-
-def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
-    slug = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", class_name).lower()
-    slug = re.sub(r"[^a-z0-9-]+", "-", slug).strip("-")
-    return f"bot/{recipe}/{slug}" + (f"-{variant}" if variant else "")
 
 
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:

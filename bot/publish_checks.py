@@ -19,6 +19,7 @@ from bot.codemods.base import CodemodRefused
 from bot.config import GitHubSettings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
+from bot.identity import branch_name
 from bot.plan import READY, Plan, PlanDir
 from bot.recipes.base import BaseTree, PublishedEdit, PublishRule
 
@@ -109,7 +110,6 @@ def check_identity(plan: Plan) -> None:
     """Branch and fingerprint are re-derived from the recipe, the class, its platform variant
     and the base commit, as propose makes them: a plan cannot push to, or adopt the PR of,
     another fix's branch."""
-    from bot.propose import branch_name  # propose imports the codemods: only when used
     from bot.recipes.base import Finding, platform_variant
 
     try:
