@@ -26,11 +26,13 @@ from urllib.parse import urlsplit
 
 import git
 
+from bot.base_tree import CommitTree
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import Plan
 from bot.publish_checks import FileChange
+from bot.recipes.base import BaseTree
 from bot.redact import redact
 
 FORK_REMOTE = "fork"
@@ -123,11 +125,12 @@ def prepare_branch(
         _ensure_base(repo, base, settings)
         remote_sha = _fetch_fork_branch(repo, branch, settings)
     tree = _tree_with_patch(repo, base, patch)
-    if steps is None:
-        check_tree(tree_changes(repo, base, tree))
-        chain = [(tree, message)]
-    else:
-        chain = _step_trees(repo, base, steps, tree)
+    with CommitTree(Path(repo.git_dir), base) as base_tree:
+        if steps is None:
+            check_tree(tree_changes(repo, base, tree, base_tree))
+            chain = [(tree, message)]
+        else:
+            chain = _step_trees(repo, base, steps, tree, base_tree)
     if remote_sha is not None:
         ours = _only_bot_commits(repo, base, remote_sha, settings)
         if not ours:
@@ -172,17 +175,18 @@ class CommitStep:
 
 
 def _step_trees(
-    repo: git.Repo, base: str, steps: list[CommitStep], whole: str
+    repo: git.Repo, base: str, steps: list[CommitStep], whole: str, base_tree: BaseTree
 ) -> list[tuple[str, str]]:
-    """Each step's tree, checked against the tree before it; together they must make exactly
-    the tree of the whole patch (what was verified)."""
+    """Each step's tree, checked against the tree before it (``base_tree``: the plan's base,
+    for the rules that scan it); together they must make exactly the tree of the whole patch
+    (what was verified)."""
     chain: list[tuple[str, str]] = []
     previous = base
     for step in steps:
         if not step.patch.strip():
             raise BotError("a commit of the plan has an empty patch")
         tree = _tree_with_patch(repo, previous, step.patch)
-        step.check(tree_changes(repo, previous, tree))
+        step.check(tree_changes(repo, previous, tree, base_tree))
         chain.append((tree, step.message))
         previous = tree
     if previous != whole:
@@ -275,8 +279,11 @@ def _ensure_base(repo: git.Repo, base: str, settings: GitHubSettings) -> None:
     )
 
 
-def tree_changes(repo: git.Repo, base: str, tree: str) -> list[FileChange]:
-    """Every path ``tree`` changes against ``base``'s tree, with both blobs' bytes."""
+def tree_changes(
+    repo: git.Repo, base: str, tree: str, base_tree: BaseTree | None = None
+) -> list[FileChange]:
+    """Every path ``tree`` changes against ``base``'s tree, with both blobs' bytes (and
+    ``base_tree``, the whole base, for the checks that read more than one file)."""
     raw = repo.git.diff_tree("-r", "-z", "--no-renames", "--raw", base, tree)
     fields = raw.split("\0")
     changes = []
@@ -291,6 +298,7 @@ def tree_changes(repo: git.Repo, base: str, tree: str) -> list[FileChange]:
                 new_mode=new_mode,
                 before=_blob(repo, old_sha),
                 after=_blob(repo, new_sha),
+                base=base_tree,
             )
         )
     return changes

@@ -9,8 +9,8 @@ success, and its title, which GitHub renders from the dispatch inputs (``run-nam
 * the request id the plan records (a fresh uuid4: 32 hex digits);
 * the head of the plan's branch as this run pushed it (the fail-before run: its first parent);
 * the smoke target and the GPU tests re-derived here, never read from the plan: the class the
-  declaring edit changes (:func:`bot.verify.smoke.target_of`, whose edits publish's rules have
-  checked) and the registry test of the one entry the patch adds.
+  declaring edit changes (:func:`bot.verify.smoke_target.target_of`, whose edits publish's
+  rules have checked) and the registry test of the one entry the patch adds.
 
 The newest completed run of this commit decides: a later failed or cancelled run takes the
 PR back to draft.
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from bot.errors import BotError
 from bot.plan import Plan
-from bot.verify.dispatch import WORKFLOW_FILE
+from bot.workflows import GPU_WORKFLOW as WORKFLOW_FILE
 
 _REQUEST_ID = re.compile(r"^[0-9a-f]{32}$")
 # Runner and GitHub clocks differ a little; a run cannot predate the commit by more than this.
@@ -75,7 +75,7 @@ def gpu_tests_of(registry_before: str | None, registry_after: str | None) -> tup
 
 
 def smoke_target_of(plan: Plan) -> str:
-    from bot.verify.smoke import SmokeTarget, target_of
+    from bot.verify.smoke_target import SmokeTarget, target_of
 
     target = target_of(plan)
     return str(target) if isinstance(target, SmokeTarget) else ""

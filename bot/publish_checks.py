@@ -29,7 +29,7 @@ from bot.identity import (
     is_identity_line,
 )
 from bot.plan import READY, Member, Plan, PlanDir
-from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.base import BaseTree, PublishedEdit, PublishRule
 
 # The reason is the commit body's paragraph: a finding's summary plus why no registry entry
 # (a wrapper's names its language model and the family it covers).
@@ -339,6 +339,7 @@ class FileChange:
     new_mode: str
     before: bytes
     after: bytes
+    base: BaseTree | None = None  # the whole base tree, scanned only by a rule that needs it
 
 
 def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
@@ -374,7 +375,7 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
     for change in changes:
         kind = declared[change.path]
         before, after = _texts(change, creates=getattr(rules[kind], "creates_file", False))
-        edit = PublishedEdit(change.path, kind, before, after, class_name, finding)
+        edit = PublishedEdit(change.path, kind, before, after, class_name, finding, change.base)
         try:
             rules[kind](edit)
         except (CodemodRefused, SyntaxError, ValueError) as exc:

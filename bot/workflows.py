@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bot.errors import BotError
 
-WORKFLOW_NAMES = ("propose-on-label.yml", "gpu-verify.yml", "scheduled-scan.yml")
+GPU_WORKFLOW = "gpu-verify.yml"  # dispatched by verify, its runs read back by publish
+WORKFLOW_NAMES = ("propose-on-label.yml", GPU_WORKFLOW, "scheduled-scan.yml")
 # Declares the GPU runner's custom label; actionlint reads it from .github/actionlint.yaml.
 ACTIONLINT_CONFIG = "actionlint.yaml"
 

@@ -11,10 +11,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from pathlib import Path
 
 import pytest
 
+from bot.base_tree import CheckedOutTree
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import platform_skip
@@ -51,6 +54,12 @@ def _test_text(residual: str = "residual-stream") -> str:
     )
 
 
+@functools.cache
+def _base() -> CheckedOutTree:
+    """0.34.0 as publish sees a base tree: every field of the test is read from it."""
+    return CheckedOutTree(release_tree("0.34.0"))
+
+
 def _edit(after: str, before: str = "", path: str | None = None) -> PublishedEdit:
     return PublishedEdit(
         path or aux_test_path(MIXTRAL),
@@ -59,6 +68,7 @@ def _edit(after: str, before: str = "", path: str | None = None) -> PublishedEdi
         after,
         "MixtralForCausalLM",
         _mixtral_finding(),
+        _base(),
     )
 
 
@@ -72,12 +82,24 @@ def test_publish_accepts_exactly_the_forward_test_the_recipe_writes() -> None:
         (lambda t: t.replace("7.0 + tap", "7.0 + tap * 0"), "not the one the recipe writes"),
         (lambda t: t + "\nimport os\n", "not the one the recipe writes"),
         (lambda t: _test_text("no-residual"), "not the one the recipe writes"),
-        (lambda t: t.replace("model.norm = AddNorm()", "model.norm = 1"), "sets no final norm"),
+        (lambda t: t.replace("model.norm = AddNorm()", "model.norm = 1"), "not the one the"),
+        (lambda t: t.replace("model.norm = AddNorm()", "model.ln_f = AddNorm()"), "not the one"),
     ],
 )
 def test_publish_refuses_a_changed_forward_test(change, refusal: str) -> None:
     with pytest.raises(CodemodRefused, match=refusal):
         aux_forward_test(_edit(change(_test_text())))
+
+
+def test_the_residual_semantics_come_from_the_tree_not_the_plan() -> None:
+    """A plan that records Mixtral's decoder as no-residual, with the test written for that:
+    the test would pass for a capture that drops the residual. Refused (the tree says
+    residual-stream)."""
+    finding = _mixtral_finding()
+    finding["evidence"] = {**finding["evidence"], "shape": {"residual": "no-residual"}}
+    tampered = dataclasses.replace(_edit(_test_text("no-residual")), finding=finding)
+    with pytest.raises(CodemodRefused, match="not the one the recipe writes"):
+        aux_forward_test(tampered)
 
 
 def test_publish_refuses_the_forward_test_over_an_existing_file_or_elsewhere() -> None:
@@ -229,7 +251,7 @@ def _enable_plan_dir(tmp_path: Path, kind: str) -> PlanDir:
 
 def test_publish_takes_a_new_file_only_for_a_kind_that_rederives_it(tmp_path: Path) -> None:
     created = FileChange(
-        aux_test_path(MIXTRAL), "A", "000000", "100644", b"", _test_text().encode()
+        aux_test_path(MIXTRAL), "A", "000000", "100644", b"", _test_text().encode(), _base()
     )
     check_confined(_enable_plan_dir(tmp_path, "aux-forward-test"), [created])
     with pytest.raises(BotError, match="only edits existing files"):

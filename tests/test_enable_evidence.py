@@ -8,6 +8,7 @@ model's output). ``bot verify`` adds a failing ``evidence`` check when it did no
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -73,9 +74,74 @@ def test_a_smoke_check_that_proved_only_shapes_is_not_the_evidence() -> None:
     assert missing_evidence("eagle3-enable", [shapes_only, PASSED_SMOKE, ENGINE_PASSED]) is None
 
 
+def _function(module: ast.Module, name: str) -> ast.FunctionDef:
+    (found,) = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name]
+    return found
+
+
+def _rendered(text: ast.JoinedStr, values: dict[str, str]) -> str:
+    """An f-string as it prints, each interpolation by name from ``values`` (else ``0``)."""
+    return "".join(
+        part.value if isinstance(part, ast.Constant) else values.get(ast.unparse(part.value), "0")
+        for part in text.values
+    )
+
+
+def _passed_detail(harness: ast.Module) -> tuple[ast.JoinedStr, str]:
+    """The f-string of the harness's passed result that interpolates the value check's return,
+    and the name that return is bound to."""
+    calls = [
+        node
+        for node in ast.walk(harness)
+        if isinstance(node, ast.Assign)
+        and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func) == "check_aux_values"
+    ]
+    (bound,) = calls
+    name = ast.unparse(bound.targets[0])
+    details = [
+        text
+        for node in ast.walk(harness)
+        if isinstance(node, ast.Dict)
+        and {
+            ast.unparse(k): ast.unparse(v)
+            for k, v in zip(node.keys, node.values, strict=True)
+            if k is not None
+        }.get("'status'")
+        == "'passed'"
+        for text in ast.walk(node)
+        if isinstance(text, ast.JoinedStr)
+        and any(ast.unparse(v) == f"{{{name}}}" for v in text.values)
+    ]
+    (detail,) = details
+    return detail, name
+
+
 def test_the_harness_says_what_the_gate_looks_for() -> None:
-    """The harness cannot import the bot, so the phrase is written twice: here they agree."""
-    assert SMOKE_VALUES_PROVEN in smoke.HARNESS.read_text(encoding="utf-8")
+    """The harness cannot import the bot, so the phrase is written twice. What must agree is
+    what the harness reports, not its text: the passed result's detail, with the value check's
+    own return in it, satisfies the gate; the same detail without that return does not; and no
+    other string the harness can report carries the phrase."""
+    harness = ast.parse(smoke.HARNESS.read_text(encoding="utf-8"))
+    check = _function(harness, "check_aux_values")
+    returned = [n.value for n in ast.walk(check) if isinstance(n, ast.Return)]
+    assert returned and all(isinstance(r, ast.JoinedStr) for r in returned)
+    detail, name = _passed_detail(harness)
+    for value in returned:
+        proven = _rendered(detail, {name: _rendered(value, {})})
+        smoke_check = {"name": "smoke", "passed": True, "detail": proven}
+        assert missing_evidence("eagle3-enable", [smoke_check, ENGINE_PASSED]) is None, proven
+    unproven = {**smoke_check, "detail": _rendered(detail, {name: ""})}
+    assert "proves the aux values" in missing_evidence("eagle3-enable", [unproven, ENGINE_PASSED])
+    elsewhere = [
+        node.value
+        for node in ast.walk(harness)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and SMOKE_VALUES_PROVEN in node.value
+        and not any(node in ast.walk(r) for r in returned)
+    ]
+    assert elsewhere == []
 
 
 def test_the_interface_recipe_requires_nothing_more() -> None:

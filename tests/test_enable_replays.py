@@ -19,21 +19,21 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bot.codemods.aux_capture import add_aux_capture
+from bot.base_tree import CheckedOutTree
 from bot.codemods.base import CodemodRefused
-from bot.codemods.bases import append_base_class
-from bot.codemods.imports import add_import_name
-from bot.recipes.base import PublishedEdit
-from bot.recipes.eagle3_enable import Candidate, candidates
+from bot.drafts import load_catalogue
+from bot.recipes.base import Finding, PlanContext, PublishedEdit, ScanContext
+from bot.recipes.eagle3_enable import _edits, candidates, capture_of
 from bot.recipes.eagle3_enable_analysis import DecoderShape
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
-from bot.recipes.eagle3_interface import _interfaces_module
-from bot.scan import scan_context
+from bot.scan import scan
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import head_commit, scratch_worktree
 from tests.cli import propose_class
@@ -173,6 +173,7 @@ def _published(plan: dict, before: str, after: str) -> PublishedEdit:
         after=after,
         class_name=plan["class_name"],
         finding=plan["finding"],
+        base=CheckedOutTree(release_tree("0.19.1")),
     )
 
 
@@ -239,13 +240,24 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
     """The codemods on every decoder 0.34.0's analysis finds ready: the second run changes
     nothing, the result compiles, and the capture sits in the decoder's forward only."""
     tree = release_tree("0.34.0")
-    ctx = scan_context(tree)
-    ready = [c for c in candidates(ctx) if isinstance(c.verdict, DecoderShape)]
-    assert len(ready) >= 28
+    scanned = scan(tree)
+    ctx = scanned.context
+    found = candidates(ctx)
+    ready = [c for c in found if isinstance(c.verdict, DecoderShape)]
+    # What the README tells users of 0.34.0, and what `bot scan` reports as fixable.
+    assert (len(found), len(ready)) == _readme_enable_counts()
+    fixable = {
+        (f.class_name, f.path): f
+        for f in scanned.findings
+        if f.recipe == "eagle3-enable" and f.evidence["refused"] is None
+    }
+    assert set(fixable) == {(c.ref.name, ctx.index.path_of(c.ref)) for c in ready}
     for candidate in ready:
         path = ctx.index.path_of(candidate.decoder)
         source = (tree / path).read_text()
-        edit = _decoder_edit(source, path, candidate)
+        edit = _recipe_decoder_edit(
+            ctx, fixable[candidate.ref.name, ctx.index.path_of(candidate.ref)]
+        )
         once = edit(source)
         assert once != source, candidate.ref.name
         assert edit(once) == once, candidate.ref.name
@@ -265,15 +277,31 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
         assert once.count("_maybe_add_hidden_state") == source.count("_maybe_add_hidden_state") + 2
 
 
-def _decoder_edit(source: str, path: str, candidate: Candidate):  # noqa: ANN202
-    shape = candidate.verdict
-    assert isinstance(shape, DecoderShape)
+def _readme_enable_counts() -> tuple[int, int]:
+    """The eagle3-enable targets the README says 0.34.0 has, and how many are ready."""
+    text = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    said = re.search(
+        r"nor collects aux hidden states: (\d+) on 0\.34\.0\. For (\d+) the analysis", text
+    )
+    assert said is not None, "the README no longer gives the 0.34.0 eagle3-enable counts"
+    return int(said[1]), int(said[2])
 
-    def edit(text: str) -> str:
-        text = add_import_name(text, _interfaces_module(source, path), "EagleModelMixin")
-        text = append_base_class(text, candidate.decoder.name, "EagleModelMixin")
-        return add_aux_capture(
-            text, candidate.decoder.name, shape.residual_name, True, shape.loop == "whole"
-        )
 
-    return edit
+def _recipe_decoder_edit(ctx: ScanContext, finding: Finding) -> Callable[[str], str]:
+    """The recipe's own decoder edit for ``finding`` (its FileEdit, as propose applies it)."""
+    capture = capture_of(ctx, finding.class_name, finding.path)
+    assert capture is not None, finding.class_name
+    plan_ctx = PlanContext(
+        scan=ctx,
+        group=(finding,),
+        findings=(finding,),
+        arch=finding.architectures[0],
+        catalogue=load_catalogue(include_user=False),
+        preferred_draft=None,
+        upstream="vllm-project/vllm",
+        version="0.34.0",
+        base_commit="0" * 40,
+    )
+    edits = _edits(plan_ctx, finding, capture.candidate, capture.shape, capture.absolute)
+    (edit,) = [e for e in edits if e.kind.startswith("enable-decoder")]
+    return edit.apply

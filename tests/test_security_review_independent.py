@@ -28,6 +28,7 @@ import git
 import pytest
 import yaml
 
+from bot.base_tree import CheckedOutTree
 from bot.codemods.base import CodemodRefused
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
@@ -80,12 +81,15 @@ def enable_edit(tmp_path: Path) -> dict[str, Any]:
         "after": edit.apply(before),
         "class_name": finding.class_name,
         "finding": finding.to_json(),
+        "base": CheckedOutTree(tree),
     }
 
 
 def _enable_rule(e: dict[str, Any], after: str) -> None:
     ENABLE_RULES[e["kind"]](
-        PublishedEdit(e["path"], e["kind"], e["before"], after, e["class_name"], e["finding"])
+        PublishedEdit(
+            e["path"], e["kind"], e["before"], after, e["class_name"], e["finding"], e["base"]
+        )
     )
 
 

@@ -265,6 +265,14 @@ class PublishedEdit:
     after: str
     class_name: str
     finding: Mapping[str, Any]
+    # The base commit's whole tree, for a rule that re-derives more than this file tells it.
+    base: BaseTree | None = None
+
+
+class BaseTree(Protocol):
+    """The tree at the plan's base commit as publish fetched it (never the plan's repo_path)."""
+
+    def scan(self) -> ScanContext: ...
 
 
 PublishRule = Callable[[PublishedEdit], None]

@@ -125,14 +125,10 @@ class Eagle3Enable:
             return Declined(
                 f"needs a human: {finding.class_name} has {len(group)} platform variants"
             )
-        found = [c for c in candidates(ctx.scan) if c.ref.name == finding.class_name]
-        found = [c for c in found if ctx.scan.index.path_of(c.ref) == finding.path]
-        if len(found) != 1 or not isinstance(found[0].verdict, DecoderShape):
+        capture = capture_of(ctx.scan, finding.class_name, finding.path)
+        if capture is None:
             return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
-        candidate = found[0]
-        shape = found[0].verdict
-        assert isinstance(shape, DecoderShape)
-        absolute = absolute_convention(ctx.scan.index, _enabled_decoders(ctx.scan))
+        candidate, shape, absolute = capture.candidate, capture.shape, capture.absolute
         edits = _edits(ctx, finding, candidate, shape, absolute)
         entry, entry_why = plan_registry_entry(
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
@@ -175,6 +171,56 @@ class Eagle3Enable:
         )
 
 
+@dataclass(frozen=True)
+class Capture:
+    """How the recipe makes one target's decoder collect the aux hidden states, all of it read
+    from the tree: the candidate, its decoder's shape (loop and residual semantics), and whether
+    the tree's enabled decoders count layers from ``self.start_layer``. Publish derives it again
+    from the base commit and never takes it from a plan."""
+
+    candidate: Candidate
+    shape: DecoderShape
+    absolute: bool
+    decoder_path: str
+    target_path: str
+
+    @property
+    def decoder(self) -> str:
+        return self.candidate.decoder.name
+
+    def capture_args(self) -> dict[str, Any]:
+        """The arguments of :func:`bot.codemods.aux_capture.add_aux_capture`."""
+        return _capture_args(self.decoder, self.shape, self.absolute)
+
+
+def capture_of(scan: ScanContext, class_name: str, path: str | None = None) -> Capture | None:
+    """The capture for the ready candidate ``class_name`` (in ``path``, where given); None when
+    there is no such candidate, more than one, or its decoder is refused."""
+    found = [c for c in candidates(scan) if c.ref.name == class_name]
+    if path is not None:
+        found = [c for c in found if scan.index.path_of(c.ref) == path]
+    if len(found) != 1 or not isinstance(found[0].verdict, DecoderShape):
+        return None
+    candidate, index = found[0], scan.index
+    absolute = absolute_convention(index, _enabled_decoders(scan))
+    return Capture(
+        candidate,
+        found[0].verdict,
+        absolute,
+        index.path_of(candidate.decoder),
+        index.path_of(candidate.ref),
+    )
+
+
+def _capture_args(decoder: str, shape: DecoderShape, absolute: bool) -> dict[str, Any]:
+    return {
+        "class_name": decoder,
+        "residual": shape.residual_name,
+        "absolute": absolute,
+        "stage_slice": shape.loop == "whole",
+    }
+
+
 def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
     """The ``eagle3-broken-claim`` reports this enablement fixes: classes that already declare
     the interface and reach this very decoder, which lacks the mixin (Exaone4_5 through
@@ -199,22 +245,49 @@ def _aux_forward_test(
     """The contributed CPU test that runs the patched forward (one new file, the way
     upstream's Plamo3 aux-layer test is written) and its node id."""
     from bot.codemods.aux_forward_test import (
-        RESIDUAL_KINDS,
         aux_forward_test_name,
         aux_test_path,
         create_aux_forward_test,
     )
 
-    index = ctx.scan.index
-    if index.path_of(candidate.decoder) != finding.path:
+    fields = forward_test_fields(ctx.scan, candidate, shape)
+    if isinstance(fields, Declined):
+        return fields
+    path = aux_test_path(finding.module)
+    if (ctx.root / path).exists():
+        return Declined(f"needs a human: no contributed forward test ({path} exists)")
+    edit = FileEdit(
+        path=path,
+        kind="aux-forward-test",
+        description=(
+            f"a CPU test running {finding.class_name}'s forward on stand-in layers: the aux "
+            "states captured are the residual stream, the output unchanged without them"
+        ),
+        steps=(step(create_aux_forward_test, **fields),),
+        confined_to=(),
+        creates=True,
+    )
+    return edit, f"{path}::{aux_forward_test_name(finding.class_name)}"
+
+
+def forward_test_fields(
+    scan: ScanContext, candidate: Candidate, shape: DecoderShape
+) -> dict[str, Any] | Declined:
+    """The contributed forward test's fields (:func:`bot.codemods.aux_forward_test.
+    new_aux_test_file`), all read from the tree: the target's module, the decoder, the residual
+    semantics, the final norm's attribute and the stream multipliers set to 1.0."""
+    from bot.codemods.aux_forward_test import RESIDUAL_KINDS
+
+    path = scan.index.path_of(candidate.ref)
+    if scan.index.path_of(candidate.decoder) != path:
         return Declined(
-            f"needs a human: {candidate.decoder.name} is not in {finding.class_name}'s module, "
+            f"needs a human: {candidate.decoder.name} is not in {candidate.ref.name}'s module, "
             "and the contributed forward test imports one module"
         )
     if shape.residual not in RESIDUAL_KINDS:
         return Declined(f"needs a human: no forward test for {shape.residual} decoders yet")
-    norm = _called_attribute(ctx.root / finding.path, shape.norm_line)
-    reads = _forward_reads(ctx.root / finding.path, candidate.decoder.name)
+    norm = _called_attribute(scan.root / path, shape.norm_line)
+    reads = _forward_reads(scan.root / path, candidate.decoder.name)
     unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
     if reads.config_elsewhere:
         unset.add("config")
@@ -224,33 +297,20 @@ def _aux_forward_test(
             f"needs a human: no contributed forward test: {candidate.decoder.name}.forward reads "
             f"{listed}, which a test on stand-in layers does not set up"
         )
-    path = aux_test_path(finding.module)
-    if norm is None or (ctx.root / path).exists():
-        why = "the final norm's attribute could not be read" if norm is None else f"{path} exists"
-        return Declined(f"needs a human: no contributed forward test ({why})")
-    edit = FileEdit(
-        path=path,
-        kind="aux-forward-test",
-        description=(
-            f"a CPU test running {finding.class_name}'s forward on stand-in layers: the aux "
-            "states captured are the residual stream, the output unchanged without them"
-        ),
-        steps=(
-            step(
-                create_aux_forward_test,
-                module=finding.module,
-                decoder=candidate.decoder.name,
-                target=finding.class_name,
-                residual=shape.residual,
-                norm=norm,
-                scalars=tuple(sorted(reads.scalars)),
-                config_scalars=tuple(sorted(reads.config_scalars)),
-            ),
-        ),
-        confined_to=(),
-        creates=True,
-    )
-    return edit, f"{path}::{aux_forward_test_name(finding.class_name)}"
+    if norm is None:
+        return Declined(
+            "needs a human: no contributed forward test (the final norm's attribute could not "
+            "be read)"
+        )
+    return {
+        "module": candidate.ref.module,
+        "decoder": candidate.decoder.name,
+        "target": candidate.ref.name,
+        "residual": shape.residual,
+        "norm": norm,
+        "scalars": tuple(sorted(reads.scalars)),
+        "config_scalars": tuple(sorted(reads.config_scalars)),
+    }
 
 
 # What the forward test sets on the decoder, or the mixin and the decoder's class provide.
@@ -536,13 +596,7 @@ def _edits(
     steps = [
         step(add_import_name, module=module, name=MIXIN),
         step(append_base_class, class_name=decoder.name, base=MIXIN),
-        step(
-            add_aux_capture,
-            class_name=decoder.name,
-            residual=shape.residual_name,
-            absolute=absolute,
-            stage_slice=shape.loop == "whole",
-        ),
+        step(add_aux_capture, **_capture_args(decoder.name, shape, absolute)),
     ]
     spans: list[Span] = [Imports(), ClassHeader(decoder.name), ClassBody(decoder.name)]
     kind = "enable-decoder"

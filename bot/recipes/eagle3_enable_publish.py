@@ -1,26 +1,27 @@
 """What ``bot publish`` re-checks for the edit kinds of the ``eagle3-enable`` recipe.
 
-The decoder's change is re-derived, not trusted: on the base text, the mixin appended to the
-decoder's bases and :func:`bot.codemods.aux_capture.add_aux_capture` applied (with a residual
-of ``None`` or of the finding's name, counted from ``self.start_layer`` or from ``0``, a loop
-over every layer sliced to this stage's or not) must give the patched class exactly, by AST (so
-ruff's formatting does not matter and anything else does). Imports: only the mixin (and the
-interface, when the target is in the same file).
+Nothing about the capture is taken from the plan: the decoder, its file, the residual passed,
+whether layers count from ``self.start_layer`` and whether a loop over every layer is sliced to
+this stage are what the recipe derives (:func:`bot.recipes.eagle3_enable.capture_of`) from a
+scan of the plan's base commit. On the base text, the mixin appended to the decoder's bases and
+:func:`bot.codemods.aux_capture.add_aux_capture` applied with exactly those arguments must give
+the patched class, by AST (so ruff's formatting does not matter and anything else does).
+Imports: only the mixin (and the interface, when the target is in the same file). The
+contributed forward test is the one the recipe writes from the same scan, whole.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
 from bot.codemods.aux_capture import add_aux_capture
-from bot.codemods.aux_forward_test import RESIDUAL_KINDS, aux_test_path, new_aux_test_file
+from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
-from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_interface_publish import (
     INTERFACE,
     declare_interface,
@@ -29,7 +30,6 @@ from bot.recipes.eagle3_interface_publish import (
     regression_test,
 )
 from bot.recipes.publish_rules import (
-    IDENTIFIER,
     MODEL_FILE,
     confined,
     dump,
@@ -37,6 +37,9 @@ from bot.recipes.publish_rules import (
     only_new_imports,
     same_other_statements,
 )
+
+if TYPE_CHECKING:
+    from bot.recipes.eagle3_enable import Capture
 
 MIXIN = "EagleModelMixin"
 
@@ -53,8 +56,13 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
     path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
     if not MODEL_FILE.match(path):
         raise CodemodRefused("not a model file; decoders are edited in model files only")
-    decoder = _decoder_name(edit.finding)
-    module_class(before, decoder)  # the finding's decoder must be a class of the base file
+    capture = _capture(edit)
+    decoder = capture.decoder
+    if capture.decoder_path != path:
+        raise CodemodRefused(f"{class_name}'s decoder {decoder} is in {capture.decoder_path}")
+    if declares != (capture.target_path == path):
+        raise CodemodRefused(f"{class_name} declares {INTERFACE} in {capture.target_path}")
+    module_class(before, decoder)  # the decoder must be a class of the base file
     spans: list[Span] = [Imports(), ClassHeader(decoder), ClassBody(decoder)]
     allowed_imports = {MIXIN: from_interfaces}
     allowed_classes: dict[str, type[ast.stmt]] = {decoder: ast.ClassDef}
@@ -65,7 +73,7 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
     confined(before, after, spans)
     only_new_imports(before, after, allowed_imports)
     same_other_statements(before, after, allowed=allowed_classes)
-    _check_decoder(before, after, decoder, _residual_names(edit.finding))
+    _check_decoder(before, after, capture)
     if declares:
         old, new = module_class(before, class_name), module_class(after, class_name)
         gained = ast.Name(INTERFACE, ast.Load())
@@ -86,108 +94,57 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
                 raise CodemodRefused(f"the patch changes {name} in the decoder's file")
 
 
-def _decoder_name(finding: Mapping[str, Any]) -> str:
-    evidence = finding.get("evidence") if isinstance(finding, Mapping) else None
-    decoder = (evidence or {}).get("decoder") if isinstance(evidence, Mapping) else None
-    name = decoder.get("name") if isinstance(decoder, Mapping) else None
-    if not (isinstance(name, str) and IDENTIFIER.match(name)):
-        raise CodemodRefused("the plan's finding names no decoder class")
-    return name
+def _capture(edit: PublishedEdit) -> Capture:
+    """The recipe's capture for the plan's class, from a scan of the base tree. The plan's
+    finding only picks the target's file among same-named classes (platform variants)."""
+    from bot.recipes.eagle3_enable import capture_of
+
+    path = edit.finding.get("path") if isinstance(edit.finding, Mapping) else None
+    found = capture_of(_base_scan(edit), edit.class_name, path if isinstance(path, str) else None)
+    if found is None:
+        raise CodemodRefused(f"{edit.class_name} is not a ready eagle3-enable target at the base")
+    return found
 
 
-def _residual_names(finding: Mapping[str, Any]) -> list[str | None]:
-    shape = (finding.get("evidence") or {}).get("shape") or {}
-    name = shape.get("residual_name") if isinstance(shape, Mapping) else None
-    return [None] + ([name] if isinstance(name, str) and IDENTIFIER.match(name) else [])
+def _base_scan(edit: PublishedEdit) -> ScanContext:
+    if edit.base is None:
+        raise CodemodRefused("publish has no base tree to derive the aux capture from")
+    return edit.base.scan()
 
 
-def _check_decoder(before: str, after: str, decoder: str, residuals: list[str | None]) -> None:
+def _check_decoder(before: str, after: str, capture: Capture) -> None:
     """The patched decoder class is exactly what the recipe's codemods write on the base."""
-    patched = dump(module_class(after, decoder))
+    decoder = capture.decoder
     with_mixin = append_base_class(before, decoder, MIXIN)
-    for residual in residuals:
-        for absolute, stage_slice in itertools.product((True, False), (False, True)):
-            try:
-                expected = add_aux_capture(with_mixin, decoder, residual, absolute, stage_slice)
-            except CodemodRefused:
-                continue
-            if dump(module_class(expected, decoder)) == patched:
-                return
-    raise CodemodRefused(
-        f"the change to {decoder} is not the mixin and the aux capture the recipe writes"
-    )
+    try:
+        expected = add_aux_capture(with_mixin, **capture.capture_args())
+    except CodemodRefused as refused:
+        raise CodemodRefused(f"the recipe writes no aux capture in {decoder}: {refused}") from None
+    if dump(module_class(expected, decoder)) != dump(module_class(after, decoder)):
+        raise CodemodRefused(
+            f"the change to {decoder} is not the mixin and the aux capture the recipe writes"
+        )
 
 
 def aux_forward_test(edit: PublishedEdit) -> None:
-    """A new file, exactly the test :func:`create_aux_forward_test` writes for the finding
-    (its module, decoder, target and residual semantics); only the final norm's attribute
-    name is read from the file, and it must be an identifier."""
+    """A new file, exactly the test the recipe writes for the target: every field (module,
+    decoder, residual semantics, final norm, stream multipliers) read from the base tree."""
+    from bot.recipes.eagle3_enable import forward_test_fields
+
     if edit.before:
         raise CodemodRefused("the forward test is a new file; this one existed")
-    finding = edit.finding
-    module = finding.get("module")
-    if not isinstance(module, str) or edit.path != aux_test_path(module):
+    capture = _capture(edit)
+    fields = forward_test_fields(_base_scan(edit), capture.candidate, capture.shape)
+    if isinstance(fields, Declined):
+        raise CodemodRefused(fields.reason)
+    if edit.path != aux_test_path(fields["module"]):
         raise CodemodRefused("the forward test is not where the recipe puts it")
-    shape = (finding.get("evidence") or {}).get("shape") or {}
-    residual = shape.get("residual") if isinstance(shape, Mapping) else None
-    if residual not in RESIDUAL_KINDS:
-        raise CodemodRefused("the plan's finding names no residual semantics the test knows")
-    expected = new_aux_test_file(
-        module=module,
-        decoder=_decoder_name(finding),
-        target=edit.class_name,
-        residual=str(residual),
-        norm=_assigned_norm(edit.after),
-        scalars=_set_to_one(edit.after),
-        config_scalars=_config_set_to_one(edit.after),
-    )
+    expected = new_aux_test_file(**fields)
     if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
         raise CodemodRefused("the forward test is not the one the recipe writes")
 
 
 aux_forward_test.creates_file = True  # type: ignore[attr-defined]
-
-
-def _set_to_one(text: str) -> tuple[str, ...]:
-    """``x`` for each ``model.x = 1.0`` (the generator re-checks each is an identifier)."""
-    return tuple(
-        node.targets[0].attr
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Assign)
-        and len(node.targets) == 1
-        and isinstance(node.targets[0], ast.Attribute)
-        and isinstance(node.value, ast.Constant)
-        and isinstance(node.value.value, float)
-        and node.value.value == 1.0
-    )
-
-
-def _config_set_to_one(text: str) -> tuple[str, ...]:
-    """``x`` for each ``x=1.0`` in ``model.config = SimpleNamespace(...)``."""
-    for node in ast.walk(ast.parse(text)):
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.targets[0], ast.Attribute)
-            and node.targets[0].attr == "config"
-            and isinstance(node.value, ast.Call)
-        ):
-            return tuple(str(k.arg) for k in node.value.keywords)
-    return ()
-
-
-def _assigned_norm(text: str) -> str:
-    for node in ast.walk(ast.parse(text)):
-        if (
-            isinstance(node, ast.Assign)
-            and len(node.targets) == 1
-            and isinstance(node.targets[0], ast.Attribute)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name)
-            and node.value.func.id == "AddNorm"
-            and IDENTIFIER.match(node.targets[0].attr)
-        ):
-            return node.targets[0].attr
-    raise CodemodRefused("the forward test sets no final norm")
 
 
 PUBLISH_RULES: dict[str, PublishRule] = {

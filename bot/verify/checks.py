@@ -7,29 +7,12 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from bot.subprocess_env import minimal_env
+from bot.verify.check import Check
 from bot.verify.junit import TestRun
-
-
-@dataclass
-class Check:
-    name: str
-    passed: bool | None  # None: not checked, neither passed nor failed
-    detail: str
-    log_excerpt: str = ""  # what the check ran printed, for the write-up's details
-    # Typed figures of what the check ran (the engine check: each run's outcome and counts).
-    record: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        if self.record is None:
-            del data["record"]
-        return data
-
 
 FindingKey = tuple[str, str, str]  # recipe, class, path
 

@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 from bot.errors import BotError
 from bot.verify.junit import TestRun, parse_junit
+from bot.workflows import GPU_WORKFLOW
 
-WORKFLOW_FILE = "gpu-verify.yml"
+WORKFLOW_FILE = GPU_WORKFLOW
 JUNIT_ARTIFACT = "junit"
 # GitHub's `created` filter has second resolution and runner clocks drift; the request id,
 # not the time, is what identifies our run.

@@ -20,7 +20,7 @@ from typing import Any
 
 from bot.errors import BotError
 from bot.plan import READY, Plan
-from bot.verify.checks import Check
+from bot.verify.check import Check
 
 
 def required_checks(recipe: str | None) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from bot.verify.checks import Check, cpu_test_check
 from bot.verify.engine_env import Engine, engine_for
 from bot.verify.env import EnvInfo, vllm_env
 from bot.verify.junit import TestRun, run_pytest
+from bot.verify.smoke_target import target_of
 
 CPU_TEST_TIMEOUT = 900.0
 
@@ -62,7 +63,7 @@ class RuntimeStage:
         except BotError as exc:
             why = f"no vLLM {plan.vllm_version} environment: {exc}"
             return cls(plan, None, why, cpu_tests, engine_case=why)
-        stage = cls(plan, env, "", cpu_tests, smoke_target=smoke.target_of(plan))
+        stage = cls(plan, env, "", cpu_tests, smoke_target=target_of(plan))
         stage.engine_case = stage.prepare_engine(with_engine)
         return stage
 
