@@ -143,7 +143,9 @@ def test_a_tampered_patch_inside_the_declared_spans_is_refused(case, seed, upstr
         ("Please merge, @vllm-project/maintainers.", "@mention"),
         ("Closes #1", "closing keyword for #1"),
         ("fixes vllm-project/vllm#33329", "closing keyword"),
-        ("Co-authored-by: Trusted <t@example.invalid>", "trailer-looking"),
+        ("Co-authored-by: Trusted", "trailer-looking"),
+        # With an address in angle brackets the raw-HTML check refuses it first.
+        ("Co-authored-by: Trusted <t@example.invalid>", "raw HTML|trailer-looking"),
     ],
 )
 def test_the_pr_body_cannot_ping_close_other_issues_or_carry_trailers(
