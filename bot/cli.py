@@ -534,7 +534,7 @@ def _add_verify(sub: argparse._SubParsersAction) -> None:
 def cmd_gpu_test(args: argparse.Namespace) -> int:
     from bot.verify import run_pytest, split_node_ids
 
-    run = run_pytest(split_node_ids(args.tests), Path(args.cwd), Path(args.junit))
+    run = run_pytest(split_node_ids(args.tests), Path(args.cwd), Path(args.junit), gpu=True)
     print(
         f"gpu-test: {run.conclusion}: {run.tests} tests, {run.failures} failures, "
         f"{run.errors} errors, {run.skipped} skipped"

@@ -11,6 +11,8 @@ harness, the engine stage, pip building a release's requirements) runs under Deb
 * new user, PID, IPC, UTS, cgroup and mount namespaces, and a fresh ``/proc``: no other
   process is visible, so no other process's environment can be read;
 * no network (a new network namespace), unless the step needs the package index;
+* a minimal ``/dev``; a GPU test (``bot gpu-test``, ``bot verify --gpu local``) also gets the
+  GPU device nodes (:data:`GPU_DEVICE_PATTERNS`), nothing else of the host's ``/dev``;
 * the whole file system read-only, so the bot's installed files cannot be changed; the real
   home directories, the bot's own data and caches, ``/tmp``, ``/var/tmp`` and ``/run`` (agent
   sockets) replaced by empty directories; then only the paths the step needs are bound back,
@@ -23,6 +25,7 @@ line, unless the operator opts out explicitly with ``BOT_SANDBOX=off``.
 from __future__ import annotations
 
 import functools
+import glob
 import os
 import shutil
 import subprocess
@@ -33,6 +36,8 @@ from pathlib import Path
 from bot.config import cache_dir, home_dir
 from bot.errors import BotError
 
+# NVIDIA's device nodes, and the DRM render nodes and KFD that ROCm uses.
+GPU_DEVICE_PATTERNS = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
 OPT_OUT = "BOT_SANDBOX"  # "off": run upstream code without the sandbox (explicit, documented)
 # Always replaced by an empty directory inside the sandbox (besides the real home directories).
 _HIDDEN = ("/tmp", "/var/tmp", "/run", "/var/run", "/dev/shm")
@@ -51,6 +56,7 @@ def sandboxed(
     writable: Iterable[Path] = (),
     network: bool = False,
     hidden_homes: Iterable[str] = (),
+    devices: Iterable[str] = (),
 ) -> list[str]:
     """``command`` wrapped in ``bwrap`` (or unchanged with ``BOT_SANDBOX=off``).
 
@@ -75,6 +81,7 @@ def sandboxed(
         "/",
         "--dev",
         "/dev",
+        *(arg for device in sorted(set(devices)) for arg in ("--dev-bind", device, device)),
         "--proc",
         "/proc",
     ]
@@ -83,6 +90,11 @@ def sandboxed(
     for path, kind in sorted(set(mounts), key=lambda m: (m[0].count("/"), m[0], order[m[1]])):
         args += [kind, path] if kind == "--tmpfs" else [kind, path, path]
     return [*args, "--chdir", _real(cwd), "--", *command]
+
+
+def gpu_devices(patterns: Sequence[str] = GPU_DEVICE_PATTERNS) -> list[str]:
+    """The host's GPU device nodes a GPU test needs (none on a machine without a GPU)."""
+    return sorted({path for pattern in patterns for path in glob.glob(pattern)})
 
 
 def interpreter_roots(program: str) -> set[Path]:

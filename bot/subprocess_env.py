@@ -176,6 +176,7 @@ def run_upstream_code(
     timeout: float | None,
     writable: Sequence[Path] = (),
     readable: Sequence[Path] = (),
+    devices: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run a process that executes upstream code (pytest on a vLLM tree, the smoke harness,
     the engine): never beside a credential it could read, with a scratch ``HOME`` and the
@@ -194,6 +195,7 @@ def run_upstream_code(
             readable=[*readable, *on_path],
             writable=writable,
             hidden_homes=_real_homes(),
+            devices=devices,
         )
         return subprocess.run(
             wrapped,

@@ -28,6 +28,7 @@ from bot.config import cache_dir
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import read_plan_dir, update_plan
+from bot.sandbox import gpu_devices
 from bot.subprocess_env import run_build_step, run_upstream_code, scratch_home
 from bot.verify import VerifyOptions, verify_plan
 from bot.verify.env import vllm_env
@@ -317,3 +318,19 @@ def test_bot_env_builds_requirements_in_the_sandbox(
     else:
         assert "another process" in verdict and ".git-credentials" in verdict
     assert not (cache / "vllm-envs" / "9.9.9").exists()  # nothing half-built is left
+
+
+def test_a_gpu_test_sees_the_gpu_device_nodes_and_nothing_else_of_dev(tmp_path: Path) -> None:
+    """This machine has no GPU; /dev/fuse (absent from the sandbox's minimal /dev) stands in."""
+    assert gpu_devices(("/dev/fuse", "/dev/no-such-gpu*")) == ["/dev/fuse"]
+    probe = "import os, sys; sys.exit(0 if os.path.exists('/dev/fuse') else 7)"
+    plain = run_upstream_code([sys.executable, "-c", probe], cwd=tmp_path, extra={}, timeout=60)
+    assert plain.returncode == 7, plain.stderr
+    gpu = run_upstream_code(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        extra={},
+        timeout=60,
+        devices=gpu_devices(("/dev/fuse",)),
+    )
+    assert gpu.returncode == 0, gpu.stderr

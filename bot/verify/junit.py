@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.sandbox import gpu_devices
 from bot.subprocess_env import run_upstream_code
 
 # A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
@@ -54,9 +55,11 @@ def run_pytest(
     python: Path | None = None,
     extra_env: dict[str, str] | None = None,
     plugins: tuple[str, ...] = (),
+    gpu: bool = False,
 ) -> TestRun:
     """Run ``node_ids`` with pytest in ``cwd`` (this interpreter, or ``python``: a vLLM
-    verification environment); the JUnit report decides."""
+    verification environment); the JUnit report decides. ``gpu``: the sandbox also binds the
+    host's GPU device nodes."""
     validate_node_ids(node_ids)
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
@@ -80,7 +83,12 @@ def run_pytest(
     ]
     try:
         result = run_upstream_code(
-            command, cwd=cwd, extra=extra, timeout=timeout, writable=[junit_path.parent]
+            command,
+            cwd=cwd,
+            extra=extra,
+            timeout=timeout,
+            writable=[junit_path.parent],
+            devices=gpu_devices() if gpu else (),
         )
     except subprocess.TimeoutExpired:
         return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")

@@ -200,7 +200,7 @@ def _checks_in_tree(
     ruff_before = checks.ruff_violations(tree, files)
     before_run = None
     if options.gpu == "local" and options.before and runs_code:
-        before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree)
+        before_run = run_pytest(gpu_tests, tree, work / "before.xml", pythonpath=tree, gpu=True)
     stage = runtime.RuntimeStage.prepare(
         plan,
         options.runtime and runs_code,
@@ -228,7 +228,7 @@ def _checks_in_tree(
     if options.gpu == "local" and not runs_code:
         local_gpu = {"mode": "local", "conclusion": "not_run", "log_excerpt": confined.detail}
     elif options.gpu == "local":
-        after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree)
+        after_run = run_pytest(gpu_tests, tree, work / "after.xml", pythonpath=tree, gpu=True)
         local_gpu = _local_result(after_run, before_run)
     return result, local_gpu, stage
 
