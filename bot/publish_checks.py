@@ -361,6 +361,12 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
         if not isinstance(path, str) or kind not in rules or path in declared:
             raise BotError(f"the plan declares an edit publish cannot check: {path!r} ({kind!r})")
         declared[path] = kind
+    for kind in _required_edit_kinds(member.recipe):
+        if kind not in declared.values():
+            raise BotError(
+                f"the plan has no {kind} edit, which recipe {member.recipe} always makes; "
+                "refusing to publish"
+            )
     changed = {c.path for c in changes}
     extra = sorted(changed - set(declared))
     if extra:
@@ -392,6 +398,13 @@ def _publish_rules(recipe_name: object) -> Mapping[str, PublishRule]:
     if not isinstance(rules, Mapping) or not rules:
         raise BotError(f"publish has no checks for recipe {recipe_name!r}; refusing to publish")
     return rules
+
+
+def _required_edit_kinds(recipe_name: str) -> tuple[str, ...]:
+    """The edit kinds every plan of the recipe carries (eagle3-enable: its contributed test)."""
+    from bot.recipes import recipe_named
+
+    return tuple(getattr(recipe_named(recipe_name), "required_edit_kinds", ()))
 
 
 def _texts(change: FileChange, creates: bool = False) -> tuple[str, str]:

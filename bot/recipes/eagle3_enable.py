@@ -112,6 +112,9 @@ class Eagle3Enable:
 
     # The edit changes the decoder's forward: verify and publish require the CPU forward check.
     required_checks = ("smoke",)
+    # Every plan carries the contributed test that runs the patched forward: publish refuses
+    # a plan without it (dropping it would open a PR whose capture no test exercises).
+    required_edit_kinds = ("aux-forward-test",)
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [_finding(ctx.index, c) for c in candidates(ctx)]
