@@ -361,12 +361,6 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
         if not isinstance(path, str) or kind not in rules or path in declared:
             raise BotError(f"the plan declares an edit publish cannot check: {path!r} ({kind!r})")
         declared[path] = kind
-    for kind in _required_edit_kinds(member.recipe):
-        if kind not in declared.values():
-            raise BotError(
-                f"the plan has no {kind} edit, which recipe {member.recipe} always makes; "
-                "refusing to publish"
-            )
     changed = {c.path for c in changes}
     extra = sorted(changed - set(declared))
     if extra:
@@ -387,6 +381,12 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
         except (CodemodRefused, SyntaxError, ValueError) as exc:
             detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise BotError(f"{change.path}: {detail}; refusing to publish") from None
+    for kind in _required_edit_kinds(member.recipe):
+        if kind not in declared.values():
+            raise BotError(
+                f"the plan has no {kind} edit, which recipe {member.recipe} always makes; "
+                "refusing to publish"
+            )
 
 
 def _publish_rules(recipe_name: object) -> Mapping[str, PublishRule]:
