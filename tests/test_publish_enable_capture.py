@@ -138,11 +138,13 @@ def _nothing_pushed(standin: GitHubStandIn) -> None:
 
 @pytest.mark.parametrize("kind", TARGETS)
 def test_the_recipes_own_capture_is_published(_plans, standin, tmp_path, kind):
-    """The baseline: the untampered plan (same claimed evidence) opens its PR."""
+    """The baseline: the untampered plan (same claimed evidence) opens its PR, a draft: the
+    claimed smoke evidence buys no more until GitHub confirms a GPU run."""
     plan_dir = Path(shutil.copytree(_plans[kind], tmp_path / "plan"))
     result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
     assert result.action == "opened", result
-    assert len(standin.pulls(UPSTREAM)) == 1
+    (pull,) = standin.pulls(UPSTREAM)
+    assert pull["draft"] is True
 
 
 @pytest.mark.parametrize("kind", TARGETS)

@@ -756,13 +756,14 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     with pytest.raises(BotError, match="proves the aux values"):
         publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
     assert upstream_standin.pulls(UPSTREAM) == []
-    # One that copies the harness's wording gets at most a draft.
+    # One that copies the harness's wording: this relabelled interface patch carries no
+    # contributed forward test, so it is refused too. (A real enable plan with a copied claim
+    # opens at most a draft: tests/test_publish_enable_capture.py.)
     claim["detail"] = f"claimed: {SMOKE_VALUES_PROVEN}"
     (plan_dir / "plan.json").write_text(json.dumps(data))
-    result = publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
-    assert result.action == "opened"
-    (pull,) = upstream_standin.pulls(UPSTREAM)
-    assert pull["draft"] is True
+    with pytest.raises(BotError, match="no aux-forward-test edit"):
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+    assert upstream_standin.pulls(UPSTREAM) == []
 
 
 @pytest.mark.vllm_tree
