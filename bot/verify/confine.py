@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bot.base_tree import CheckedOutTree
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.plan import PlanDir
@@ -46,10 +47,11 @@ def confinement_check(planned: PlanDir, tree: Path, patch_file: Path, files: lis
         undone = scratch.apply_patch(tree, patch_file, reverse=True)
     if undone:
         raise BotError(f"could not take the patch back in the scratch tree: {undone}")
+    base = CheckedOutTree(tree)  # back at the base commit: what the recipe planned on
     changes = [
-        FileChange(p, "A", "000000", "100644", b"", after[p])
+        FileChange(p, "A", "000000", "100644", b"", after[p], base)
         if p in created and not (tree / p).exists()
-        else FileChange(p, "M", "100644", "100644", before[p], after[p])
+        else FileChange(p, "M", "100644", "100644", before[p], after[p], base)
         for p in files
     ]
     try:
