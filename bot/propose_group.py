@@ -40,9 +40,9 @@ from bot.recipes.base import follows_from
 from bot.scan import ScanResult, scan
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
-from bot.writeup import render_sections
+from bot.writeup import RECIPE_SECTIONS, render_sections
 
-GROUP_TEMPLATES = {slot: f"group/{slot}.j2" for slot in ("summary", "claims", "root_cause")}
+GROUP_TEMPLATES = {slot: f"group/{slot}.j2" for slot in RECIPE_SECTIONS}
 _DECLARE = "[Model][Spec Decode] Declare SupportsEagle3 on "
 
 

@@ -149,10 +149,8 @@ def render_dashboard(
     ]
     pending = journal.proposals(PENDING)
     for proposal in pending:
-        line = box_line(journal, proposal)
-        if _box_of(journal, proposal) in keep_ticked:
-            line = line.replace("- [ ]", "- [x]", 1)
-        lines.append(line)
+        box = _box_of(journal, proposal)
+        lines.append(_line(proposal, box, ticked=box in keep_ticked))
     if not pending:
         lines.append("Nothing is waiting.")
     return "\n".join(lines) + "\n"
@@ -166,10 +164,14 @@ def _box_of(journal: Journal, proposal: Proposal) -> tuple[str, str]:
 
 def box_line(journal: Journal, proposal: Proposal) -> str:
     """The unticked line the bot renders for ``proposal``: what it shows, and its marker."""
+    return _line(proposal, _box_of(journal, proposal), ticked=False)
+
+
+def _line(proposal: Proposal, box: tuple[str, str], *, ticked: bool) -> str:
     title = inline(proposal.title, limit=200)
     issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
-    marker = approve_marker(*_box_of(journal, proposal))
-    return f"- [ ] {title} — `{proposal.state}`{issue} {marker}"
+    mark = "x" if ticked else " "
+    return f"- [{mark}] {title} — `{proposal.state}`{issue} {approve_marker(*box)}"
 
 
 def ticked_boxes(body: str) -> set[tuple[str, str]]:
