@@ -189,6 +189,7 @@ _CHECK_COMMANDS = {
     "ruff": "ruff check <changed files>",
     "smoke": "bot smoke --tree . --base <base> --target <module>:<class>",
     "evidence": "the recipe's required checks passed",
+    "engine": "bot engine PLAN_DIR (EAGLE-3 and DFlash in vLLM's engine on CPU)",
 }
 
 
