@@ -30,7 +30,8 @@ def test_requirements_are_read_from_the_release() -> None:
     # The CUDA-only part of what the wheel declares is listed, not installed.
     assert skipped["flashinfer-python==0.7.3"].startswith("GPU-only")
     assert skipped["PyNvVideoCodec==2.0.4"].startswith("GPU-only")
-    assert "torch family" in skipped["torchvision==0.29.0"]
+    assert "torch family" in skipped["torchaudio==2.11.0"]
+    assert wanted.python_only == ("torchvision==0.29.0", "timm==1.0.30")
     # common.txt's lines go in as the release wrote them; torch is the machine's CPU build.
     assert "transformers<5.23.0,>=5.16.1" in wanted.install
     assert "numba==0.65.0" in wanted.install
@@ -77,6 +78,14 @@ def test_cpu_test_verdicts() -> None:
     assert cpu_test_check(*run("error", "success")).passed is True
     skipped_after = cpu_test_check(*run("failure", "skipped"))
     assert skipped_after.passed is None and skipped_after.detail.startswith("not checked")
+    # A model module that cannot import here (a package the environment lacks): the failure
+    # after the patch proves nothing, so it is not checked; a test passing before still fails.
+    blocked = cpu_test_check(*run("failure", "failure"), blocked="x lacks torchaudio")
+    assert blocked.passed is None
+    assert blocked.detail.startswith("not checked: before the patch: failure; after the patch")
+    assert blocked.detail.endswith("x lacks torchaudio")
+    assert cpu_test_check(*run("success", "failure"), blocked="x").passed is False
+    assert cpu_test_check(*run("failure", "success"), blocked="x").passed is True
     missing = cpu_test_check(None, None, "no vLLM 0.34.0 environment")
     assert missing.passed is None and missing.detail == "not checked: no vLLM 0.34.0 environment"
 
