@@ -86,6 +86,13 @@ def test_cpu_test_verdicts() -> None:
     assert blocked.detail.endswith("x lacks torchaudio")
     assert cpu_test_check(*run("success", "failure"), blocked="x").passed is False
     assert cpu_test_check(*run("failure", "success"), blocked="x").passed is True
+    # Every case must fail before: one member of a group failing does not vouch for the others.
+    some_pass_before = Run("failure", tests=5, failures=4, log_excerpt="one fails")
+    mixed = cpu_test_check(some_pass_before, Run("success", tests=5, log_excerpt="5 passed"))
+    assert mixed.passed is False and "1 of 5 tests pass without the fix" in mixed.detail
+    all_fail_before = Run("failure", tests=5, failures=3, errors=1, skipped=1)
+    all_fail = cpu_test_check(all_fail_before, Run("success", tests=5, log_excerpt="4 passed"))
+    assert all_fail.passed is True and all_fail.detail.endswith("(4 passed; 4 of 5 failed before)")
     missing = cpu_test_check(None, None, "no vLLM 0.34.0 environment")
     assert missing.passed is None and missing.detail == "not checked: no vLLM 0.34.0 environment"
 
