@@ -141,9 +141,11 @@ def cpu_test_check(
             "so they do not test it"
         )
         return Check("cpu-tests", False, detail, log)
+    failed_before = f"{before.failures + before.errors} of {before.tests} failed before"
     if after.conclusion != "success" and blocked:
-        return Check("cpu-tests", None, f"not checked: {said}: {blocked}", log)
+        passed_after = after.tests - after.skipped - after.failures - after.errors
+        counts = f"{passed_after} of {after.tests} passed after; {failed_before}"
+        return Check("cpu-tests", None, f"not checked: {said} ({counts}): {blocked}", log)
     if after.conclusion != "success":
         return Check("cpu-tests", False, f"{said}: the patch does not make it pass", log)
-    failed_before = f"{before.failures + before.errors} of {before.tests} failed before"
     return Check("cpu-tests", True, f"{said} ({after.log_excerpt}; {failed_before})", log)
