@@ -80,11 +80,12 @@ def test_cpu_test_verdicts() -> None:
     assert skipped_after.passed is None and skipped_after.detail.startswith("not checked")
     # A model module that cannot import here (a package the environment lacks): the failure
     # after the patch proves nothing, so it is not checked; a test passing before still fails.
-    blocked = cpu_test_check(*run("failure", "failure"), blocked="x lacks torchaudio")
+    all_failed, one_failed = Run("failure", tests=22, failures=22), Run("failure", 22, failures=1)
+    blocked = cpu_test_check(all_failed, one_failed, blocked="x lacks torchaudio")
     assert blocked.passed is None
-    assert blocked.detail.startswith("not checked: before the patch: failure; after the patch")
-    assert blocked.detail.endswith(
-        "(0 of 0 passed after; 0 of 0 failed before): x lacks torchaudio"
+    assert blocked.detail == (
+        "not checked: before the patch: failure; after the patch: failure "
+        "(21 of 22 passed after; 22 of 22 failed before): x lacks torchaudio"
     )
     assert cpu_test_check(*run("success", "failure"), blocked="x").passed is False
     assert cpu_test_check(*run("failure", "success"), blocked="x").passed is True
