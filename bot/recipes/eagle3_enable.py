@@ -98,6 +98,16 @@ class Candidate:
     assigned_line: int
     assigned_owner: ClassRef
     verdict: DecoderShape | Refusal
+    # The targets fixed together with this one (itself included, sorted), when its decoder's
+    # forward is also another target's (:mod:`bot.recipes.eagle3_enable_shared`); else empty.
+    shared: tuple[ClassRef, ...] = ()
+    # The decoder whose forward gains the capture: the decoder, or the class it inherits
+    # forward from (FlashNgramModel -> FlashModel).
+    owner: ClassRef | None = None
+
+    @property
+    def captured(self) -> ClassRef:
+        return self.owner or self.decoder
 
 
 class Eagle3Enable:
@@ -411,6 +421,7 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
         declared={t for t in targets if declares_eagle3(index, t)},
     )
     found: list[Candidate] = []
+    sharers: dict[ClassRef, list[ClassRef]] = {}  # the other targets reaching a forward
     loader_reads: list[LoaderSite] | None = None  # read once, only when a decoder needs it
     embedding: SharedEmbedding | None | object = _UNREAD
     for ref, entries in targets.items():
@@ -439,20 +450,43 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             # sharing it, and the input embedding the drafter loader shares.
             if embedding is _UNREAD:
                 embedding = shared_embedding(ctx.root)
-            shape = decoder_shape(index, decoder)
+            # A decoder inheriting forward is captured where forward is: in the class it
+            # inherits from, fixed together with every target that class's forward reaches.
+            owner = forward_owner(index, decoder)
+            shape = decoder_shape(index, owner)
+            refusal, sharers[ref] = _target_refusal(index, others, ref, owner, decoder)
             verdict = _all_blockers(
                 shape,
-                _target_refusal(index, others, ref, decoder),
+                refusal,
                 _embedding_refusal(index, decoder, embedding),
                 _layers_attr_refusal(shape),
             )
         construction = constructions[0]
         found.append(
             Candidate(
-                ref, entries, decoder, attribute, construction.line, construction.owner, verdict
+                ref,
+                entries,
+                decoder,
+                attribute,
+                construction.line,
+                construction.owner,
+                verdict,
+                owner=owner if attribute == DECODER_ATTRIBUTE and len(decoders) == 1 else None,
             )
         )
-    return found
+    from bot.recipes.eagle3_enable_shared import join_shared
+
+    return join_shared(index, found, sharers)
+
+
+def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
+    """The class whose ``forward`` the decoder runs: itself, or the ancestor it inherits it
+    from (the decoder itself when it inherits none the index knows)."""
+    facts = index.class_facts(decoder)
+    if facts is not None and "forward" in facts["methods"]:
+        return decoder
+    inherited = index.find_method(decoder, "forward")
+    return inherited[0] if inherited and inherited[0] != decoder else decoder
 
 
 def _all_blockers(shape: DecoderShape | Refusal, *others: Refusal | None) -> DecoderShape | Refusal:
@@ -543,34 +577,45 @@ def _target_refusal(
     others: _Targets,
     ref: ClassRef,
     decoder: ClassRef,
-) -> Refusal | None:
-    """Why declaring the interface on ``ref`` would be wrong for it or for a class below it."""
+    built: ClassRef,
+) -> tuple[Refusal | None, list[ClassRef]]:
+    """Why declaring the interface on ``ref`` would be wrong for it or for a class below it,
+    and the other undeclared targets whose decoder runs ``decoder``'s forward (``built`` is
+    the decoder ``ref`` builds, ``decoder`` the class whose forward it runs) (to be fixed
+    together with ``ref``, :func:`bot.recipes.eagle3_enable_shared.join_shared`)."""
+    sharers: list[ClassRef] = []
     if not forwards_decoder_output(index, ref):
-        return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged")
+        return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged"), []
     for other, theirs in sorted(others.decoders.items()):
         if other == ref:
             continue
         if ref in others.ancestors[other]:
             # A registered subclass inherits the interface: it must be ready the same way.
             if is_multimodal(index, other):
-                return Refusal(f"the interface would reach the multimodal subclass {other.name}")
+                return Refusal(
+                    f"the interface would reach the multimodal subclass {other.name}"
+                ), []
             if not forwards_decoder_output(index, other):
                 return Refusal(
                     f"the subclass {other.name} overrides forward and does not hand the "
                     "decoder's output back"
-                )
-            if theirs != {decoder}:
-                return Refusal(f"the subclass {other.name} builds another decoder")
+                ), []
+            if theirs != {built}:
+                return Refusal(f"the subclass {other.name} builds another decoder"), []
             continue
         if other in others.declared:
             continue
         for cls in sorted(theirs):
             if cls == decoder or decoder in index.ancestors(cls):
-                return Refusal(
-                    f"{decoder.name} is also the decoder of {other.name}, which would gain the "
-                    "capture without the interface; fix them together"
-                )
-    return None
+                if is_multimodal(index, other):
+                    return Refusal(
+                        f"{decoder.name}'s forward also runs in {other.name}, a multimodal "
+                        "wrapper this recipe does not declare the interface on; it would gain "
+                        "the capture without the interface"
+                    ), []
+                sharers.append(other)
+                break
+    return None, sharers
 
 
 def _enabled_decoders(ctx: ScanContext) -> list[ClassRef]:
@@ -710,6 +755,11 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
         "shape": verdict.to_json() if isinstance(verdict, DecoderShape) else None,
         "refused": str(verdict) if isinstance(verdict, Refusal) else None,
     }
+    if candidate.shared:
+        evidence["shared"] = {
+            "decoder": candidate.captured.name,
+            "targets": [r.name for r in candidate.shared],
+        }
     if isinstance(verdict, Refusal):
         summary = (
             f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} does not collect "
