@@ -61,16 +61,21 @@ def aux_forward_test(
     norm: str,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
+    forward_alias: str | None = None,
 ) -> str:
     """The test function's source (identifiers only come in; each is checked).
 
     ``scalars`` / ``config_scalars``: ``self.<x>`` / ``self.config.<x>`` the forward multiplies
-    the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0."""
+    the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0.
+    ``forward_alias``: the module the decoder's ``forward`` is defined in when the decoder
+    inherits it from another module's class (its ``get_pp_group`` is the one forward calls)."""
+    pp_alias = forward_alias or alias
     for name in (*scalars, *config_scalars):
         require_identifier(name, "scalar attribute")
     require_dotted(module, "module")
     for value, what in (
         (alias, "module alias"),
+        (pp_alias, "forward's module alias"),
         (decoder, "decoder class"),
         (target, "target class"),
         (norm, "norm attribute"),
@@ -93,7 +98,7 @@ def aux_forward_test(
         "            return hidden_states + residual, hidden_states + residual\n"
         "\n"
         "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
-        f'    monkeypatch.setattr({alias}, "get_pp_group", lambda: group)\n'
+        f'    monkeypatch.setattr({pp_alias}, "get_pp_group", lambda: group)\n'
         f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
         f"    model.start_layer, model.end_layer = 0, {LAYERS}\n"
@@ -169,6 +174,61 @@ def new_aux_test_file(
             config_scalars=config_scalars,
         )
     )
+
+
+def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) -> str:
+    """One module's test file for targets fixed together (a decoder several targets share):
+    one test per target of ``module``, each as :func:`aux_forward_test` writes it, the modules
+    their forwards live in imported in one line."""
+    require_dotted(module, "module")
+    package, _, alias = module.rpartition(".")
+    if not package or not tests:
+        raise CodemodRefused(f"no shared forward test for {module}")
+    aliases = {alias}
+    for fields in tests:
+        forward = fields.get("forward_module")
+        if forward is not None:
+            require_dotted(forward, "forward's module")
+            forward_package, _, forward_alias = forward.rpartition(".")
+            if forward_package != package:
+                raise CodemodRefused(f"{forward} is not in {package}")
+            aliases.add(forward_alias)
+    functions = [
+        aux_forward_test(
+            module=module,
+            alias=alias,
+            forward_alias=_alias_of(fields.get("forward_module")),
+            **{k: v for k, v in fields.items() if k not in ("module", "forward_module")},
+        )
+        for fields in sorted(tests, key=lambda f: str(f.get("target")))
+    ]
+    return (
+        f"{LICENSE_HEADER}"
+        "from types import SimpleNamespace\n"
+        "\n"
+        "import pytest\n"
+        "import torch\n"
+        "\n"
+        f"from {package} import {', '.join(sorted(aliases))}\n"
+        "\n"
+        "\n" + "\n\n".join(functions)
+    )
+
+
+def _alias_of(module: str | None) -> str | None:
+    return module.rpartition(".")[2] if module else None
+
+
+def create_shared_aux_forward_test(
+    source: str, *, module: str, tests: tuple[dict[str, Any], ...]
+) -> str:
+    """:func:`create_aux_forward_test` for :func:`new_shared_aux_test_file`."""
+    text = new_shared_aux_test_file(module=module, tests=tests)
+    if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
+        return source
+    if source:
+        raise CodemodRefused("the test file already exists; not overwriting it")
+    return text
 
 
 def create_aux_forward_test(source: str, **fields: Any) -> str:

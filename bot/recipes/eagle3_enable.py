@@ -104,6 +104,7 @@ class Candidate:
     # The decoder whose forward gains the capture: the decoder, or the class it inherits
     # forward from (FlashNgramModel -> FlashModel).
     owner: ClassRef | None = None
+    lead: ClassRef | None = None  # the set's member its one plan is named after
 
     @property
     def captured(self) -> ClassRef:
@@ -138,6 +139,10 @@ class Eagle3Enable:
             return Declined(
                 f"needs a human: {finding.class_name} has {len(group)} platform variants"
             )
+        if finding.evidence.get("shared"):
+            from bot.recipes.eagle3_enable_shared import shared_plan
+
+            return shared_plan(finding, ctx)
         capture = capture_of(ctx.scan, finding.class_name, finding.path)
         if capture is None:
             return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
@@ -199,7 +204,7 @@ class Capture:
 
     @property
     def decoder(self) -> str:
-        return self.candidate.decoder.name
+        return self.candidate.captured.name
 
     def capture_args(self) -> dict[str, Any]:
         """The arguments of :func:`bot.codemods.aux_capture.add_aux_capture`."""
@@ -208,19 +213,27 @@ class Capture:
 
 def capture_of(scan: ScanContext, class_name: str, path: str | None = None) -> Capture | None:
     """The capture for the ready candidate ``class_name`` (in ``path``, where given); None when
-    there is no such candidate, more than one, or its decoder is refused."""
+    there is no such candidate, more than one, its decoder is refused, or it is fixed only
+    together with other targets (:func:`bot.recipes.eagle3_enable_shared.shared_set_of`)."""
     found = [c for c in candidates(scan) if c.ref.name == class_name]
     if path is not None:
         found = [c for c in found if scan.index.path_of(c.ref) == path]
-    if len(found) != 1 or not isinstance(found[0].verdict, DecoderShape):
+    if len(found) != 1 or found[0].shared:
         return None
-    candidate, index = found[0], scan.index
+    return capture_for(scan, found[0])
+
+
+def capture_for(scan: ScanContext, candidate: Candidate) -> Capture | None:
+    """The capture for one ready candidate (its decoder's forward, or the one it inherits)."""
+    if not isinstance(candidate.verdict, DecoderShape):
+        return None
+    index = scan.index
     absolute = absolute_convention(index, _enabled_decoders(scan))
     return Capture(
         candidate,
-        found[0].verdict,
+        candidate.verdict,
         absolute,
-        index.path_of(candidate.decoder),
+        index.path_of(candidate.captured),
         index.path_of(candidate.ref),
     )
 
@@ -299,8 +312,11 @@ def forward_test_fields(
         )
     if shape.residual not in RESIDUAL_KINDS:
         return Declined(f"needs a human: no forward test for {shape.residual} decoders yet")
-    norm = _called_attribute(scan.root / path, shape.norm_line)
-    reads = _forward_reads(scan.root / path, candidate.decoder.name)
+    # Where forward is written: the decoder's own file, or the one of the class it inherits
+    # forward from (then the test patches that module's get_pp_group).
+    forward_path = scan.index.path_of(candidate.captured)
+    norm = _called_attribute(scan.root / forward_path, shape.norm_line)
+    reads = _forward_reads(scan.root / forward_path, candidate.captured.name)
     unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
     if reads.config_elsewhere:
         unset.add("config")
@@ -315,7 +331,7 @@ def forward_test_fields(
             "needs a human: no contributed forward test (the final norm's attribute could not "
             "be read)"
         )
-    return {
+    fields: dict[str, Any] = {
         "module": candidate.ref.module,
         "decoder": candidate.decoder.name,
         "target": candidate.ref.name,
@@ -324,6 +340,9 @@ def forward_test_fields(
         "scalars": tuple(sorted(reads.scalars)),
         "config_scalars": tuple(sorted(reads.config_scalars)),
     }
+    if candidate.captured.module != candidate.ref.module:
+        fields["forward_module"] = candidate.captured.module
+    return fields
 
 
 # What the forward test sets on the decoder, or the mixin and the decoder's class provide.
@@ -759,11 +778,20 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
         evidence["shared"] = {
             "decoder": candidate.captured.name,
             "targets": [r.name for r in candidate.shared],
+            "lead": candidate.lead.name if candidate.lead else None,
         }
     if isinstance(verdict, Refusal):
         summary = (
             f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} does not collect "
             f"aux hidden states; {verdict}"
+        )
+    elif candidate.shared:
+        others = ", ".join(r.name for r in candidate.shared if r != ref)
+        summary = (
+            f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} lacks "
+            f"EagleModelMixin; {candidate.captured.name}.forward ({verdict.loop} loop, "
+            f"{verdict.residual}) can collect the aux hidden states, and it runs in {others} "
+            f"too, so the {len(candidate.shared)} targets are fixed together"
         )
     else:
         summary = (

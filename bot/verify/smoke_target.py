@@ -26,6 +26,9 @@ class SmokeTarget:
 # The edit kinds that declare the interface on the plan's class, in the file that defines it
 # (``bot publish`` checks exactly that on the base text before it counts a GPU run).
 _DECLARING_KINDS = frozenset({"declare-interface", "enable-decoder-and-declare"})
+# A set of targets sharing a decoder (eagle3-enable): its plan's class declares the interface
+# in the shared decoder's file, the one edit of this kind.
+_SHARED_DECLARING_KIND = "enable-shared-decoder"
 
 
 def target_of(plan: Plan) -> SmokeTarget | str:
@@ -37,10 +40,12 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     class_name = plan.class_name
     if not (isinstance(class_name, str) and class_name.isidentifier()):
         return "the plan names no class"
+    kinds = {edit.get("kind") for edit in plan.edits if isinstance(edit, dict)}
+    declaring = {_SHARED_DECLARING_KIND} if _SHARED_DECLARING_KIND in kinds else _DECLARING_KINDS
     paths = {
         edit.get("path")
         for edit in plan.edits
-        if isinstance(edit, dict) and edit.get("kind") in _DECLARING_KINDS
+        if isinstance(edit, dict) and edit.get("kind") in declaring
     }
     where = paths.pop() if len(paths) == 1 else None
     if not (isinstance(where, str) and where.startswith("vllm/") and where.endswith(".py")):

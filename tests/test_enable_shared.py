@@ -1,0 +1,237 @@
+"""eagle3-enable for a decoder several targets share: one set, fixed together or not at all.
+
+A synthetic tree holds the shape of 0.34.0's OpenPangu and Longcat: two targets build the same
+decoder, and a third builds a subclass of it that inherits its ``forward``. The three are ready
+together; the decoder file gains the mixin and the capture once and every target the interface;
+publish's rules accept exactly that patch. When one member is blocked, every member is refused
+and says why. The real 0.34.0 sets are proposed on the real tree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bot.codemods.aux_forward_test import create_shared_aux_forward_test
+from bot.codemods.base import CodemodRefused
+from bot.recipes.base import PublishedEdit
+from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+from bot.recipes.eagle3_enable_shared import (
+    SHARED_DECODER,
+    SHARED_INTERFACE,
+    shared_edits,
+    shared_forward_tests,
+    shared_set_of,
+)
+from bot.scan import scan
+from tests.synthetic import make_tree
+from tests.test_enable_shapes import (
+    FUSED_NORM,
+    HEADER,
+    ISLICE,
+    LAYER_PAIR,
+    PAIR_CALL,
+    TEXT,
+    decoder,
+)
+
+DEMO = "vllm/model_executor/models/demo.py"
+NGRAM = "vllm/model_executor/models/demo_ngram.py"
+TARGETS = ("DemoChatForCausalLM", "DemoForCausalLM", "DemoNgramForCausalLM")
+
+
+def _target(name: str, decoder_class: str) -> str:
+    return (
+        f"class {name}(nn.Module, SupportsPP):\n"
+        "    def __init__(self, *, vllm_config, prefix=''):\n"
+        "        super().__init__()\n"
+        f"        self.model = {decoder_class}(vllm_config=vllm_config, prefix=prefix)\n\n"
+        "    def forward(self, input_ids, positions, intermediate_tensors=None):\n"
+        "        return self.model(input_ids, positions, intermediate_tensors)\n"
+    )
+
+
+NGRAM_SOURCE = (
+    "from torch import nn\n\n"
+    "from .demo import DemoModel\n"
+    "from .interfaces import SupportsPP\n\n\n"
+    "class DemoNgramModel(DemoModel):\n"
+    "    def __init__(self, *, vllm_config, prefix=''):\n"
+    "        super().__init__(vllm_config=vllm_config, prefix=prefix)\n"
+    "        self.ngram = None\n\n\n" + _target("DemoNgramForCausalLM", "DemoNgramModel")
+)
+
+
+def shared_tree(root: Path, *, chat_forward: str | None = None) -> Path:
+    """Two targets building DemoModel in demo.py, a third building DemoNgramModel (which
+    inherits DemoModel.forward) in demo_ngram.py. ``chat_forward`` replaces the forward of
+    DemoChatForCausalLM (to block that one member)."""
+    decoder_source = decoder(ISLICE + PAIR_CALL, FUSED_NORM)
+    chat = _target("DemoChatForCausalLM", "DemoModel")
+    if chat_forward is not None:
+        chat = chat.replace(
+            "        return self.model(input_ids, positions, intermediate_tensors)\n", chat_forward
+        )
+    source = (
+        HEADER
+        + LAYER_PAIR
+        + "\n\n"
+        + decoder_source
+        + "\n\n"
+        + _target("DemoForCausalLM", "DemoModel")
+        + "\n\n"
+        + chat
+    )
+    registry = {
+        TEXT: {
+            "DemoForCausalLM": ("demo", "DemoForCausalLM"),
+            "DemoChatForCausalLM": ("demo", "DemoChatForCausalLM"),
+            "DemoNgramForCausalLM": ("demo_ngram", "DemoNgramForCausalLM"),
+        }
+    }
+    models = {
+        "model_executor/models/demo.py": source,
+        "model_executor/models/demo_ngram.py": NGRAM_SOURCE,
+    }
+    return make_tree(root, models, registry)
+
+
+def _enable(tree: Path) -> dict[str, dict]:
+    found = scan(tree, use_cache=False).findings
+    return {f.class_name: f.evidence for f in found if f.recipe == "eagle3-enable"}
+
+
+def test_the_targets_sharing_a_decoder_are_ready_together(tmp_path: Path) -> None:
+    evidence = _enable(shared_tree(tmp_path))
+    assert set(evidence) == set(TARGETS)
+    for name in TARGETS:
+        assert evidence[name]["refused"] is None, evidence[name]["refused"]
+        assert evidence[name]["shared"] == {
+            "decoder": "DemoModel",
+            "targets": list(TARGETS),
+            "lead": "DemoChatForCausalLM",
+        }
+
+
+def test_one_blocked_member_refuses_the_whole_set_naming_it(tmp_path: Path) -> None:
+    blocked = "        return self.model(input_ids, positions, intermediate_tensors) * 2\n"
+    evidence = _enable(shared_tree(tmp_path, chat_forward=blocked))
+    own = "DemoChatForCausalLM.forward does not hand self.model's output back unchanged"
+    assert own in evidence["DemoChatForCausalLM"]["refused"]
+    for name in ("DemoForCausalLM", "DemoNgramForCausalLM"):
+        refused = evidence[name]["refused"]
+        assert refused.startswith("needs a human: DemoModel.forward runs in ")
+        assert "so they are fixed together only" in refused
+        assert f"DemoChatForCausalLM is refused ({own})" in refused
+        assert "shared" not in evidence[name]
+
+
+def test_an_inheriting_decoder_alone_stays_refused(tmp_path: Path) -> None:
+    """DemoNgramModel inherits DemoModel.forward, but no target builds DemoModel itself:
+    editing it would reach decoders nobody checks."""
+    tree = shared_tree(tmp_path)
+    registry = tree / "vllm/model_executor/models/registry.py"
+    text = registry.read_text()
+    for name in ("DemoForCausalLM", "DemoChatForCausalLM"):
+        text = text.replace(f'    "{name}": ("demo", "{name}"),\n', "")
+    registry.write_text(text)
+    refused = _enable(tree)["DemoNgramForCausalLM"]["refused"]
+    assert "DemoNgramModel inherits forward from DemoModel, which no target builds itself" in (
+        refused
+    )
+
+
+def _set(tree: Path):
+    context = scan(tree, use_cache=False).context
+    found = shared_set_of(context, "DemoForCausalLM")
+    assert found is not None
+    return context, found
+
+
+def test_the_model_file_edits_before_after_and_run_twice(tmp_path: Path) -> None:
+    tree = shared_tree(tmp_path)
+    context, found = _set(tree)
+    assert found.lead.ref.name == "DemoChatForCausalLM"
+    edits = {e.path: e for e in shared_edits(context, found)}
+    assert {p: e.kind for p, e in edits.items()} == {DEMO: SHARED_DECODER, NGRAM: SHARED_INTERFACE}
+    demo = edits[DEMO].apply((tree / DEMO).read_text())
+    assert "class DemoModel(nn.Module, EagleModelMixin):" in demo
+    assert demo.count("self._maybe_add_hidden_state(") == 2
+    for name in ("DemoForCausalLM", "DemoChatForCausalLM"):
+        assert f"class {name}(nn.Module, SupportsPP, SupportsEagle3):" in demo
+    ngram = edits[NGRAM].apply((tree / NGRAM).read_text())
+    assert "class DemoNgramForCausalLM(nn.Module, SupportsPP, SupportsEagle3):" in ngram
+    assert "class DemoNgramModel(DemoModel):" in ngram  # inherits the mixin, not edited
+    assert "_maybe_add_hidden_state" not in ngram
+    # Run twice: the second run changes nothing.
+    assert edits[DEMO].apply(demo) == demo
+    assert edits[NGRAM].apply(ngram) == ngram
+    compile(demo, DEMO, "exec")
+    compile(ngram, NGRAM, "exec")
+
+
+def test_the_forward_tests_one_file_per_module_one_test_per_target(tmp_path: Path) -> None:
+    context, found = _set(shared_tree(tmp_path))
+    planned = shared_forward_tests(context, found)
+    assert not isinstance(planned, type(None))
+    demo_path = "tests/model_executor/test_demo_eagle3.py"
+    ngram_path = "tests/model_executor/test_demo_ngram_eagle3.py"
+    assert set(planned) == {demo_path, ngram_path}
+    module, tests = planned[ngram_path]
+    text = create_shared_aux_forward_test("", module=module, tests=tests)
+    # The inherited forward lives in demo: its module's get_pp_group is the one patched.
+    assert "from vllm.model_executor.models import demo, demo_ngram\n" in text
+    assert 'monkeypatch.setattr(demo, "get_pp_group", lambda: group)' in text
+    assert "demo_ngram.DemoNgramModel.__new__(demo_ngram.DemoNgramModel)" in text
+    assert create_shared_aux_forward_test(text, module=module, tests=tests) == text
+    module, tests = planned[demo_path]
+    text = create_shared_aux_forward_test("", module=module, tests=tests)
+    assert text.count("@pytest.mark.cpu_test") == 2
+    for name in ("demo_chat_for_causal_lm", "demo_for_causal_lm"):
+        assert f"def test_{name}_collects_aux_hidden_states(" in text
+    with pytest.raises(CodemodRefused, match="already exists"):
+        create_shared_aux_forward_test("import torch\n", module=module, tests=tests)
+
+
+class _Base:
+    def __init__(self, tree: Path) -> None:
+        self.context = scan(tree, use_cache=False).context
+
+    def scan(self):
+        return self.context
+
+
+def _publish(
+    tree: Path, path: str, kind: str, after: str, class_name: str = "DemoChatForCausalLM"
+) -> None:
+    finding = {"class": class_name, "path": DEMO, "evidence": {"shared": {"lead": class_name}}}
+    before = (tree / path).read_text()
+    edit = PublishedEdit(path, kind, before, after, class_name, finding, _Base(tree))
+    PUBLISH_RULES[kind](edit)
+
+
+def test_publish_accepts_exactly_the_sets_patch(tmp_path: Path) -> None:
+    tree = shared_tree(tmp_path)
+    context, found = _set(tree)
+    edits = {e.path: e for e in shared_edits(context, found)}
+    demo = edits[DEMO].apply((tree / DEMO).read_text())
+    ngram = edits[NGRAM].apply((tree / NGRAM).read_text())
+    _publish(tree, DEMO, SHARED_DECODER, demo)
+    _publish(tree, NGRAM, SHARED_INTERFACE, ngram)
+    # One target left undeclared: the others would carry the capture without the interface.
+    partial = demo.replace(
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "class DemoForCausalLM(nn.Module, SupportsPP):",
+    )
+    with pytest.raises(CodemodRefused, match="not what the recipe writes for the set"):
+        _publish(tree, DEMO, SHARED_DECODER, partial)
+    # Anything more in the decoder's file.
+    more = demo.replace("        self.norm = RMSNorm(8)\n", "        self.norm = RMSNorm(16)\n")
+    with pytest.raises(CodemodRefused):
+        _publish(tree, DEMO, SHARED_DECODER, more)
+    # Only a set's lead may carry the set's edits; the single-target kinds refuse its members.
+    with pytest.raises(CodemodRefused, match="does not lead a set"):
+        _publish(tree, DEMO, SHARED_DECODER, demo, class_name="DemoForCausalLM")
+    with pytest.raises(CodemodRefused, match="not a ready eagle3-enable target"):
+        _publish(tree, DEMO, "enable-decoder-and-declare", demo)
