@@ -15,6 +15,7 @@ import pytest
 
 from bot.codemods.aux_forward_test import create_shared_aux_forward_test
 from bot.codemods.base import CodemodRefused
+from bot.plan import Plan
 from bot.recipes.base import PublishedEdit
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
 from bot.recipes.eagle3_enable_shared import (
@@ -25,6 +26,10 @@ from bot.recipes.eagle3_enable_shared import (
     shared_set_of,
 )
 from bot.scan import scan
+from bot.verify.check import Check
+from bot.verify.checks import fixed_together, group_rescan_check
+from bot.verify.smoke import set_smoke_check
+from bot.verify.smoke_target import set_targets_of, target_of
 from tests.synthetic import make_tree
 from tests.test_enable_shapes import (
     FUSED_NORM,
@@ -111,6 +116,7 @@ def test_the_targets_sharing_a_decoder_are_ready_together(tmp_path: Path) -> Non
             "decoder": "DemoModel",
             "targets": list(TARGETS),
             "lead": "DemoChatForCausalLM",
+            "paths": [DEMO, DEMO, NGRAM],
         }
 
 
@@ -235,3 +241,129 @@ def test_publish_accepts_exactly_the_sets_patch(tmp_path: Path) -> None:
         _publish(tree, DEMO, SHARED_DECODER, demo, class_name="DemoForCausalLM")
     with pytest.raises(CodemodRefused, match="not a ready eagle3-enable target"):
         _publish(tree, DEMO, "enable-decoder-and-declare", demo)
+
+
+# -- the real sets of 0.34.0 ------------------------------------------------------------------
+
+REAL_SETS = {
+    "PanguUltraMoEForCausalLM": (
+        "PanguEmbeddedForCausalLM",
+        "OpenPanguModel",
+        ("PanguEmbeddedForCausalLM", "PanguProMoEV2ForCausalLM", "PanguUltraMoEForCausalLM"),
+        {"vllm/model_executor/models/openpangu.py": SHARED_DECODER},
+    ),
+    "LongcatFlashNgramForCausalLM": (
+        "LongcatFlashForCausalLM",
+        "FlashModel",
+        ("LongcatFlashForCausalLM", "LongcatFlashNgramForCausalLM"),
+        {
+            "vllm/model_executor/models/longcat_flash.py": SHARED_DECODER,
+            "vllm/model_executor/models/longcat_flash_ngram.py": SHARED_INTERFACE,
+        },
+    ),
+}
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.parametrize("asked", sorted(REAL_SETS))
+def test_the_real_sets_of_0_34_0_are_one_plan_publish_accepts(tmp_path: Path, asked: str) -> None:
+    """Asked for any member, propose writes the set's one plan (named after its lead), and the
+    patch is exactly what publish's rules re-derive from the base tree."""
+    from bot.plan import read_plan_dir
+    from bot.tree.fetch import release_tree
+    from bot.tree.worktree import head_commit, scratch_worktree
+    from bot.verify import scratch
+    from bot.verify.confine import confinement_check
+    from tests.cli import propose_class
+
+    lead, owner, targets, model_files = REAL_SETS[asked]
+    tree = release_tree("0.34.0")
+    result = propose_class(tree, asked, tmp_path / "plan")
+    assert result.returncode == 0, result.stderr
+    planned = read_plan_dir(tmp_path / "plan")
+    plan = planned.plan
+    assert (plan.status, plan.class_name) == ("ready", lead), plan.reason
+    assert plan.finding["evidence"]["shared"]["targets"] == list(targets)
+    kinds = {e["path"]: e["kind"] for e in plan.edits}
+    assert {p: k for p, k in kinds.items() if p.startswith("vllm/")} == model_files
+    assert kinds["tests/models/test_registry.py"] == "regression-test"
+    for target in targets:
+        assert f"class {target}(" in planned.patch
+        assert f"test_registry_supports_eagle3[{target}]" in " ".join(plan.tests["cpu"])
+        assert any(
+            n.endswith("_collects_aux_hidden_states") and "test_" in n and target_snake in n
+            for n in plan.tests["cpu"]
+            for target_snake in [_snake(target)]
+        )
+    assert planned.patch.count(f"class {owner}(nn.Module, EagleModelMixin):") == 1
+    assert f"**Fixed together.** `{owner}`'s `forward` runs under {len(targets)}" in (
+        planned.pr_markdown
+    )
+    with scratch_worktree(tree, head_commit(tree)) as work:
+        patch_file = tmp_path / "patch.diff"
+        patch_file.write_text(planned.patch)
+        files = scratch.touched_files(work, patch_file)
+        check = confinement_check(planned, work, patch_file, files)
+    assert check.passed, check.detail
+
+
+def _snake(name: str) -> str:
+    from bot.codemods.regression_test import snake_case
+
+    return snake_case(name)
+
+
+# -- verify: every member is smoke-checked and must be gone on the re-scan --------------------
+
+
+def _set_plan(paths: list[str] | None = None) -> Plan:
+    names = list(TARGETS)
+    finding = {
+        "recipe": "eagle3-enable",
+        "class": "DemoChatForCausalLM",
+        "path": DEMO,
+        "evidence": {"shared": {"targets": names, "paths": paths or [DEMO, DEMO, NGRAM]}},
+    }
+    edits = [
+        {"path": DEMO, "kind": SHARED_DECODER, "description": ""},
+        {"path": NGRAM, "kind": SHARED_INTERFACE, "description": ""},
+    ]
+    return Plan(
+        status="draft",
+        reason="",
+        recipe="eagle3-enable",
+        class_name="DemoChatForCausalLM",
+        finding=finding,
+        edits=edits,
+    )
+
+
+def test_verify_smoke_checks_every_member_in_a_file_the_plan_edits() -> None:
+    plan = _set_plan()
+    assert str(target_of(plan)) == "vllm.model_executor.models.demo:DemoChatForCausalLM"
+    assert [str(t) for t in set_targets_of(plan)] == [
+        "vllm.model_executor.models.demo:DemoForCausalLM",
+        "vllm.model_executor.models.demo_ngram:DemoNgramForCausalLM",
+    ]
+    # A member said to live in a file the plan does not edit is not taken from the plan.
+    elsewhere = _set_plan([DEMO, DEMO, "vllm/model_executor/models/other.py"])
+    assert [t.class_name for t in set_targets_of(elsewhere)] == ["DemoForCausalLM"]
+
+
+def test_the_sets_smoke_check_passes_only_when_every_member_passes() -> None:
+    names = ["m:A", "m:B"]
+    ok = Check("smoke", True, "values match")
+    assert set_smoke_check(names, [ok, ok]).passed is True
+    failed = set_smoke_check(names, [ok, Check("smoke", False, "aux values differ")])
+    assert (failed.passed, failed.detail) == (False, "m:B: aux values differ")
+    unchecked = set_smoke_check(names, [Check("smoke", None, "not checked: no config"), ok])
+    assert (unchecked.passed, unchecked.detail) == (None, "m:A: not checked: no config")
+
+
+def test_the_rescan_wants_every_member_gone() -> None:
+    members = fixed_together(_set_plan().finding)
+    keys = [("eagle3-enable", m["class"], m["path"]) for m in members]
+    assert group_rescan_check(members, keys, []).passed is True
+    still = group_rescan_check(members, keys, [keys[2]])
+    assert still.passed is False
+    assert "DemoNgramForCausalLM (eagle3-enable) is still found" in still.detail

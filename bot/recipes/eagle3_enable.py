@@ -778,6 +778,7 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
         evidence["shared"] = {
             "decoder": candidate.captured.name,
             "targets": [r.name for r in candidate.shared],
+            "paths": [index.path_of(r) for r in candidate.shared],
             "lead": candidate.lead.name if candidate.lead else None,
         }
     if isinstance(verdict, Refusal):

@@ -54,3 +54,37 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     if not all(part.isidentifier() for part in module.split(".")):
         return f"{where} is not an importable module path"
     return SmokeTarget(module, class_name)
+
+
+def set_targets_of(plan: Plan) -> list[SmokeTarget]:
+    """The other targets a plan for a set sharing a decoder declares the interface on (each is
+    smoke-checked like the plan's class): the set's members from the plan's finding, kept only
+    where one of the plan's set edits changes that member's file."""
+    primary = target_of(plan)
+    if not isinstance(primary, SmokeTarget):
+        return []
+    edited = {
+        edit.get("path")
+        for edit in plan.edits
+        if isinstance(edit, dict) and edit.get("kind") in _SET_KINDS
+    }
+    evidence = (plan.finding or {}).get("evidence")
+    shared = evidence.get("shared") if isinstance(evidence, dict) else None
+    if not isinstance(shared, dict):
+        return []
+    names, paths = shared.get("targets"), shared.get("paths")
+    if not (isinstance(names, list) and isinstance(paths, list) and len(names) == len(paths)):
+        return []
+    targets = []
+    for name, path in zip(names, paths, strict=True):
+        if name == primary.class_name or path not in edited:
+            continue
+        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
+            continue
+        module = path.removesuffix(".py").replace("/", ".")
+        if path.endswith(".py") and all(part.isidentifier() for part in module.split(".")):
+            targets.append(SmokeTarget(module, name))
+    return targets
+
+
+_SET_KINDS = frozenset({_SHARED_DECLARING_KIND, "declare-shared-interface"})
