@@ -262,7 +262,43 @@ def _create(source: str) -> str:
     )
 
 
+_NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
+_SHARED_TESTS: tuple[dict[str, Any], ...] = (
+    {
+        "module": _NGRAM,
+        "decoder": "FlashNgramModel",
+        "target": "LongcatFlashNgramForCausalLM",
+        "residual": "residual-stream",
+        "norm": "norm",
+        "forward_module": "vllm.model_executor.models.longcat_flash",
+    },
+)
+_SHARED_CREATED = new_shared_aux_test_file(module=_NGRAM, tests=_SHARED_TESTS)
+
+
+def _create_shared(source: str) -> str:
+    return create_shared_aux_forward_test(source, module=_NGRAM, tests=_SHARED_TESTS)
+
+
 CASES: list[Case] = [
+    Case(
+        "a set's file: the inherited forward's module imported and its get_pp_group patched",
+        _create_shared,
+        "",
+        _SHARED_CREATED,
+    ),
+    Case("a set's file already written: no change", _create_shared, _SHARED_CREATED),
+    Case("a set's file: another file there: refuse", _create_shared, "x = 1\n", refuses="exists"),
+    Case(
+        "a set's forward module in another package: refuse",
+        lambda s: create_shared_aux_forward_test(
+            s,
+            module=_NGRAM,
+            tests=({**_SHARED_TESTS[0], "forward_module": "vllm.other.longcat_flash"},),
+        ),
+        "",
+        refuses="is not in vllm.model_executor.models",
+    ),
     Case("a new file: header, imports, the test", _create, "", _CREATED),
     Case("the new file already written: no change", _create, _CREATED),
     Case(
