@@ -149,31 +149,15 @@ def new_aux_test_file(
     config_scalars: tuple[str, ...] = (),
 ) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
-    require_dotted(module, "module")
-    package, _, alias = module.rpartition(".")
-    if not package:
-        raise CodemodRefused(f"{module} is not inside a package")
-    return (
-        f"{LICENSE_HEADER}"
-        "from types import SimpleNamespace\n"
-        "\n"
-        "import pytest\n"
-        "import torch\n"
-        "\n"
-        f"from {package} import {alias}\n"
-        "\n"
-        "\n"
-        + aux_forward_test(
-            module=module,
-            alias=alias,
-            decoder=decoder,
-            target=target,
-            residual=residual,
-            norm=norm,
-            scalars=scalars,
-            config_scalars=config_scalars,
-        )
-    )
+    fields = {
+        "decoder": decoder,
+        "target": target,
+        "residual": residual,
+        "norm": norm,
+        "scalars": scalars,
+        "config_scalars": config_scalars,
+    }
+    return new_shared_aux_test_file(module=module, tests=(fields,))
 
 
 def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) -> str:
