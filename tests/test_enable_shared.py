@@ -367,3 +367,27 @@ def test_the_rescan_wants_every_member_gone() -> None:
     still = group_rescan_check(members, keys, [keys[2]])
     assert still.passed is False
     assert "DemoNgramForCausalLM (eagle3-enable) is still found" in still.detail
+
+
+@pytest.mark.vllm_tree
+def test_bot_scan_json_marks_the_real_sets_fixable_and_bailing_refused() -> None:
+    import json
+
+    from bot.tree.fetch import release_tree
+    from tests.cli import run_bot
+
+    result = run_bot("scan", str(release_tree("0.34.0")), "--json")
+    assert result.returncode == 0, result.stderr
+    enable = {f["class"]: f for f in json.loads(result.stdout) if f["recipe"] == "eagle3-enable"}
+    for _, _, targets, _ in REAL_SETS.values():
+        for name in targets:
+            assert enable[name]["priority"]["fixable"] is True, name
+            assert enable[name]["evidence"]["refused"] is None
+    # BailingMoe's decoder is shared too, but its embedding blocks every member: all refused,
+    # each naming its own blocker and the others'.
+    for name in ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"):
+        refused = enable[name]["evidence"]["refused"]
+        assert enable[name]["priority"]["fixable"] is False
+        assert "keeps its input embedding at self.word_embeddings" in refused
+        assert "BailingMoeModel.forward runs in " in refused
+        assert "is refused for the same reason" in refused
