@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.base_tree import CheckedOutTree
 from bot.codemods.aux_forward_test import create_shared_aux_forward_test
 from bot.codemods.base import CodemodRefused
+from bot.codemods.regression_test import add_registry_eagle3_test
 from bot.plan import Plan
 from bot.recipes.base import PublishedEdit
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
@@ -305,6 +307,23 @@ def test_the_real_sets_of_0_34_0_are_one_plan_publish_accepts(tmp_path: Path, as
         files = scratch.touched_files(work, patch_file)
         check = confinement_check(planned, work, patch_file, files)
     assert check.passed, check.detail
+    # The registry test must add exactly the set's architectures: one short, or one more.
+    registry_test = "tests/models/test_registry.py"
+    before = (tree / registry_test).read_text()
+    rule = PUBLISH_RULES["regression-test"]
+    for archs in (targets[1:], (*targets, "LlamaForCausalLM")):
+        after = add_registry_eagle3_test(before, archs)
+        edit = PublishedEdit(
+            registry_test,
+            "regression-test",
+            before,
+            after,
+            lead,
+            plan.finding,
+            CheckedOutTree(tree),
+        )
+        with pytest.raises(CodemodRefused, match="exactly the set's architectures"):
+            rule(edit)
 
 
 def _snake(name: str) -> str:

@@ -20,11 +20,13 @@ from bot.codemods.aux_capture import add_aux_capture
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
+from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_enable_shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface_publish import (
     INTERFACE,
+    _archs_of,
     declare_interface,
     from_interfaces,
     registry_entry,
@@ -34,6 +36,7 @@ from bot.recipes.publish_rules import (
     MODEL_FILE,
     confined,
     dump,
+    functions,
     module_class,
     only_new_imports,
     same_other_statements,
@@ -190,6 +193,23 @@ def aux_forward_test(edit: PublishedEdit) -> None:
 aux_forward_test.creates_file = True  # type: ignore[attr-defined]
 
 
+def enable_regression_test(edit: PublishedEdit) -> None:
+    """The regression test as eagle3-interface's rule allows it; for a set's plan, the
+    architectures it adds are exactly the set's (one per member, read from the base)."""
+    regression_test(edit)
+    if not _is_shared(edit):
+        return
+    wanted = {min(e.arch for e in member.entries) for member in _shared(edit).members}
+    old = functions(edit.before).get(REGISTRY_TEST_FUNCTION)
+    new = functions(edit.after).get(REGISTRY_TEST_FUNCTION)
+    added = set(_archs_of(new)) - set(_archs_of(old))
+    if added != wanted:
+        raise CodemodRefused(
+            "the regression test does not add exactly the set's architectures "
+            f"({', '.join(sorted(wanted))})"
+        )
+
+
 def _is_shared(edit: PublishedEdit) -> bool:
     evidence = edit.finding.get("evidence") if isinstance(edit.finding, Mapping) else None
     return isinstance(evidence, Mapping) and bool(evidence.get("shared"))
@@ -218,5 +238,5 @@ PUBLISH_RULES: dict[str, PublishRule] = {
     SHARED_INTERFACE: declare_shared_interface,
     "declare-interface": declare_interface,
     "registry-entry": registry_entry,
-    "regression-test": regression_test,
+    "regression-test": enable_regression_test,
 }
