@@ -57,7 +57,7 @@ def join_shared(
         if members is None:
             joined.append(candidate)
             continue
-        blockers = _set_blockers(index, candidate, [by_ref.get(m) for m in members], members)
+        blockers = _set_blockers(candidate, [by_ref.get(m) for m in members], members)
         if blockers:
             own = candidate.verdict
             reasons = [own.reason] if isinstance(own, Refusal) else []
@@ -98,7 +98,6 @@ def _connected(
 
 
 def _set_blockers(
-    index: ClassIndex,
     candidate: Candidate,
     members: Sequence[Candidate | None],
     refs: Sequence[ClassRef],
