@@ -11,7 +11,9 @@ together by default:
 - ``wrapper-runtime``: wrappers whose language model is the checkpoint's choice, each behind
   the tree's own clear-error guard;
 - anything else stays alone: ``eagle3-enable`` changes what ``forward`` computes, and each
-  such class carries its own forward-pass evidence.
+  such class carries its own forward-pass evidence; targets sharing a decoder are one plan,
+  named after the set's lead (:mod:`bot.recipes.eagle3_enable_shared`), so only the lead is
+  grouped and the other members are left to its plan.
 
 ``--group-by none`` plans one class per plan; ``--max-group-size`` caps a group (the rest go
 into a second group of the same key).
@@ -63,6 +65,7 @@ def group_findings(
         raise BotError(f"--group-by must be one of {', '.join(GROUP_BY)}, not {by!r}")
     if max_size < 1:
         raise BotError("--max-group-size must be at least 1")
+    findings = _without_set_members(findings)
     if by == "none":
         return [FindingGroup(f"{f.recipe}-{f.class_name}", (f,)) for f in findings]
     keyed: dict[str, list[Finding]] = {}
@@ -80,3 +83,16 @@ def group_findings(
 def member_order(finding: Finding) -> tuple[int, str, str]:
     rank = _RECIPE_ORDER.index(finding.recipe) if finding.recipe in _RECIPE_ORDER else 99
     return (rank, finding.path, finding.class_name)
+
+
+def _without_set_members(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings but the members of a set whose lead is among them (its plan fixes them)."""
+    present = {(f.recipe, f.class_name) for f in findings}
+    kept = []
+    for finding in findings:
+        shared = finding.evidence.get("shared")
+        lead = shared.get("lead") if isinstance(shared, dict) else None
+        if lead and lead != finding.class_name and (finding.recipe, lead) in present:
+            continue
+        kept.append(finding)
+    return kept

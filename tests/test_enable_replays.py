@@ -33,6 +33,7 @@ from bot.recipes.base import Finding, PlanContext, PublishedEdit, ScanContext
 from bot.recipes.eagle3_enable import _edits, candidates, capture_of
 from bot.recipes.eagle3_enable_analysis import DecoderShape
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+from bot.recipes.eagle3_enable_shared import SHARED_DECODER, shared_edits, shared_set_of
 from bot.scan import scan
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import head_commit, scratch_worktree
@@ -253,7 +254,7 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
     }
     assert set(fixable) == {(c.ref.name, ctx.index.path_of(c.ref)) for c in ready}
     for candidate in ready:
-        path = ctx.index.path_of(candidate.decoder)
+        path = ctx.index.path_of(candidate.captured)  # a set's inherited forward is edited once
         source = (tree / path).read_text()
         edit = _recipe_decoder_edit(
             ctx, fixable[candidate.ref.name, ctx.index.path_of(candidate.ref)]
@@ -265,7 +266,7 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
         module = ast.parse(once)
         forward = next(
             n
-            for n in _class(module, candidate.decoder.name).body
+            for n in _class(module, candidate.captured.name).body
             if isinstance(n, ast.FunctionDef) and n.name == "forward"
         )
         calls = [
@@ -288,7 +289,13 @@ def _readme_enable_counts() -> tuple[int, int]:
 
 
 def _recipe_decoder_edit(ctx: ScanContext, finding: Finding) -> Callable[[str], str]:
-    """The recipe's own decoder edit for ``finding`` (its FileEdit, as propose applies it)."""
+    """The recipe's own decoder edit for ``finding`` (its FileEdit, as propose applies it;
+    for a set of targets sharing a decoder, the set's edit of the decoder's file)."""
+    if finding.evidence.get("shared"):
+        found = shared_set_of(ctx, finding.class_name, finding.path)
+        assert found is not None, finding.class_name
+        (edit,) = [e for e in shared_edits(ctx, found) if e.kind == SHARED_DECODER]
+        return edit.apply
     capture = capture_of(ctx, finding.class_name, finding.path)
     assert capture is not None, finding.class_name
     plan_ctx = PlanContext(

@@ -61,16 +61,21 @@ def aux_forward_test(
     norm: str,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
+    forward_alias: str | None = None,
 ) -> str:
     """The test function's source (identifiers only come in; each is checked).
 
     ``scalars`` / ``config_scalars``: ``self.<x>`` / ``self.config.<x>`` the forward multiplies
-    the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0."""
+    the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0.
+    ``forward_alias``: the module the decoder's ``forward`` is defined in when the decoder
+    inherits it from another module's class (its ``get_pp_group`` is the one forward calls)."""
+    pp_alias = forward_alias or alias
     for name in (*scalars, *config_scalars):
         require_identifier(name, "scalar attribute")
     require_dotted(module, "module")
     for value, what in (
         (alias, "module alias"),
+        (pp_alias, "forward's module alias"),
         (decoder, "decoder class"),
         (target, "target class"),
         (norm, "norm attribute"),
@@ -93,7 +98,7 @@ def aux_forward_test(
         "            return hidden_states + residual, hidden_states + residual\n"
         "\n"
         "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
-        f'    monkeypatch.setattr({alias}, "get_pp_group", lambda: group)\n'
+        f'    monkeypatch.setattr({pp_alias}, "get_pp_group", lambda: group)\n'
         f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
         f"    model.start_layer, model.end_layer = 0, {LAYERS}\n"
@@ -144,10 +149,43 @@ def new_aux_test_file(
     config_scalars: tuple[str, ...] = (),
 ) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
+    fields = {
+        "decoder": decoder,
+        "target": target,
+        "residual": residual,
+        "norm": norm,
+        "scalars": scalars,
+        "config_scalars": config_scalars,
+    }
+    return new_shared_aux_test_file(module=module, tests=(fields,))
+
+
+def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) -> str:
+    """One module's test file for targets fixed together (a decoder several targets share):
+    one test per target of ``module``, each as :func:`aux_forward_test` writes it, the modules
+    their forwards live in imported in one line."""
     require_dotted(module, "module")
     package, _, alias = module.rpartition(".")
-    if not package:
-        raise CodemodRefused(f"{module} is not inside a package")
+    if not package or not tests:
+        raise CodemodRefused(f"no shared forward test for {module}")
+    aliases = {alias}
+    for fields in tests:
+        forward = fields.get("forward_module")
+        if forward is not None:
+            require_dotted(forward, "forward's module")
+            forward_package, _, forward_alias = forward.rpartition(".")
+            if forward_package != package:
+                raise CodemodRefused(f"{forward} is not in {package}")
+            aliases.add(forward_alias)
+    functions = [
+        aux_forward_test(
+            module=module,
+            alias=alias,
+            forward_alias=_alias_of(fields.get("forward_module")),
+            **{k: v for k, v in fields.items() if k not in ("module", "forward_module")},
+        )
+        for fields in sorted(tests, key=lambda f: str(f.get("target")))
+    ]
     return (
         f"{LICENSE_HEADER}"
         "from types import SimpleNamespace\n"
@@ -155,20 +193,26 @@ def new_aux_test_file(
         "import pytest\n"
         "import torch\n"
         "\n"
-        f"from {package} import {alias}\n"
+        f"from {package} import {', '.join(sorted(aliases))}\n"
         "\n"
-        "\n"
-        + aux_forward_test(
-            module=module,
-            alias=alias,
-            decoder=decoder,
-            target=target,
-            residual=residual,
-            norm=norm,
-            scalars=scalars,
-            config_scalars=config_scalars,
-        )
+        "\n" + "\n\n".join(functions)
     )
+
+
+def _alias_of(module: str | None) -> str | None:
+    return module.rpartition(".")[2] if module else None
+
+
+def create_shared_aux_forward_test(
+    source: str, *, module: str, tests: tuple[dict[str, Any], ...]
+) -> str:
+    """:func:`create_aux_forward_test` for :func:`new_shared_aux_test_file`."""
+    text = new_shared_aux_test_file(module=module, tests=tests)
+    if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
+        return source
+    if source:
+        raise CodemodRefused("the test file already exists; not overwriting it")
+    return text
 
 
 def create_aux_forward_test(source: str, **fields: Any) -> str:
@@ -202,7 +246,43 @@ def _create(source: str) -> str:
     )
 
 
+_NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
+_SHARED_TESTS: tuple[dict[str, Any], ...] = (
+    {
+        "module": _NGRAM,
+        "decoder": "FlashNgramModel",
+        "target": "LongcatFlashNgramForCausalLM",
+        "residual": "residual-stream",
+        "norm": "norm",
+        "forward_module": "vllm.model_executor.models.longcat_flash",
+    },
+)
+_SHARED_CREATED = new_shared_aux_test_file(module=_NGRAM, tests=_SHARED_TESTS)
+
+
+def _create_shared(source: str) -> str:
+    return create_shared_aux_forward_test(source, module=_NGRAM, tests=_SHARED_TESTS)
+
+
 CASES: list[Case] = [
+    Case(
+        "a set's file: the inherited forward's module imported and its get_pp_group patched",
+        _create_shared,
+        "",
+        _SHARED_CREATED,
+    ),
+    Case("a set's file already written: no change", _create_shared, _SHARED_CREATED),
+    Case("a set's file: another file there: refuse", _create_shared, "x = 1\n", refuses="exists"),
+    Case(
+        "a set's forward module in another package: refuse",
+        lambda s: create_shared_aux_forward_test(
+            s,
+            module=_NGRAM,
+            tests=({**_SHARED_TESTS[0], "forward_module": "vllm.other.longcat_flash"},),
+        ),
+        "",
+        refuses="is not in vllm.model_executor.models",
+    ),
     Case("a new file: header, imports, the test", _create, "", _CREATED),
     Case("the new file already written: no change", _create, _CREATED),
     Case(

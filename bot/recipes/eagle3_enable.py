@@ -98,6 +98,17 @@ class Candidate:
     assigned_line: int
     assigned_owner: ClassRef
     verdict: DecoderShape | Refusal
+    # The targets fixed together with this one (itself included, sorted), when its decoder's
+    # forward is also another target's (:mod:`bot.recipes.eagle3_enable_shared`); else empty.
+    shared: tuple[ClassRef, ...] = ()
+    # The decoder whose forward gains the capture: the decoder, or the class it inherits
+    # forward from (FlashNgramModel -> FlashModel).
+    owner: ClassRef | None = None
+    lead: ClassRef | None = None  # the set's member its one plan is named after
+
+    @property
+    def captured(self) -> ClassRef:
+        return self.owner or self.decoder
 
 
 class Eagle3Enable:
@@ -128,6 +139,10 @@ class Eagle3Enable:
             return Declined(
                 f"needs a human: {finding.class_name} has {len(group)} platform variants"
             )
+        if finding.evidence.get("shared"):
+            from bot.recipes.eagle3_enable_shared import shared_plan
+
+            return shared_plan(finding, ctx)
         capture = capture_of(ctx.scan, finding.class_name, finding.path)
         if capture is None:
             return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
@@ -189,7 +204,7 @@ class Capture:
 
     @property
     def decoder(self) -> str:
-        return self.candidate.decoder.name
+        return self.candidate.captured.name
 
     def capture_args(self) -> dict[str, Any]:
         """The arguments of :func:`bot.codemods.aux_capture.add_aux_capture`."""
@@ -198,19 +213,27 @@ class Capture:
 
 def capture_of(scan: ScanContext, class_name: str, path: str | None = None) -> Capture | None:
     """The capture for the ready candidate ``class_name`` (in ``path``, where given); None when
-    there is no such candidate, more than one, or its decoder is refused."""
+    there is no such candidate, more than one, its decoder is refused, or it is fixed only
+    together with other targets (:func:`bot.recipes.eagle3_enable_shared.shared_set_of`)."""
     found = [c for c in candidates(scan) if c.ref.name == class_name]
     if path is not None:
         found = [c for c in found if scan.index.path_of(c.ref) == path]
-    if len(found) != 1 or not isinstance(found[0].verdict, DecoderShape):
+    if len(found) != 1 or found[0].shared:
         return None
-    candidate, index = found[0], scan.index
+    return capture_for(scan, found[0])
+
+
+def capture_for(scan: ScanContext, candidate: Candidate) -> Capture | None:
+    """The capture for one ready candidate (its decoder's forward, or the one it inherits)."""
+    if not isinstance(candidate.verdict, DecoderShape):
+        return None
+    index = scan.index
     absolute = absolute_convention(index, _enabled_decoders(scan))
     return Capture(
         candidate,
-        found[0].verdict,
+        candidate.verdict,
         absolute,
-        index.path_of(candidate.decoder),
+        index.path_of(candidate.captured),
         index.path_of(candidate.ref),
     )
 
@@ -289,8 +312,11 @@ def forward_test_fields(
         )
     if shape.residual not in RESIDUAL_KINDS:
         return Declined(f"needs a human: no forward test for {shape.residual} decoders yet")
-    norm = _called_attribute(scan.root / path, shape.norm_line)
-    reads = _forward_reads(scan.root / path, candidate.decoder.name)
+    # Where forward is written: the decoder's own file, or the one of the class it inherits
+    # forward from (then the test patches that module's get_pp_group).
+    forward_path = scan.index.path_of(candidate.captured)
+    norm = _called_attribute(scan.root / forward_path, shape.norm_line)
+    reads = _forward_reads(scan.root / forward_path, candidate.captured.name)
     unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
     if reads.config_elsewhere:
         unset.add("config")
@@ -305,7 +331,7 @@ def forward_test_fields(
             "needs a human: no contributed forward test (the final norm's attribute could not "
             "be read)"
         )
-    return {
+    fields: dict[str, Any] = {
         "module": candidate.ref.module,
         "decoder": candidate.decoder.name,
         "target": candidate.ref.name,
@@ -314,6 +340,9 @@ def forward_test_fields(
         "scalars": tuple(sorted(reads.scalars)),
         "config_scalars": tuple(sorted(reads.config_scalars)),
     }
+    if candidate.captured.module != candidate.ref.module:
+        fields["forward_module"] = candidate.captured.module
+    return fields
 
 
 # What the forward test sets on the decoder, or the mixin and the decoder's class provide.
@@ -411,6 +440,7 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
         declared={t for t in targets if declares_eagle3(index, t)},
     )
     found: list[Candidate] = []
+    sharers: dict[ClassRef, list[ClassRef]] = {}  # the other targets reaching a forward
     loader_reads: list[LoaderSite] | None = None  # read once, only when a decoder needs it
     embedding: SharedEmbedding | None | object = _UNREAD
     for ref, entries in targets.items():
@@ -439,20 +469,43 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             # sharing it, and the input embedding the drafter loader shares.
             if embedding is _UNREAD:
                 embedding = shared_embedding(ctx.root)
-            shape = decoder_shape(index, decoder)
+            # A decoder inheriting forward is captured where forward is: in the class it
+            # inherits from, fixed together with every target that class's forward reaches.
+            owner = forward_owner(index, decoder)
+            shape = decoder_shape(index, owner)
+            refusal, sharers[ref] = _target_refusal(index, others, ref, owner, decoder)
             verdict = _all_blockers(
                 shape,
-                _target_refusal(index, others, ref, decoder),
+                refusal,
                 _embedding_refusal(index, decoder, embedding),
                 _layers_attr_refusal(shape),
             )
         construction = constructions[0]
         found.append(
             Candidate(
-                ref, entries, decoder, attribute, construction.line, construction.owner, verdict
+                ref,
+                entries,
+                decoder,
+                attribute,
+                construction.line,
+                construction.owner,
+                verdict,
+                owner=owner if attribute == DECODER_ATTRIBUTE and len(decoders) == 1 else None,
             )
         )
-    return found
+    from bot.recipes.eagle3_enable_shared import join_shared
+
+    return join_shared(index, found, sharers)
+
+
+def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
+    """The class whose ``forward`` the decoder runs: itself, or the ancestor it inherits it
+    from (the decoder itself when it inherits none the index knows)."""
+    facts = index.class_facts(decoder)
+    if facts is not None and "forward" in facts["methods"]:
+        return decoder
+    inherited = index.find_method(decoder, "forward")
+    return inherited[0] if inherited and inherited[0] != decoder else decoder
 
 
 def _all_blockers(shape: DecoderShape | Refusal, *others: Refusal | None) -> DecoderShape | Refusal:
@@ -543,34 +596,45 @@ def _target_refusal(
     others: _Targets,
     ref: ClassRef,
     decoder: ClassRef,
-) -> Refusal | None:
-    """Why declaring the interface on ``ref`` would be wrong for it or for a class below it."""
+    built: ClassRef,
+) -> tuple[Refusal | None, list[ClassRef]]:
+    """Why declaring the interface on ``ref`` would be wrong for it or for a class below it,
+    and the other undeclared targets whose decoder runs ``decoder``'s forward (``built`` is
+    the decoder ``ref`` builds, ``decoder`` the class whose forward it runs) (to be fixed
+    together with ``ref``, :func:`bot.recipes.eagle3_enable_shared.join_shared`)."""
+    sharers: list[ClassRef] = []
     if not forwards_decoder_output(index, ref):
-        return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged")
+        return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged"), []
     for other, theirs in sorted(others.decoders.items()):
         if other == ref:
             continue
         if ref in others.ancestors[other]:
             # A registered subclass inherits the interface: it must be ready the same way.
             if is_multimodal(index, other):
-                return Refusal(f"the interface would reach the multimodal subclass {other.name}")
+                return Refusal(
+                    f"the interface would reach the multimodal subclass {other.name}"
+                ), []
             if not forwards_decoder_output(index, other):
                 return Refusal(
                     f"the subclass {other.name} overrides forward and does not hand the "
                     "decoder's output back"
-                )
-            if theirs != {decoder}:
-                return Refusal(f"the subclass {other.name} builds another decoder")
+                ), []
+            if theirs != {built}:
+                return Refusal(f"the subclass {other.name} builds another decoder"), []
             continue
         if other in others.declared:
             continue
         for cls in sorted(theirs):
             if cls == decoder or decoder in index.ancestors(cls):
-                return Refusal(
-                    f"{decoder.name} is also the decoder of {other.name}, which would gain the "
-                    "capture without the interface; fix them together"
-                )
-    return None
+                if is_multimodal(index, other):
+                    return Refusal(
+                        f"{decoder.name}'s forward also runs in {other.name}, a multimodal "
+                        "wrapper this recipe does not declare the interface on; it would gain "
+                        "the capture without the interface"
+                    ), []
+                sharers.append(other)
+                break
+    return None, sharers
 
 
 def _enabled_decoders(ctx: ScanContext) -> list[ClassRef]:
@@ -710,10 +774,25 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
         "shape": verdict.to_json() if isinstance(verdict, DecoderShape) else None,
         "refused": str(verdict) if isinstance(verdict, Refusal) else None,
     }
+    if candidate.shared:
+        evidence["shared"] = {
+            "decoder": candidate.captured.name,
+            "targets": [r.name for r in candidate.shared],
+            "paths": [index.path_of(r) for r in candidate.shared],
+            "lead": candidate.lead.name if candidate.lead else None,
+        }
     if isinstance(verdict, Refusal):
         summary = (
             f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} does not collect "
             f"aux hidden states; {verdict}"
+        )
+    elif candidate.shared:
+        others = ", ".join(r.name for r in candidate.shared if r != ref)
+        summary = (
+            f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} lacks "
+            f"EagleModelMixin; {candidate.captured.name}.forward ({verdict.loop} loop, "
+            f"{verdict.residual}) can collect the aux hidden states, and it runs in {others} "
+            f"too, so the {len(candidate.shared)} targets are fixed together"
         )
     else:
         summary = (

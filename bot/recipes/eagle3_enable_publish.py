@@ -20,10 +20,13 @@ from bot.codemods.aux_capture import add_aux_capture
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
+from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
+from bot.recipes.eagle3_enable_shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface_publish import (
     INTERFACE,
+    _archs_of,
     declare_interface,
     from_interfaces,
     registry_entry,
@@ -33,6 +36,7 @@ from bot.recipes.publish_rules import (
     MODEL_FILE,
     confined,
     dump,
+    functions,
     module_class,
     only_new_imports,
     same_other_statements,
@@ -40,6 +44,7 @@ from bot.recipes.publish_rules import (
 
 if TYPE_CHECKING:
     from bot.recipes.eagle3_enable import Capture
+    from bot.recipes.eagle3_enable_shared import SharedSet
 
 MIXIN = "EagleModelMixin"
 
@@ -126,13 +131,54 @@ def _check_decoder(before: str, after: str, capture: Capture) -> None:
         )
 
 
+def enable_shared_decoder(edit: PublishedEdit) -> None:
+    """A set's decoder file: exactly what the recipe's codemods write on the base text for the
+    set derived from the base tree (the mixin, the capture, the interface on its targets)."""
+    _shared_model_file(edit)
+
+
+def declare_shared_interface(edit: PublishedEdit) -> None:
+    """Another file of a set's targets: exactly the interface on those targets."""
+    _shared_model_file(edit)
+
+
+def _shared_model_file(edit: PublishedEdit) -> None:
+    if not MODEL_FILE.match(edit.path):
+        raise CodemodRefused("not a model file; decoders are edited in model files only")
+    planned = {e.path: e for e in shared_edits(_base_scan(edit), _shared(edit))}
+    expected = planned.get(edit.path)
+    if expected is None or expected.kind != edit.kind:
+        raise CodemodRefused(f"the set's plan makes no {edit.kind} edit of {edit.path}")
+    confined(edit.before, edit.after, expected.confined_to)
+    if dump(ast.parse(edit.after)) != dump(ast.parse(expected.apply(edit.before))):
+        raise CodemodRefused(f"{edit.path} is not what the recipe writes for the set")
+
+
+def _shared(edit: PublishedEdit) -> SharedSet:
+    """The set the plan's class leads, from a scan of the base tree (never from the plan)."""
+    from bot.recipes.eagle3_enable_shared import shared_set_of
+
+    path = edit.finding.get("path") if isinstance(edit.finding, Mapping) else None
+    where = path if isinstance(path, str) else None
+    found = shared_set_of(_base_scan(edit), edit.class_name, where)
+    if found is None or found.lead.ref.name != edit.class_name:
+        raise CodemodRefused(
+            f"{edit.class_name} does not lead a set of targets fixed together at the base"
+        )
+    return found
+
+
 def aux_forward_test(edit: PublishedEdit) -> None:
     """A new file, exactly the test the recipe writes for the target: every field (module,
-    decoder, residual semantics, final norm, stream multipliers) read from the base tree."""
+    decoder, residual semantics, final norm, stream multipliers) read from the base tree.
+    For a set's plan, the file of one module's targets (one test each)."""
     from bot.recipes.eagle3_enable import forward_test_fields
 
     if edit.before:
         raise CodemodRefused("the forward test is a new file; this one existed")
+    if _is_shared(edit):
+        _shared_forward_test(edit)
+        return
     capture = _capture(edit)
     fields = forward_test_fields(_base_scan(edit), capture.candidate, capture.shape)
     if isinstance(fields, Declined):
@@ -147,11 +193,50 @@ def aux_forward_test(edit: PublishedEdit) -> None:
 aux_forward_test.creates_file = True  # type: ignore[attr-defined]
 
 
+def enable_regression_test(edit: PublishedEdit) -> None:
+    """The regression test as eagle3-interface's rule allows it; for a set's plan, the
+    architectures it adds are exactly the set's (one per member, read from the base)."""
+    regression_test(edit)
+    if not _is_shared(edit):
+        return
+    wanted = {min(e.arch for e in member.entries) for member in _shared(edit).members}
+    old = functions(edit.before).get(REGISTRY_TEST_FUNCTION)
+    new = functions(edit.after).get(REGISTRY_TEST_FUNCTION)
+    added = set(_archs_of(new)) - set(_archs_of(old))
+    if added != wanted:
+        raise CodemodRefused(
+            "the regression test does not add exactly the set's architectures "
+            f"({', '.join(sorted(wanted))})"
+        )
+
+
+def _is_shared(edit: PublishedEdit) -> bool:
+    evidence = edit.finding.get("evidence") if isinstance(edit.finding, Mapping) else None
+    return isinstance(evidence, Mapping) and bool(evidence.get("shared"))
+
+
+def _shared_forward_test(edit: PublishedEdit) -> None:
+    from bot.codemods.aux_forward_test import new_shared_aux_test_file
+    from bot.recipes.eagle3_enable_shared import shared_forward_tests
+
+    planned = shared_forward_tests(_base_scan(edit), _shared(edit))
+    if isinstance(planned, Declined):
+        raise CodemodRefused(planned.reason)
+    if edit.path not in planned:
+        raise CodemodRefused("the forward test is not where the recipe puts it")
+    module, tests = planned[edit.path]
+    expected = new_shared_aux_test_file(module=module, tests=tests)
+    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
+        raise CodemodRefused("the forward test is not the one the recipe writes")
+
+
 PUBLISH_RULES: dict[str, PublishRule] = {
     "aux-forward-test": aux_forward_test,
     "enable-decoder": enable_decoder,
     "enable-decoder-and-declare": enable_decoder_and_declare,
+    SHARED_DECODER: enable_shared_decoder,
+    SHARED_INTERFACE: declare_shared_interface,
     "declare-interface": declare_interface,
     "registry-entry": registry_entry,
-    "regression-test": regression_test,
+    "regression-test": enable_regression_test,
 }

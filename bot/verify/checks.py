@@ -42,6 +42,19 @@ def rescan_check(
     return Check("rescan", True, f"{fixed}{len(after)} findings left, none new")
 
 
+def fixed_together(finding: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The findings a plan for a set of targets sharing a decoder must make disappear (every
+    member's, the plan's own among them); empty for any other plan."""
+    shared = (finding or {}).get("evidence", {}).get("shared")
+    if not isinstance(shared, dict):
+        return []
+    names, paths = shared.get("targets"), shared.get("paths")
+    if not (isinstance(names, list) and isinstance(paths, list) and len(names) == len(paths)):
+        return []
+    recipe = (finding or {}).get("recipe")
+    return [{"recipe": recipe, "class": n, "path": p} for n, p in zip(names, paths, strict=True)]
+
+
 def group_rescan_check(
     targets: list[dict[str, Any]], before: list[FindingKey], after: list[FindingKey]
 ) -> Check:

@@ -213,12 +213,16 @@ def _checks_in_tree(
         return [Check("apply", False, failure)], {}, None
     result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}"), confined]
     fixed = [m.class_name for m in plan.members] if plan.is_group else [plan.class_name or ""]
+    together = checks.fixed_together(plan.finding)  # a set of targets sharing a decoder
+    fixed += [str(member["class"]) for member in together]
     after = _scan_keys(tree, follow_ups_of=tuple(fixed))
     if isinstance(before, str) or isinstance(after, str):
         reason = before if isinstance(before, str) else after
         result.append(Check("rescan", False, str(reason)))
     elif plan.is_group:
         result.append(checks.group_rescan_check([m.finding for m in plan.members], before, after))
+    elif together:
+        result.append(checks.group_rescan_check(together, before, after))
     else:
         result.append(checks.rescan_check(plan.finding, before, after))
     result.append(checks.compile_check(tree, files))

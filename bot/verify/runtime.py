@@ -27,7 +27,7 @@ from bot.verify.checks import Check, cpu_test_check
 from bot.verify.engine_env import Engine, engine_for
 from bot.verify.env import EnvInfo, vllm_env
 from bot.verify.junit import TestRun, run_pytest
-from bot.verify.smoke_target import target_of
+from bot.verify.smoke_target import set_targets_of, target_of
 
 CPU_TEST_TIMEOUT = 900.0
 
@@ -45,6 +45,9 @@ class RuntimeStage:
     cpu_before: TestRun | None = None
     smoke_target: smoke.SmokeTarget | str = "the runtime checks did not run"
     smoke_reference: smoke.SmokeRun | None = None
+    # A set sharing a decoder: the other members, each smoke-checked like the plan's class.
+    set_targets: list[smoke.SmokeTarget] = field(default_factory=list)
+    set_references: list[smoke.SmokeRun] = field(default_factory=list)
     engine: Engine | None = None
     # The engine case once both trees were copied, or why there is none.
     engine_case: engine.EngineCase | str = "the runtime checks did not run"
@@ -69,6 +72,7 @@ class RuntimeStage:
             why = f"no vLLM {plan.vllm_version} environment: {exc}"
             return cls(plan, None, why, cpu_tests, engine_case=why)
         stage = cls(plan, env, "", cpu_tests, smoke_target=target_of(plan))
+        stage.set_targets = set_targets_of(plan)
         stage.engine_case = stage.prepare_engine(with_engine)
         return stage
 
@@ -100,6 +104,12 @@ class RuntimeStage:
             self.smoke_reference = smoke.run_harness(
                 self.env.python, tree, self.smoke_target, work / "smoke-reference", reference=None
             )
+        self.set_references = [
+            smoke.run_harness(
+                self.env.python, tree, target, work / f"smoke-reference-{i}", reference=None
+            )
+            for i, target in enumerate(self.set_targets, 1)
+        ]
 
     def run_after(self, tree: Path, work: Path) -> list[Check]:
         """On the patched tree: the CPU tests and the smoke check, as two checks (the engine
@@ -168,12 +178,30 @@ class RuntimeStage:
             return Check("smoke", None, f"not checked: {self.why_not}")
         if not isinstance(self.smoke_target, smoke.SmokeTarget):
             return Check("smoke", None, f"not checked: {self.smoke_target}")
-        reference = self.smoke_reference
+        checks = [self._smoke_one(tree, work, self.smoke_target, self.smoke_reference, 0)]
+        for i, (target, reference) in enumerate(
+            zip(self.set_targets, self.set_references, strict=True), 1
+        ):
+            checks.append(self._smoke_one(tree, work, target, reference, i))
+        if len(checks) == 1:
+            return checks[0]
+        return smoke.set_smoke_check(
+            [str(t) for t in (self.smoke_target, *self.set_targets)], checks
+        )
+
+    def _smoke_one(
+        self,
+        tree: Path,
+        work: Path,
+        target: smoke.SmokeTarget,
+        reference: smoke.SmokeRun | None,
+        index: int,
+    ) -> Check:
+        assert self.env is not None
         if reference is None or reference.status != "passed":
             return smoke.reference_failed(reference)
-        patched = smoke.run_harness(
-            self.env.python, tree, self.smoke_target, work / "smoke-patched", reference=reference
-        )
+        folder = work / ("smoke-patched" if index == 0 else f"smoke-patched-{index}")
+        patched = smoke.run_harness(self.env.python, tree, target, folder, reference=reference)
         return smoke.smoke_check(patched)
 
     def _pytest(self, tree: Path, junit: Path) -> TestRun:

@@ -130,3 +130,14 @@ def smoke_check(patched: SmokeRun) -> Check:
     if patched.status == "failed":
         return Check("smoke", False, patched.detail, patched.log_excerpt)
     return Check("smoke", None, f"not checked: {patched.detail}", patched.log_excerpt)
+
+
+def set_smoke_check(targets: list[str], checks: list[Check]) -> Check:
+    """One smoke check for a set of targets sharing a decoder: passed only when every
+    target's passed; otherwise the first target's that did not, named."""
+    for target, check in zip(targets, checks, strict=True):
+        if check.passed is not True:
+            detail = f"{target}: {check.detail}"
+            return Check("smoke", check.passed, detail, check.log_excerpt, check.record)
+    listed = "; ".join(f"{t}: {c.detail}" for t, c in zip(targets, checks, strict=True))
+    return Check("smoke", True, f"every target of the set: {listed}")

@@ -26,6 +26,9 @@ class SmokeTarget:
 # The edit kinds that declare the interface on the plan's class, in the file that defines it
 # (``bot publish`` checks exactly that on the base text before it counts a GPU run).
 _DECLARING_KINDS = frozenset({"declare-interface", "enable-decoder-and-declare"})
+# A set of targets sharing a decoder (eagle3-enable): its plan's class declares the interface
+# in the shared decoder's file, the one edit of this kind.
+_SHARED_DECLARING_KIND = "enable-shared-decoder"
 
 
 def target_of(plan: Plan) -> SmokeTarget | str:
@@ -39,10 +42,12 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     class_name = plan.class_name
     if not (isinstance(class_name, str) and class_name.isidentifier()):
         return "the plan names no class"
+    kinds = {edit.get("kind") for edit in plan.edits if isinstance(edit, dict)}
+    declaring = {_SHARED_DECLARING_KIND} if _SHARED_DECLARING_KIND in kinds else _DECLARING_KINDS
     paths = {
         edit.get("path")
         for edit in plan.edits
-        if isinstance(edit, dict) and edit.get("kind") in _DECLARING_KINDS
+        if isinstance(edit, dict) and edit.get("kind") in declaring
     }
     where = paths.pop() if len(paths) == 1 else None
     if not (isinstance(where, str) and where.startswith("vllm/") and where.endswith(".py")):
@@ -51,3 +56,37 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     if not all(part.isidentifier() for part in module.split(".")):
         return f"{where} is not an importable module path"
     return SmokeTarget(module, class_name)
+
+
+def set_targets_of(plan: Plan) -> list[SmokeTarget]:
+    """The other targets a plan for a set sharing a decoder declares the interface on (each is
+    smoke-checked like the plan's class): the set's members from the plan's finding, kept only
+    where one of the plan's set edits changes that member's file."""
+    primary = target_of(plan)
+    if not isinstance(primary, SmokeTarget):
+        return []
+    edited = {
+        edit.get("path")
+        for edit in plan.edits
+        if isinstance(edit, dict) and edit.get("kind") in _SET_KINDS
+    }
+    evidence = (plan.finding or {}).get("evidence")
+    shared = evidence.get("shared") if isinstance(evidence, dict) else None
+    if not isinstance(shared, dict):
+        return []
+    names, paths = shared.get("targets"), shared.get("paths")
+    if not (isinstance(names, list) and isinstance(paths, list) and len(names) == len(paths)):
+        return []
+    targets = []
+    for name, path in zip(names, paths, strict=True):
+        if name == primary.class_name or path not in edited:
+            continue
+        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
+            continue
+        module = path.removesuffix(".py").replace("/", ".")
+        if path.endswith(".py") and all(part.isidentifier() for part in module.split(".")):
+            targets.append(SmokeTarget(module, name))
+    return targets
+
+
+_SET_KINDS = frozenset({_SHARED_DECLARING_KIND, "declare-shared-interface"})
