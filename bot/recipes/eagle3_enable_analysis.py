@@ -415,9 +415,10 @@ def _late_call_refusal(where: str, late: dict[str, Any]) -> str:
             "the stream a layer gets is not the one the previous layer handed back"
         )
     else:
+        many = "s" if late["before"] > 1 else ""
         problems.append(
-            f"does {late['before']} statements of more than bookkeeping before the layer call "
-            f"(line {late['line']})"
+            f"does {late['before']} statement{many} of more than bookkeeping before the layer "
+            f"call (line {late['line']})"
         )
     if len(targets) > 2:
         problems.append(
@@ -425,7 +426,9 @@ def _late_call_refusal(where: str, late: dict[str, Any]) -> str:
             "carried in more than one tensor between layers"
         )
     if late["after"]:
-        problems.append(f"{late['after']} statements after the layer call change the stream")
+        many = "s" if late["after"] > 1 else ""
+        verb = "change" if many else "changes"
+        problems.append(f"{late['after']} statement{many} after the layer call {verb} the stream")
     return f"{where} " + "; ".join(problems)
 
 
