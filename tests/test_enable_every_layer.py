@@ -133,6 +133,8 @@ def test_zamba2_plan_and_publish_take_exactly_the_every_layer_capture(
     test = (out / "patch.diff").read_text()
     assert "def forward(self, hidden_states, original_hidden_states, positions):" in test
     assert "get_pp_group" not in test and "SimpleNamespace" not in test
+    # the write-up says why every layer is the one stage's
+    assert "`Zamba2ForCausalLM` does not declare `SupportsPP`" in (out / "pr.md").read_text()
     PUBLISH_RULES["enable-decoder-and-declare"](_published(plan, before, after))
     for old, new in (
         ("enumerate(self.layers)", "enumerate(self.layers, start=1)"),

@@ -74,6 +74,7 @@ def plamo3(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
     plan = json.loads((out / "plan.json").read_text())
     assert plan["status"] == "ready", plan["reason"]
     after = _patched(tree, (out / "patch.diff").read_text(), PLAMO3)
+    plan["pr_md"] = (out / "pr.md").read_text()  # the write-up, read by the replay test
     return plan, (tree / PLAMO3).read_text(), after
 
 
@@ -90,6 +91,7 @@ def test_plamo3_replay_matches_0_29_0(plamo3: tuple[dict, str, str]) -> None:
     assert ours["parent_call"] == ["(hidden_states, residual, aux_hidden_states)"]
     assert ours["child_len"] == ["return len(self.layers)"]
     assert ours["parent_delegates"] == ["self.layers._set_aux_hidden_state_layers(layers)"]
+    assert "The loop lives in `Plamo3Decoder` (`self.layers`)" in plan["pr_md"]
 
 
 def _published(plan: dict, before: str, after: str) -> PublishedEdit:
