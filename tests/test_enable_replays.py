@@ -165,8 +165,11 @@ def minimax(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str, str]:
     return json.loads((out / "plan.json").read_text()), (tree / path).read_text(), after
 
 
-def _published(plan: dict, before: str, after: str) -> PublishedEdit:
-    (edit,) = [e for e in plan["edits"] if e["path"].endswith("minimax_m2.py")]
+def published_edit(
+    plan: dict, before: str, after: str, release: str, filename: str
+) -> PublishedEdit:
+    """The plan's edit of ``filename`` as publish sees it, over ``release``'s tree as base."""
+    (edit,) = [e for e in plan["edits"] if e["path"].endswith(filename)]
     return PublishedEdit(
         path=edit["path"],
         kind=edit["kind"],
@@ -174,8 +177,12 @@ def _published(plan: dict, before: str, after: str) -> PublishedEdit:
         after=after,
         class_name=plan["class_name"],
         finding=plan["finding"],
-        base=CheckedOutTree(release_tree("0.19.1")),
+        base=CheckedOutTree(release_tree(release)),
     )
+
+
+def _published(plan: dict, before: str, after: str) -> PublishedEdit:
+    return published_edit(plan, before, after, "0.19.1", "minimax_m2.py")
 
 
 def test_publish_accepts_the_bots_own_decoder_edit(minimax: tuple[dict, str, str]) -> None:

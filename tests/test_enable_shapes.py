@@ -329,7 +329,8 @@ REFUSED = [
             + PAIR_CALL,
             FUSED_NORM,
         ),
-        "the stream is not one layer call per step",
+        "changes hidden_states before the layer call (line 29): the stream a layer gets is not "
+        "the one the previous layer handed back",
     ),
     (
         "a mode switch after the loop and no plain return: every blocker named",

@@ -8,6 +8,7 @@ from bot.codemods import (
     bases,
     delegate_methods,
     imports,
+    nested_capture,
     registry_entry,
     regression_test,
 )
@@ -37,6 +38,7 @@ _MODULES_WITH_CASES = (
     regression_test,
     delegate_methods,
     aux_capture,
+    nested_capture,
     aux_forward_test,
 )
 

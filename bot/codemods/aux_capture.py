@@ -110,9 +110,10 @@ def _imports_torch(tree: cst.Module) -> bool:
 
 
 def _is_layers_iterable(node: cst.BaseExpression) -> bool:
-    """``self.X[a:b]``, ``islice(self.X, ...)`` or ``range(...)`` (the analysis checked bounds)."""
+    """``self.X[a:b]``, ``islice(self.X, ...)``, ``range(...)`` or ``self.X`` (every layer, in a
+    decoder no pipeline stage splits); the analysis checked bounds."""
     self_attr = m.Attribute(value=m.Name("self"))
-    if m.matches(node, m.Subscript(value=self_attr)):
+    if m.matches(node, m.Subscript(value=self_attr) | self_attr):
         return True
     return m.matches(
         node, m.Call(func=m.Name("islice") | m.Attribute(attr=m.Name("islice")))
@@ -129,7 +130,28 @@ def _edit_forward(
     body = forward.body
     if not isinstance(body, cst.IndentedBlock):
         raise CodemodRefused("forward's body is not a block")
-    statements = list(body.body)
+    statements, stream = _capture_in_loop(list(body.body), names, residual, absolute)
+    new = forward.with_changes(body=body.with_changes(body=_guarded_return(statements, stream)))
+    return _widened_annotation(new) if has_torch else new
+
+
+def _guarded_return(statements: list[cst.BaseStatement], stream: str) -> list[cst.BaseStatement]:
+    """``return h`` at the end becomes ``if len(aux) > 0: return h, aux`` then ``return h``."""
+    final = statements[-1]
+    if not m.matches(final, m.SimpleStatementLine(body=[m.Return(value=m.Name(stream))])):
+        raise CodemodRefused(f"forward does not end with `return {stream}`")
+    assert isinstance(final, cst.SimpleStatementLine)
+    guard = cst.parse_statement(f"if len({AUX}) > 0:\n    return {stream}, {AUX}\n")
+    guard = guard.with_changes(leading_lines=final.leading_lines or (cst.EmptyLine(indent=False),))
+    final = final.with_changes(leading_lines=())
+    return [*statements[:-1], guard, final]
+
+
+def _capture_in_loop(
+    statements: list[cst.BaseStatement], names: set[str], residual: str | None, absolute: bool
+) -> tuple[list[cst.BaseStatement], str]:
+    """The statements with the first capture before the one top-level layer loop and a
+    capture after each layer call, and the stream's name."""
     loops = [i for i, s in enumerate(statements) if isinstance(s, cst.For)]
     layer_loops = [i for i in loops if _loop_iterable(statements[i]) is not None]
     if len(layer_loops) != 1:
@@ -139,6 +161,8 @@ def _edit_forward(
     assert isinstance(loop, cst.For)
     loop, index, first, call_at = _indexed_loop(loop, names, absolute)
     stream = _stream_name(loop, call_at)
+    if (alias := _alias_of(loop, call_at, stream)) is not None:
+        stream, call_at = alias, call_at + 1  # `hidden_states = layer_outputs`: capture after
     res = residual or "None"
     capture = cst.parse_statement(f"self.{HELPER}({AUX}, {index} + 1, {stream}, {res})\n")
     loop_body = list(loop.body.body)
@@ -147,23 +171,7 @@ def _edit_forward(
     start = cst.parse_statement(f"{AUX} = self.{HELPER}([], {first}, {stream}, {res})\n")
     start = start.with_changes(leading_lines=loop.leading_lines)
     loop = loop.with_changes(leading_lines=())
-    final = statements[-1]
-    if not m.matches(final, m.SimpleStatementLine(body=[m.Return(value=m.Name(stream))])):
-        raise CodemodRefused(f"forward does not end with `return {stream}`")
-    assert isinstance(final, cst.SimpleStatementLine)
-    guard = cst.parse_statement(f"if len({AUX}) > 0:\n    return {stream}, {AUX}\n")
-    guard = guard.with_changes(leading_lines=final.leading_lines or (cst.EmptyLine(indent=False),))
-    final = final.with_changes(leading_lines=())
-    statements = [
-        *statements[:position],
-        start,
-        loop,
-        *statements[position + 1 : -1],
-        guard,
-        final,
-    ]
-    new = forward.with_changes(body=body.with_changes(body=statements))
-    return _widened_annotation(new) if has_torch else new
+    return [*statements[:position], start, loop, *statements[position + 1 :]], stream
 
 
 def _loop_iterable(stmt: cst.BaseStatement) -> cst.BaseExpression | None:
@@ -258,6 +266,24 @@ def _stream_name(loop: cst.For, call_at: int) -> str:
         target = target.elements[0].value
     if not isinstance(target, cst.Name):
         raise CodemodRefused("the layer's output is not assigned to a name")
+    return target.value
+
+
+def _alias_of(loop: cst.For, call_at: int, output: str) -> str | None:
+    """``name`` when the statement after the layer call is ``name = <output>`` (Zamba2)."""
+    body = loop.body
+    assert isinstance(body, cst.IndentedBlock)
+    if call_at + 1 >= len(body.body):
+        return None
+    alias = m.SimpleStatementLine(
+        body=[m.Assign(targets=[m.AssignTarget(target=m.Name())], value=m.Name(output))]
+    )
+    stmt = body.body[call_at + 1]
+    if not m.matches(stmt, alias):
+        return None
+    assert isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Assign)
+    target = stmt.body[0].targets[0].target
+    assert isinstance(target, cst.Name)
     return target.value
 
 

@@ -62,8 +62,20 @@ def aux_forward_test(
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
     forward_alias: str | None = None,
+    child: str | None = None,
+    pp_group: bool = True,
+    layer_params: tuple[str, ...] = (),
 ) -> str:
     """The test function's source (identifiers only come in; each is checked).
+
+    ``pp_group``: whether the module binds ``get_pp_group`` (monkeypatched to one rank).
+    ``layer_params``: the stand-in layer's parameters where the decoder's layer call does not
+    fit the usual ``(positions, hidden_states[, residual])`` (Zamba2 passes
+    ``original_hidden_states`` and ``positions`` by keyword after the stream); one-tensor
+    layers only.
+
+    ``child``: a nested decoder's child class (Plamo3Decoder), built around the stand-in
+    layers and set as the decoder's ``layers``.
 
     ``scalars`` / ``config_scalars``: ``self.<x>`` / ``self.config.<x>`` the forward multiplies
     the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0.
@@ -79,17 +91,30 @@ def aux_forward_test(
         (decoder, "decoder class"),
         (target, "target class"),
         (norm, "norm attribute"),
+        *([(child, "child class")] if child is not None else []),
     ):
         require_identifier(value, what)
     if residual not in _LAYERS:
         raise CodemodRefused(f"no stand-in layer for residual semantics {residual!r}")
+    for name in layer_params:
+        require_identifier(name, "layer parameter")
+    layer = _LAYERS[residual]
+    if layer_params:
+        if residual != "no-residual" or "hidden_states" not in layer_params:
+            raise CodemodRefused(
+                "stand-in parameters only for one-tensor layers taking hidden_states"
+            )
+        layer = (
+            f"        def forward(self, {', '.join(layer_params)}):\n"
+            "            return hidden_states + 1\n"
+        )
     final = 7 + LAYERS
     return (
         "@pytest.mark.cpu_test\n"
         f'@pytest.mark.parametrize("taps", [(), {TAPS!r}])\n'
         f"def {aux_forward_test_name(target)}(monkeypatch, taps):\n"
         "    class StreamLayer(torch.nn.Module):\n"
-        f"{_LAYERS[residual]}"
+        f"{layer}"
         "\n"
         "    class AddNorm(torch.nn.Module):\n"
         "        def forward(self, hidden_states, residual=None):\n"
@@ -97,13 +122,16 @@ def aux_forward_test(
         "                return hidden_states\n"
         "            return hidden_states + residual, hidden_states + residual\n"
         "\n"
-        "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
-        f'    monkeypatch.setattr({pp_alias}, "get_pp_group", lambda: group)\n'
-        f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
+        + (
+            "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
+            f'    monkeypatch.setattr({pp_alias}, "get_pp_group", lambda: group)\n'
+            if pp_group
+            else ""
+        )
+        + f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
-        f"    model.start_layer, model.end_layer = 0, {LAYERS}\n"
-        f"    model.layers = torch.nn.ModuleList(StreamLayer() for _ in range({LAYERS}))\n"
-        f"    model.{norm} = AddNorm()\n"
+        + _layers(alias, child)
+        + f"    model.{norm} = AddNorm()\n"
         "    model.do_not_compile = True\n"
         + "".join(f"    model.{name} = 1.0\n" for name in scalars)
         + (
@@ -131,6 +159,22 @@ def aux_forward_test(
     )
 
 
+def _layers(alias: str, child: str | None) -> str:
+    """The stand-in layers on the decoder, or on a nested decoder's child set as its layers."""
+    layers = f"torch.nn.ModuleList(StreamLayer() for _ in range({LAYERS}))"
+    if child is None:
+        return (
+            f"    model.start_layer, model.end_layer = 0, {LAYERS}\n    model.layers = {layers}\n"
+        )
+    return (
+        f"    inner = {alias}.{child}.__new__({alias}.{child})\n"
+        "    torch.nn.Module.__init__(inner)\n"
+        f"    inner.start_layer, inner.end_layer = 0, {LAYERS}\n"
+        f"    inner.layers = {layers}\n"
+        "    model.layers = inner\n"
+    )
+
+
 def aux_test_path(module: str) -> str:
     """Where the test goes: next to upstream's Plamo3 aux-layer test, one file per model
     module (``tests/model_executor`` is collected by a CI job, so the file is tethered)."""
@@ -147,6 +191,9 @@ def new_aux_test_file(
     norm: str,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
+    child: str | None = None,
+    pp_group: bool = True,
+    layer_params: tuple[str, ...] = (),
 ) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
     fields = {
@@ -156,6 +203,9 @@ def new_aux_test_file(
         "norm": norm,
         "scalars": scalars,
         "config_scalars": config_scalars,
+        "child": child,
+        "pp_group": pp_group,
+        "layer_params": layer_params,
     }
     return new_shared_aux_test_file(module=module, tests=(fields,))
 
@@ -186,11 +236,12 @@ def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) 
         )
         for fields in sorted(tests, key=lambda f: str(f.get("target")))
     ]
+    # SimpleNamespace is used at all: a pipeline group patched, or config scalars set.
+    namespace = any(f.get("pp_group", True) or f.get("config_scalars") for f in tests)
     return (
         f"{LICENSE_HEADER}"
-        "from types import SimpleNamespace\n"
-        "\n"
-        "import pytest\n"
+        + ("from types import SimpleNamespace\n\n" if namespace else "")
+        + "import pytest\n"
         "import torch\n"
         "\n"
         f"from {package} import {', '.join(sorted(aliases))}\n"
@@ -246,6 +297,25 @@ def _create(source: str) -> str:
     )
 
 
+_NESTED = dict(
+    module="vllm.model_executor.models.plamo3",
+    decoder="Plamo3Model",
+    target="Plamo3ForCausalLM",
+    residual="residual-stream",
+    norm="norm",
+    child="Plamo3Decoder",
+)
+
+_EVERY_LAYER = dict(
+    module="vllm.model_executor.models.zamba2",
+    decoder="Zamba2Model",
+    target="Zamba2ForCausalLM",
+    residual="no-residual",
+    norm="final_layernorm",
+    pp_group=False,
+    layer_params=("hidden_states", "original_hidden_states", "positions"),
+)
+
 _NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
 _SHARED_TESTS: tuple[dict[str, Any], ...] = (
     {
@@ -284,6 +354,18 @@ CASES: list[Case] = [
         refuses="is not in vllm.model_executor.models",
     ),
     Case("a new file: header, imports, the test", _create, "", _CREATED),
+    Case(
+        "a module without get_pp_group, layers called with their own parameters",
+        lambda s: create_aux_forward_test(s, **_EVERY_LAYER),
+        "",
+        new_aux_test_file(**_EVERY_LAYER),  # type: ignore[arg-type]
+    ),
+    Case(
+        "a nested decoder: the child holds the stand-in layers",
+        lambda s: create_aux_forward_test(s, **_NESTED),
+        "",
+        new_aux_test_file(**_NESTED),  # type: ignore[arg-type]
+    ),
     Case("the new file already written: no change", _create, _CREATED),
     Case(
         "an unknown residual semantics: refuse",

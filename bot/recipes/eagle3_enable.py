@@ -207,7 +207,7 @@ class Capture:
         return self.candidate.captured.name
 
     def capture_args(self) -> dict[str, Any]:
-        """The arguments of :func:`bot.codemods.aux_capture.add_aux_capture`."""
+        """The arguments of :func:`bot.codemods.nested_capture.add_capture`."""
         return _capture_args(self.decoder, self.shape, self.absolute)
 
 
@@ -239,11 +239,15 @@ def capture_for(scan: ScanContext, candidate: Candidate) -> Capture | None:
 
 
 def _capture_args(decoder: str, shape: DecoderShape, absolute: bool) -> dict[str, Any]:
+    """The arguments of :func:`bot.codemods.nested_capture.add_capture`."""
+    nested = {"child": shape.child, "child_attr": shape.child_attr} if shape.child else {}
     return {
         "class_name": decoder,
         "residual": shape.residual_name,
-        "absolute": absolute,
+        # an "every" loop has no self.start_layer to count from: from 0, as its stage is all
+        "absolute": absolute and shape.loop != "every",
         "stage_slice": shape.loop == "whole",
+        **nested,
     }
 
 
@@ -331,6 +335,21 @@ def forward_test_fields(
             "needs a human: no contributed forward test (the final norm's attribute could not "
             "be read)"
         )
+    if shape.child is not None:
+        child_reads = _forward_reads(scan.root / path, shape.child)
+        unset = child_reads.plain - {shape.layers_attr, *_STAND_IN_SETS}
+        if (
+            unset
+            or child_reads.scalars
+            or child_reads.config_scalars
+            or child_reads.config_elsewhere
+        ):
+            read = sorted(unset | child_reads.scalars | child_reads.config_scalars)
+            return Declined(
+                f"needs a human: no contributed forward test: {shape.child}.forward reads "
+                f"{', '.join(f'self.{name}' for name in read) or 'self.config'}, which a test "
+                "on stand-in layers does not set up"
+            )
     fields: dict[str, Any] = {
         "module": candidate.ref.module,
         "decoder": candidate.decoder.name,
@@ -339,10 +358,51 @@ def forward_test_fields(
         "norm": norm,
         "scalars": tuple(sorted(reads.scalars)),
         "config_scalars": tuple(sorted(reads.config_scalars)),
+        **({"child": shape.child} if shape.child else {}),
+        **_stand_in_fit(scan, candidate, shape),
     }
     if candidate.captured.module != candidate.ref.module:
         fields["forward_module"] = candidate.captured.module
     return fields
+
+
+def _stand_in_fit(scan: ScanContext, candidate: Candidate, shape: DecoderShape) -> dict[str, Any]:
+    """The forward test's fields for a module without ``get_pp_group`` (nothing to
+    monkeypatch) and for a layer call the usual stand-in signature does not take (Zamba2's
+    ``layer(hidden_states, original_hidden_states=..., positions=...)``): the stand-in then
+    takes the call's own names. Empty for the usual case, so those tests read as before."""
+    index = scan.index
+    fields: dict[str, Any] = {}
+    imports = index.modules[candidate.captured.module].facts.get("imports", {})
+    if "get_pp_group" not in imports:
+        fields["pp_group"] = False
+    looping = candidate.captured
+    if shape.child is not None:  # the analysis put the child in the decoder's module
+        looping = ClassRef(looping.module, shape.child)
+    facts = index.class_facts(looping) or {}
+    loop = facts["methods"]["forward"]["shape"]["loops"][0]
+    call = loop["call"]
+    usual = ["positions", "hidden_states"] + (
+        [] if shape.residual == "no-residual" else ["residual"]
+    )
+    if shape.residual == "no-residual" and not _takes(usual, call, shape.stream):
+        names = [*call["args"], *call["keywords"]]
+        if all(isinstance(n, str) and n.isidentifier() for n in names):
+            fields["layer_params"] = tuple(names)
+    return fields
+
+
+def _takes(params: list[str], call: dict[str, Any], stream: str) -> bool:
+    """Whether ``def forward(self, <params>)`` binds the call, the stream as hidden_states."""
+    args, keywords = call["args"], call["keywords"]
+    if len(args) > len(params) or "**" in keywords:
+        return False
+    bound = dict(zip(params, args, strict=False))
+    if set(keywords) - set(params) or set(keywords) & set(bound):
+        return False
+    bound.update(keywords)
+    streams = {stream, *call["targets"]}  # the stream before an alias rebinds it
+    return bound.get("hidden_states") in streams and set(bound) == set(params)
 
 
 # What the forward test sets on the decoder, or the mixin and the decoder's class provide.
@@ -472,7 +532,7 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
             # A decoder inheriting forward is captured where forward is: in the class it
             # inherits from, fixed together with every target that class's forward reaches.
             owner = forward_owner(index, decoder)
-            shape = decoder_shape(index, owner)
+            shape = decoder_shape(index, owner, staged=_declares_pp(index, ref))
             refusal, sharers[ref] = _target_refusal(index, others, ref, owner, decoder)
             verdict = _all_blockers(
                 shape,
@@ -506,6 +566,11 @@ def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
         return decoder
     inherited = index.find_method(decoder, "forward")
     return inherited[0] if inherited and inherited[0] != decoder else decoder
+
+
+def _declares_pp(index: ClassIndex, ref: ClassRef) -> bool:
+    """Whether the target declares ``SupportsPP`` (a pipeline stage may split its decoder)."""
+    return any(getattr(a, "name", None) == "SupportsPP" for a in index.ancestors(ref))
 
 
 def _all_blockers(shape: DecoderShape | Refusal, *others: Refusal | None) -> DecoderShape | Refusal:
@@ -650,9 +715,9 @@ def _edits(
     absolute: bool,
 ) -> list[FileEdit]:
     # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
-    from bot.codemods.aux_capture import add_aux_capture
     from bot.codemods.bases import append_base_class
     from bot.codemods.imports import add_import_name
+    from bot.codemods.nested_capture import add_capture
     from bot.codemods.spans import ClassBody, ClassHeader, Imports
 
     index = ctx.scan.index
@@ -660,16 +725,24 @@ def _edits(
     path = index.path_of(decoder)
     source = (ctx.root / path).read_text(encoding="utf-8")
     module = _interfaces_module(source, path)
+    # A nested decoder's child (Plamo3Decoder) takes the mixin too and does the collecting.
+    classes = [decoder.name, *([shape.child] if shape.child else [])]
     steps = [
         step(add_import_name, module=module, name=MIXIN),
-        step(append_base_class, class_name=decoder.name, base=MIXIN),
-        step(add_aux_capture, **_capture_args(decoder.name, shape, absolute)),
+        *(step(append_base_class, class_name=name, base=MIXIN) for name in classes),
+        step(add_capture, **_capture_args(decoder.name, shape, absolute)),
     ]
-    spans: list[Span] = [Imports(), ClassHeader(decoder.name), ClassBody(decoder.name)]
+    spans: list[Span] = [Imports()]
+    for name in classes:
+        spans += [ClassHeader(name), ClassBody(name)]
     kind = "enable-decoder"
     description = (
         f"{decoder.name} takes {MIXIN} and collects the aux hidden states in forward "
         f"({shape.loop} loop, {shape.residual})"
+        if not shape.child
+        else f"{decoder.name} and its child {shape.child} take {MIXIN}: {shape.child} collects "
+        f"the aux hidden states in its loop ({shape.loop}, {shape.residual}) and hands them "
+        f"back, {decoder.name} passes the aux layers down"
     )
     if path != finding.path:
         return [

@@ -14,9 +14,22 @@ Loop kinds (how the layers are iterated):
   ``self.start_layer`` / ``self.end_layer``: rewritten to this stage's slice
   (``self.layers[self.start_layer : self.end_layer]``, the form upstream's decoders use; the
   same layers when pipeline parallelism is off, which the mixin's default keeps for EAGLE-3)
+- ``every``: ``for layer in self.layers`` in a decoder with no stage bounds whose target does
+  not declare ``SupportsPP`` (Zamba2): no pipeline stage ever splits it, so every layer is the
+  one stage's; counted from ``0`` with ``enumerate(self.layers)``, as upstream's own
+  ``nn.ModuleList`` decoders capture (``MBartDecoderNoPos``)
+
+A loop may also rebind the stream from the layer's output right after the call
+(``layer_outputs = layer(...)`` then ``hidden_states = layer_outputs``): the stream is that name.
 
 A loop may start with bookkeeping the stream cannot depend on (``if isinstance(layer, X):
 num_attn += 1``, counting into a name nothing reads) before the layer call.
+
+A decoder whose ``forward`` has no loop of its own and calls a child module once as
+``hidden_states, residual = self.layers(...)`` (Plamo3) is read as the child's loop with what
+follows the call in the decoder: the two-module form. Other decoders without a loop are refused
+with how they reach their layers (in a loop of their own, through their own methods, or by
+handing a child's output back whole).
 
 Residual kinds (what the stream after a layer is, decided from the layer's ``forward`` and the
 final norm's call):
@@ -36,13 +49,13 @@ final norm's call):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from bot.tree.index import ClassIndex, ClassRef
 
 NEEDS_HUMAN = "needs a human"
-LOOP_KINDS = ("slice", "islice", "enumerate", "range", "whole")
+LOOP_KINDS = ("slice", "islice", "enumerate", "range", "whole", "every")
 RESIDUAL_KINDS = ("residual-stream", "explicit-add", "no-residual", "full-stream-pair")
 BOUNDS = ["self.start_layer", "self.end_layer"]
 # Base classes that are not a decoder layer (the last pipeline stage's placeholders).
@@ -64,9 +77,15 @@ class DecoderShape:
     # residual when there is one (`if residual is None: ... else: ...`); "target": no norm in
     # the decoder, the target applies it (Step-3.5's compute_logits)
     final_norm: str = "decoder"
+    # A nested decoder (Plamo3): the loop lives in the class `child`, built at
+    # `self.<child_attr>` and called once by this decoder's forward
+    child: str | None = None
+    child_attr: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        nested = {"child": self.child, "child_attr": self.child_attr} if self.child else {}
         return {
+            **nested,
             "loop": self.loop,
             "residual": self.residual,
             "layers_attr": self.layers_attr,
@@ -88,8 +107,11 @@ class Refusal:
         return f"{NEEDS_HUMAN}: {self.reason}"
 
 
-def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusal:
-    """The decoder's loop and residual kinds, or why the bot will not edit it."""
+def decoder_shape(
+    index: ClassIndex, decoder: ClassRef, staged: bool = True
+) -> DecoderShape | Refusal:
+    """The decoder's loop and residual kinds, or why the bot will not edit it. ``staged``:
+    whether a pipeline stage may split the decoder (its target declares ``SupportsPP``)."""
     facts = index.class_facts(decoder)
     if facts is None:
         return Refusal(f"{decoder.name} is not in the index")
@@ -103,7 +125,24 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
         )
     shape = forward.get("shape")
     if shape is None:
-        return Refusal(f"{decoder.name}.forward has no loop over its layers (a nested decoder?)")
+        nested = _nested_shape(index, decoder, forward.get("delegation"))
+        if isinstance(nested, Refusal) and nested.reason.endswith(_NO_CHILD):
+            return _unnested_refusal(index, decoder, forward) or nested
+        return nested
+    return _loop_shape(index, decoder, shape, staged=staged)
+
+
+def _loop_shape(
+    index: ClassIndex,
+    decoder: ClassRef,
+    shape: dict[str, Any],
+    parent: tuple[ClassRef, dict[str, Any], dict[str, Any]] | None = None,
+    staged: bool = True,
+) -> DecoderShape | Refusal:
+    """The shape of ``decoder``'s own layer loop. With ``parent`` (the decoder that calls this
+    one, its call's facts and its forward's delegation facts), ``decoder`` is the child of a
+    nested decoder: its forward must hand back exactly what the loop assigns, and what follows
+    is read in the parent's forward after the call."""
     if shape["yields"]:
         return Refusal(f"{decoder.name}.forward is a generator")
     loops = shape["loops"]
@@ -114,14 +153,40 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
             "several forward paths or looped layers"
         )
     loop = loops[0]
-    refused = _loop_refusal(decoder, loop, _binds_stage_bounds(index, decoder))
+    stage_bounds = _binds_stage_bounds(index, decoder)
+    refused = _loop_refusal(decoder, loop, stage_bounds, staged)
     if refused:
         return Refusal(refused)
     call = loop["call"]
+    if alias := loop.get("alias"):
+        call = {**call, "targets": [alias["name"]]}  # `hidden_states = layer_outputs`
     stream = call["targets"][0]
     if stream not in _passed(call):
         return Refusal(f"the layer call at line {call['line']} does not take {stream}")
-    tail = _after_loop(decoder, shape, call)
+    tail_of = decoder
+    if parent is not None:
+        returned = _child_returns(decoder, shape, call)
+        if returned:
+            return Refusal(returned)
+        tail_of, parent_call, delegated = parent
+        if parent_call["targets"] != call["targets"] or not set(call["targets"]) <= set(
+            _passed(parent_call)
+        ):
+            return Refusal(
+                f"{tail_of.name}.forward does not call self.{parent_call['attr']} with the "
+                f"names its loop hands back ({', '.join(call['targets'])}) and take them back"
+            )
+        shape = {**shape, "after": parent_call["after"], "returns": delegated["returns"]}
+    tail = _after_loop(tail_of, shape, call)
+    casts = [
+        f"the stream is float32 between layers (line {c['line']}: `{c['value']}`), so the "
+        "captured states would be float32 where the drafter takes the model's dtype"
+        for c in shape.get("casts", [])
+        if c["name"] == stream
+    ]
+    if casts:
+        reasons = [tail.reason] if isinstance(tail, Refusal) else []
+        return Refusal("; and ".join([*reasons, *casts]))
     if isinstance(tail, Refusal):
         return tail
     norm, return_line, adds = tail
@@ -151,8 +216,9 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
     if isinstance(residual, Refusal):
         return residual
     kind, residual_name = residual
+    form = "enumerate" if loop["enumerate"] else loop["form"]  # "whole": never enumerated
     return DecoderShape(
-        loop="enumerate" if loop["enumerate"] else loop["form"],  # "whole": never enumerated
+        loop="every" if loop["form"] == "whole" and not stage_bounds else form,
         residual=kind,
         layers_attr=loop["attr"],
         stream=stream,
@@ -165,6 +231,119 @@ def decoder_shape(index: ClassIndex, decoder: ClassRef) -> DecoderShape | Refusa
             "target" if norm is None else "when-residual" if norm.get("optional") else "decoder"
         ),
     )
+
+
+def _nested_shape(
+    index: ClassIndex, decoder: ClassRef, delegated: dict[str, Any] | None
+) -> DecoderShape | Refusal:
+    """A decoder whose loop lives in a child module it calls once (Plamo3's ``Plamo3Model``
+    calling ``self.layers = Plamo3Decoder(...)``): the child's loop shape, with what follows
+    the call read in this decoder's forward. Refused when the child is called in a loop, when
+    several children loop, or when the child is not at ``self.layers`` (the interface's
+    default counts layers with ``len(model.layers)``, which the child's ``__len__`` answers)."""
+    where = f"{decoder.name}.forward"
+    if delegated is None:
+        return Refusal(f"{where}{_NO_CHILD}")
+    if delegated["yields"]:
+        return Refusal(f"{where} is a generator")
+    looped = sorted({c["attr"] for c in delegated["looped"] if _looping_child(index, decoder, c)})
+    if looped:
+        names = ", ".join(f"self.{attr}" for attr in looped)
+        line = min(c["line"] for c in delegated["looped"] if c["attr"] in looped)
+        return Refusal(
+            f"{where} runs its child modules ({names}) inside a loop (line {line}): each of "
+            "their layers runs several times per token, so there is no one stream per layer "
+            "to capture"
+        )
+    children = [
+        (call, child)
+        for call in delegated["calls"]
+        for child in [_looping_child(index, decoder, call)]
+        if child is not None
+    ]
+    if not children:
+        return Refusal(f"{where}{_NO_CHILD}")
+    if len(children) != 1:
+        found = ", ".join(f"self.{call['attr']}" for call, _ in children)
+        return Refusal(f"{where} has no loop over its layers and calls several that do ({found})")
+    call, child = children[0]
+    if index.path_of(child) != index.path_of(decoder):
+        return Refusal(f"{where} loops in {child.name}, which is not in {decoder.name}'s module")
+    if call["attr"] != "layers":
+        return Refusal(
+            f"{where} loops in self.{call['attr']} ({child.name}), not self.layers: the "
+            "interface's default counts the layers with len(model.layers)"
+        )
+    child_facts = index.class_facts(child)
+    assert child_facts is not None  # _looping_child found its forward
+    shape = _loop_shape(
+        index, child, child_facts["methods"]["forward"]["shape"], (decoder, call, delegated)
+    )
+    if isinstance(shape, Refusal):
+        return Refusal(f"{where} loops in {child.name}: {shape.reason}")
+    return replace(shape, child=child.name, child_attr=call["attr"])
+
+
+_NO_CHILD = " has no loop over its layers and calls no child module that has one"
+
+
+def _unnested_refusal(
+    index: ClassIndex, decoder: ClassRef, forward: dict[str, Any]
+) -> Refusal | None:
+    """Where a decoder without a loop of its own does reach looping children, but not by the
+    one ``h, r = self.layers(...)`` assignment of the two-module form: say how it reaches them
+    (OPT hands ``self.decoder(...)`` back whole; Gemma 3n goes through two of its own methods
+    to two child decoders)."""
+    where = f"{decoder.name}.forward"
+    direct = _children_named(index, decoder, forward.get("calls", []))
+    if direct:
+        return Refusal(
+            f"{where} has no loop over its layers: they run in {direct}, which does more than "
+            f"hand back (hidden_states, residual) to one `hidden_states, residual = "
+            f"self.layers(...)` call, so it is not the two-module form (Plamo3's) the bot writes"
+        )
+    via: list[str] = []
+    for name in forward.get("calls", []):
+        method = index.find_method(decoder, name) if name != "forward" else None
+        if method and (children := _children_named(index, decoder, method[1].get("calls", []))):
+            via.append(f"{name} -> {children}")
+    if not via:
+        return None
+    return Refusal(
+        f"{where} has no loop over its layers: it reaches them through its own methods "
+        f"({'; '.join(via)}): "
+        + ("several forward paths, " if len(via) > 1 else "")
+        + "not the two-module form (Plamo3's) the bot writes"
+    )
+
+
+def _children_named(index: ClassIndex, decoder: ClassRef, attrs: list[str]) -> str:
+    found = [
+        f"self.{attr} ({child.name})"
+        for attr in attrs
+        if (child := _looping_child(index, decoder, {"attr": attr})) is not None
+    ]
+    return ", ".join(found)
+
+
+def _looping_child(index: ClassIndex, decoder: ClassRef, call: dict[str, Any]) -> ClassRef | None:
+    """The class built at ``self.<attr>`` whose own ``forward`` loops over layers, if one."""
+    for cls in _layer_classes(index, decoder, call["attr"]):
+        facts = index.class_facts(cls)
+        if (facts or {}).get("methods", {}).get("forward", {}).get("shape") is not None:
+            return cls
+    return None
+
+
+def _child_returns(child: ClassRef, shape: dict[str, Any], call: dict[str, Any]) -> str | None:
+    """Why a nested decoder's child does not hand back exactly what its loop assigns, if so."""
+    targets = call["targets"]
+    wanted = ", ".join(targets)
+    after = [s for s in shape["after"] if s["kind"] != "docstring"]
+    value = after[0].get("value") if len(after) == 1 else None
+    if shape["returns"] == 1 and value in (wanted, f"({wanted})"):
+        return None
+    return f"{child.name}.forward does not end its loop with `return {wanted}` alone"
 
 
 def _passed(call: dict[str, Any]) -> list[str]:
@@ -180,16 +359,23 @@ def _binds_stage_bounds(index: ClassIndex, decoder: ClassRef) -> bool:
     return "start_layer" in built and "end_layer" in built
 
 
-def _loop_refusal(decoder: ClassRef, loop: dict[str, Any], stage_bounds: bool) -> str | None:
+def _loop_refusal(
+    decoder: ClassRef, loop: dict[str, Any], stage_bounds: bool, staged: bool = True
+) -> str | None:
     where = f"{decoder.name}.forward's loop at line {loop['line']}"
     if not loop["top_level"]:
         return f"{where} is nested in another statement (a conditional forward path)"
-    if loop["form"] == "whole" and not stage_bounds:
+    if loop["form"] == "whole" and not stage_bounds and staged:
         return (
             f"{where} runs every layer of self.{loop['attr']}, and {decoder.name} keeps no "
-            "self.start_layer / self.end_layer to count this pipeline stage's layers from"
+            "self.start_layer / self.end_layer to count this pipeline stage's layers from, "
+            "though its target declares SupportsPP"
         )
-    if loop["form"] == "whole":
+    if loop["form"] == "whole" and not stage_bounds:
+        if loop["enumerate"] and loop["enumerate_start"] not in (None, "0"):
+            return f"{where} counts from {loop['enumerate_start']}"
+        # no pipeline stage splits it: every layer is this stage's, counted from 0
+    elif loop["form"] == "whole":
         if loop["enumerate"]:
             return f"{where} counts every layer of self.{loop['attr']} with enumerate"
         # rewritten to this stage's slice, as upstream's decoders loop
@@ -200,6 +386,8 @@ def _loop_refusal(decoder: ClassRef, loop: dict[str, Any], stage_bounds: bool) -
         return f"{where} counts from {loop['enumerate_start']}"
     if loop["orelse"]:
         return f"{where} has an else block"
+    if loop["call"] is None and (late := loop.get("late_call")):
+        return _late_call_refusal(where, late)
     if loop["call"] is None:
         return (
             f"{where} does not start with `hidden_states[, residual] = layer(...)`: the "
@@ -213,6 +401,35 @@ def _loop_refusal(decoder: ClassRef, loop: dict[str, Any], stage_bounds: bool) -
     if len(loop["call"]["targets"]) not in (1, 2):
         return f"{where}: the layer returns {len(loop['call']['targets'])} values"
     return None
+
+
+def _late_call_refusal(where: str, late: dict[str, Any]) -> str:
+    """Every reason a loop whose layer call follows other work is not one layer per step."""
+    targets = late["targets"]
+    problems = []
+    if late["rebinds"]:
+        lines = ", ".join(str(line) for line in late["rebinds"])
+        plural = "s" if len(late["rebinds"]) > 1 else ""
+        problems.append(
+            f"changes {', '.join(late['rebound'])} before the layer call (line{plural} {lines}): "
+            "the stream a layer gets is not the one the previous layer handed back"
+        )
+    else:
+        many = "s" if late["before"] > 1 else ""
+        problems.append(
+            f"does {late['before']} statement{many} of more than bookkeeping before the layer "
+            f"call (line {late['line']})"
+        )
+    if len(targets) > 2:
+        problems.append(
+            f"the layer returns {len(targets)} values ({', '.join(targets)}): the stream is "
+            "carried in more than one tensor between layers"
+        )
+    if late["after"]:
+        many = "s" if late["after"] > 1 else ""
+        verb = "change" if many else "changes"
+        problems.append(f"{late['after']} statement{many} after the layer call {verb} the stream")
+    return f"{where} " + "; ".join(problems)
 
 
 def _after_loop(

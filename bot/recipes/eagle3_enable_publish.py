@@ -4,8 +4,9 @@ Nothing about the capture is taken from the plan: the decoder, its file, the res
 whether layers count from ``self.start_layer`` and whether a loop over every layer is sliced to
 this stage are what the recipe derives (:func:`bot.recipes.eagle3_enable.capture_of`) from a
 scan of the plan's base commit. On the base text, the mixin appended to the decoder's bases and
-:func:`bot.codemods.aux_capture.add_aux_capture` applied with exactly those arguments must give
-the patched class, by AST (so ruff's formatting does not matter and anything else does).
+:func:`bot.codemods.nested_capture.add_capture` applied with exactly those arguments must give
+the patched class (and a nested decoder's child, which takes the mixin too), by AST (so ruff's
+formatting does not matter and anything else does).
 Imports: only the mixin (and the interface, when the target is in the same file). The
 contributed forward test is the one the recipe writes from the same scan, whole.
 """
@@ -16,10 +17,10 @@ import ast
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from bot.codemods.aux_capture import add_aux_capture
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
+from bot.codemods.nested_capture import add_capture
 from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
@@ -67,10 +68,13 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         raise CodemodRefused(f"{class_name}'s decoder {decoder} is in {capture.decoder_path}")
     if declares != (capture.target_path == path):
         raise CodemodRefused(f"{class_name} declares {INTERFACE} in {capture.target_path}")
-    module_class(before, decoder)  # the decoder must be a class of the base file
-    spans: list[Span] = [Imports(), ClassHeader(decoder), ClassBody(decoder)]
+    classes = _edited_classes(capture)
+    spans: list[Span] = [Imports()]
+    for name in classes:
+        module_class(before, name)  # the decoder (and its child) must be classes of the base file
+        spans += [ClassHeader(name), ClassBody(name)]
     allowed_imports = {MIXIN: from_interfaces}
-    allowed_classes: dict[str, type[ast.stmt]] = {decoder: ast.ClassDef}
+    allowed_classes: dict[str, type[ast.stmt]] = dict.fromkeys(classes, ast.ClassDef)
     if declares:
         spans.append(ClassHeader(class_name))
         allowed_imports[INTERFACE] = from_interfaces
@@ -90,7 +94,7 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         if not same or dump(new.bases) != dump([*old.bases, gained]):
             raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
     else:
-        for name in {class_name} - {decoder}:
+        for name in {class_name} - set(classes):
             try:
                 old = module_class(before, name)
             except CodemodRefused:
@@ -117,18 +121,28 @@ def _base_scan(edit: PublishedEdit) -> ScanContext:
     return edit.base.scan()
 
 
+def _edited_classes(capture: Capture) -> list[str]:
+    """The decoder, and a nested decoder's child (both take the mixin)."""
+    child = capture.shape.child
+    return [capture.decoder, *([child] if child else [])]
+
+
 def _check_decoder(before: str, after: str, capture: Capture) -> None:
-    """The patched decoder class is exactly what the recipe's codemods write on the base."""
+    """The patched decoder class (and a nested decoder's child) is exactly what the recipe's
+    codemods write on the base."""
     decoder = capture.decoder
-    with_mixin = append_base_class(before, decoder, MIXIN)
+    with_mixin = before
+    for name in _edited_classes(capture):
+        with_mixin = append_base_class(with_mixin, name, MIXIN)
     try:
-        expected = add_aux_capture(with_mixin, **capture.capture_args())
+        expected = add_capture(with_mixin, **capture.capture_args())
     except CodemodRefused as refused:
         raise CodemodRefused(f"the recipe writes no aux capture in {decoder}: {refused}") from None
-    if dump(module_class(expected, decoder)) != dump(module_class(after, decoder)):
-        raise CodemodRefused(
-            f"the change to {decoder} is not the mixin and the aux capture the recipe writes"
-        )
+    for name in _edited_classes(capture):
+        if dump(module_class(expected, name)) != dump(module_class(after, name)):
+            raise CodemodRefused(
+                f"the change to {name} is not the mixin and the aux capture the recipe writes"
+            )
 
 
 def enable_shared_decoder(edit: PublishedEdit) -> None:

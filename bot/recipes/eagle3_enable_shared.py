@@ -264,9 +264,9 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
 def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
     """The model-file edits: in the shared decoder's file the mixin, the capture and the
     interface on the targets there; in each other file the interface on its targets."""
-    from bot.codemods.aux_capture import add_aux_capture
     from bot.codemods.bases import append_base_class
     from bot.codemods.imports import add_import_name
+    from bot.codemods.nested_capture import add_capture
     from bot.codemods.spans import ClassBody, ClassHeader, Imports
     from bot.recipes.eagle3_enable import MIXIN
     from bot.recipes.eagle3_interface import INTERFACE, _interfaces_module
@@ -281,12 +281,15 @@ def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
         steps: list[CodemodStep] = []
         spans: list[Span] = [Imports()]
         if path == capture.decoder_path:
+            # A nested decoder's child takes the mixin too (the two-module form).
+            mixin_classes = [owner.name, *([capture.shape.child] if capture.shape.child else [])]
             steps += [
                 step(add_import_name, module=module, name=MIXIN),
-                step(append_base_class, class_name=owner.name, base=MIXIN),
-                step(add_aux_capture, **capture.capture_args()),
+                *(step(append_base_class, class_name=name, base=MIXIN) for name in mixin_classes),
+                step(add_capture, **capture.capture_args()),
             ]
-            spans += [ClassHeader(owner.name), ClassBody(owner.name)]
+            for name in mixin_classes:
+                spans += [ClassHeader(name), ClassBody(name)]
         targets = sorted(by_path.get(path, ()))
         if targets:
             steps.append(step(add_import_name, module=module, name=INTERFACE))

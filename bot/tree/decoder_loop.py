@@ -57,6 +57,22 @@ def _iterable(node: ast.expr) -> dict[str, Any] | None:
             "attr": _self_attr(args[0]),
             "bounds": [_text(a) for a in args[1:]],
         }
+    inner = args[0] if len(args) == 3 else None
+    if (
+        callee in ("islice", "itertools.islice")
+        and isinstance(inner, ast.Call)
+        and _dotted(inner.func) == "enumerate"
+        and len(inner.args) == 1
+        and not inner.keywords
+        and _self_attr(inner.args[0])
+    ):
+        # `islice(enumerate(self.X), a, b)`: read (and refused) like its plain form
+        return {
+            "form": "islice",
+            "attr": _self_attr(inner.args[0]),
+            "bounds": [_text(a) for a in args[1:]],
+            "enumerated_inside": True,
+        }
     if callee == "range" and len(args) == 2:
         return {"form": "range", "attr": None, "bounds": [_text(a) for a in args]}
     return None
@@ -80,6 +96,8 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
     if found is None:
         return None
     target = node.target
+    if found.pop("enumerated_inside", False):
+        enumerated = True
     if enumerated:
         if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
             return None
@@ -90,9 +108,11 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
             index, layer = layer, None
     body = list(node.body)
     fetch_line = None
-    if found["form"] == "range" and body and _fetches_layer(body[0], index):
-        # `layer = self.layers[i]`: the layer and the container come from the body
-        assign = body.pop(0)
+    fetch_at = next((i for i, stmt in enumerate(body) if _fetches_layer(stmt, index)), None)
+    if found["form"] == "range" and fetch_at is not None:
+        # `layer = self.layers[i]`: the layer and the container come from the body (statements
+        # before it are judged as any before the layer call)
+        assign = body.pop(fetch_at)
         assert isinstance(assign, ast.Assign)
         layer = _dotted(assign.targets[0])
         found["attr"] = _self_attr(assign.value.value)  # type: ignore[attr-defined]
@@ -102,9 +122,18 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
     call_at = next((i for i, stmt in enumerate(body) if _layer_call(stmt, layer) is not None), None)
     call = _layer_call(body[call_at], layer) if call_at is not None else None
     bookkeeping = call_at or 0
+    alias = _alias(body, call_at, call)
+    late: dict[str, Any] | None = None  # the layer call, when what comes before it is not inert
     if call is not None and bookkeeping:
         kept = {*call["targets"], layer, index}
         if _inert_statements(loaded, kept, body[:bookkeeping]) < bookkeeping:
+            stores = set(call["targets"])
+            late = call | {
+                "before": bookkeeping,
+                "rebinds": [s.lineno for s in body[:bookkeeping] if _stored(s) & stores],
+                "rebound": sorted(set().union(*(_stored(s) & stores for s in body[:bookkeeping]))),
+                "after": len(body) - bookkeeping - 1,
+            }
             call, bookkeeping = None, 0  # something before the call may change the stream
     return {
         **found,
@@ -116,9 +145,35 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
         "layer": layer,
         "fetch_line": fetch_line,
         "call": call,
-        "other_statements": len(body) - (1 if call else 0) - bookkeeping,
+        "other_statements": len(body) - (1 if call else 0) - bookkeeping - (1 if alias else 0),
         "bookkeeping": bookkeeping,
         "orelse": bool(node.orelse),
+        **({"late_call": late} if late else {}),
+        **({"alias": alias} if alias and call else {}),
+    }
+
+
+def _alias(
+    body: list[ast.stmt], call_at: int | None, call: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """``hidden_states = layer_outputs`` right after ``layer_outputs = layer(...)`` (Zamba2):
+    the stream is the alias, the same tensor."""
+    if call is None or call_at is None or len(call["targets"]) != 1 or call_at + 1 >= len(body):
+        return None
+    stmt = body[call_at + 1]
+    if (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name)
+        and _dotted(stmt.value) == call["targets"][0]
+    ):
+        return {"name": stmt.targets[0].id, "line": stmt.lineno}
+    return None
+
+
+def _stored(stmt: ast.stmt) -> set[str]:
+    return {
+        n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
 
 
@@ -318,9 +373,11 @@ def forward_shape(
         return None
     top = [(node, loop) for node, loop in loops if node in func.body]
     after: list[dict[str, Any]] = []
+    casts: list[dict[str, Any]] = []
     if len(top) == 1:
         position = func.body.index(top[0][0])
         after = [fact for s in func.body[position + 1 :] for fact in _statements(s)]
+        casts = [c for s in func.body[:position] if (c := _float32_cast(s)) is not None]
     assigned = {
         _dotted(t)
         for node in ast.walk(func)
@@ -335,6 +392,66 @@ def forward_shape(
         "assigned": sorted(n for n in assigned if n),
         "returns": returns,
         "annotation": _text(func.returns),
+        "yields": any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(func)),
+        **({"casts": casts} if casts else {}),
+    }
+
+
+def _float32_cast(stmt: ast.stmt) -> dict[str, Any] | None:
+    """``h = h.to(torch.float32)`` or ``h = h.float()`` before the loop (Zaya keeps its stream
+    in float32 between layers)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    value, name = stmt.value, _dotted(stmt.targets[0])
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and name):
+        return None
+    method, args = value.func.attr, [_text(a) for a in value.args]
+    if method == "float" or (method == "to" and "torch.float32" in args):
+        return {"name": name, "line": stmt.lineno, "value": _short(value)}
+    return None
+
+
+def delegation(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any] | None:
+    """For a ``forward`` without a layer loop: the top-level calls of a child module that
+    assign names (``hidden_states, residual = self.layers(...)``: a nested decoder, whose loop
+    lives in the child) with the statements after each, and the child calls made inside a loop
+    (HrmText's stacks run in cycles); None when there are neither."""
+    calls: list[dict[str, Any]] = []
+    for position, stmt in enumerate(func.body):
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        value, target = stmt.value, stmt.targets[0]
+        attr = _self_attr(value.func) if isinstance(value, ast.Call) else None
+        names = target.elts if isinstance(target, ast.Tuple) else [target]
+        targets = [_dotted(n) for n in names]
+        if attr is None or any(t is None or "." in t for t in targets):
+            continue
+        assert isinstance(value, ast.Call)
+        calls.append(
+            {
+                "attr": attr,
+                "targets": targets,
+                "args": [_text(a) for a in value.args],
+                "keywords": {k.arg or "**": _text(k.value) for k in value.keywords},
+                "line": stmt.lineno,
+                "after": [f for s in func.body[position + 1 :] for f in _statements(s)],
+            }
+        )
+    looped = sorted(
+        {
+            (attr, loop.lineno)
+            for loop in ast.walk(func)
+            if isinstance(loop, ast.For)
+            for node in ast.walk(loop)
+            if isinstance(node, ast.Call) and (attr := _self_attr(node.func)) is not None
+        }
+    )
+    if not calls and not looped:
+        return None
+    return {
+        "calls": calls,
+        "looped": [{"attr": attr, "line": line} for attr, line in looped],
+        "returns": sum(1 for node in ast.walk(func) if isinstance(node, ast.Return)),
         "yields": any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(func)),
     }
 

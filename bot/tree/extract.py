@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from bot.tree.decoder_loop import built_from, forward_shape, layer_returns
+from bot.tree.decoder_loop import built_from, delegation, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 23  # 9-21 and 23-29 kept free for parallel branches sharing this cache
+EXTRACT_VERSION = 24  # 9-21 and 23-29 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -440,25 +440,52 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
         # The decoder loop's shape (eagle3-enable), cached with the rest of the file's facts.
         if fors and (shape := forward_shape(func, fors)) is not None:
             facts["shape"] = shape
+        elif (delegated := delegation(func)) is not None:
+            facts["delegation"] = delegated  # a nested decoder: the loop is in a child module
         facts["layer_returns"] = layer_returns(func, return_nodes)
     elif func.name.startswith("_") and not func.name.startswith("__"):
         # A private helper a layer's forward may return through (`return self._post(...)`).
         facts["layer_returns"] = layer_returns(func, return_nodes)
     elif func.name == "__init__":
         helpers = {s.name: s for s in func.body if isinstance(s, ast.FunctionDef)}
-        facts["built_from"] = _built_from(self_assigns, local_refs, helpers)
+        facts["built_from"] = _built_from(self_assigns, local_refs, helpers, _appended(func))
     return facts
 
 
 def _built_from(
-    assigns: list[ast.Assign], refs: dict[str, str], helpers: dict[str, ast.FunctionDef]
+    assigns: list[ast.Assign],
+    refs: dict[str, str],
+    helpers: dict[str, ast.FunctionDef],
+    appended: dict[str, set[str]],
 ) -> dict[str, list[str]]:
-    """``self.<attr>`` -> the class-like names its assigned call calls (tuple targets too)."""
+    """``self.<attr>`` -> the class-like names its assigned call calls (tuple targets too),
+    and those appended to a local list it is built from (``self.layers =
+    nn.ModuleList(layers)`` after ``layers.append(Layer(...))``, Zamba2)."""
     found: dict[str, list[str]] = {}
     for node in assigns:
         for target in node.targets:
             for element in target.elts if isinstance(target, ast.Tuple) else [target]:
                 attr = _self_target(element)
-                if attr is not None and (names := built_from(node.value, refs, helpers)):
-                    found[attr] = sorted(set(found.get(attr, [])) | set(names))
+                names = set(built_from(node.value, refs, helpers)) if attr else set()
+                for name in ast.walk(node.value):
+                    if isinstance(name, ast.Name) and name.id in appended:
+                        names |= appended[name.id]
+                if attr is not None and names:
+                    found[attr] = sorted(set(found.get(attr, [])) | names)
+    return found
+
+
+def _appended(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, set[str]]:
+    """Local name -> the class-like names called in what ``name.append(...)`` adds to it."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "append"
+            and isinstance(node.func.value, ast.Name)
+            and len(node.args) == 1
+            and (names := built_from(node.args[0]))
+        ):
+            found.setdefault(node.func.value.id, set()).update(names)
     return found
