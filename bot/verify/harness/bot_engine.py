@@ -52,6 +52,7 @@ MAX_TOKENS = 16
 SPEC_TOKENS = 3
 SEED = 20261203
 DRAFT_ARCH = {"eagle3": "LlamaForCausalLMEagle3", "dflash": "DFlashDraftModel"}
+RANDOM_LOAD_FORMAT = "bot_seeded_random"
 
 
 class NotChecked(Exception):
@@ -194,16 +195,21 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     torch.manual_seed(SEED)
     try:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    except Exception as exc:  # noqa: BLE001
-        raise NotChecked(
-            f"transformers cannot build {type(config).__name__} to write a random "
-            f"checkpoint: {one_line(exc)}"
-        ) from None
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() > 1:
-                param.normal_(0.0, 0.2)  # spread logits: a varied greedy output
-    model.save_pretrained(directory, safe_serialization=True)
+    except Exception as exc:  # noqa: BLE001 - vLLM's own config class, or a stand-in
+        # No transformers class to write the weights with: the checkpoint is the config
+        # alone, and the engine's class gets its random weights at load (RANDOM_LOAD_FORMAT).
+        config.save_pretrained(directory)
+        said = (
+            f"weights: random, set in the engine at load (transformers cannot build "
+            f"{type(config).__name__}: {one_line(exc)[:160]})"
+        )
+        note = "; ".join(filter(None, [note, said]))
+    else:
+        with torch.no_grad():
+            for param in model.parameters():
+                if param.dim() > 1:
+                    param.normal_(0.0, 0.2)  # spread logits: a varied greedy output
+        model.save_pretrained(directory, safe_serialization=True)
     # transformers writes its own class's name (Gemma3ForCausalLM for Rnj1's Gemma3TextConfig),
     # and the engine would load its built-in class of that name instead of the overlaid one.
     saved = directory / "config.json"
@@ -212,6 +218,42 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     saved.write_text(json.dumps(written, indent=2), encoding="utf-8")
     save_tokenizer(directory)
     return config, note
+
+
+def load_format_of(directory: Path) -> str:
+    """The engine's load format for a tiny checkpoint: its weights, or (a config alone) the
+    random weights :func:`register_random_loader` sets."""
+    return "auto" if any(directory.glob("*.safetensors")) else RANDOM_LOAD_FORMAT
+
+
+def register_random_loader() -> None:
+    """A load format that sets the target's own parameters to seeded random values, for a
+    target transformers cannot build (vLLM's own config class, a remote-code stand-in): the
+    same values on every load, spread like the written checkpoints' (N(0, 0.2) for matrices),
+    norms at their identity, other vectors (biases) zero. The drafts keep loading their files
+    (``draft_load_config``)."""
+    import torch
+    from vllm.model_executor.model_loader import register_model_loader
+    from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
+
+    @register_model_loader(RANDOM_LOAD_FORMAT)
+    class SeededRandomLoader(DummyModelLoader):
+        def load_weights(self, model: Any, model_config: Any) -> None:
+            generator = torch.Generator().manual_seed(SEED)
+            with torch.no_grad():
+                for module in model.modules():
+                    norm = type(module).__name__
+                    for name, param in module.named_parameters(recurse=False):
+                        if not torch.is_floating_point(param):
+                            continue
+                        if param.dim() > 1:
+                            values = torch.randn(param.shape, generator=generator) * 0.2
+                            param.copy_(values.to(param.dtype))
+                        elif "Norm" in norm and name == "weight":
+                            # Gemma-style norms scale by (1 + weight): their identity is 0.
+                            param.fill_(0.0 if norm.startswith("Gemma") else 1.0)
+                        else:
+                            param.zero_()
 
 
 def refusal(config: Any) -> str | None:
@@ -306,6 +348,16 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(3, VOCAB) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
 
 
+def repeating_prompts() -> list[list[int]]:
+    """The prompts' first few tokens over and over: the n-gram proposer drafts from them."""
+    return [p[:4] * (PROMPT_TOKENS // 4) for p in prompts()]
+
+
+# Speculation that needs no draft model and no aux hidden states: the control for a target
+# whose output changes under EAGLE-3 or DFlash.
+NGRAM = {"method": "ngram", "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+
+
 _COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts",
     "proposed": "vllm:spec_decode_num_draft_tokens",
@@ -323,23 +375,36 @@ def counters(llm: Any) -> dict[str, int]:
     return found
 
 
-def engine_run(target: Path | str, method: str | None, draft: Path | str | None) -> dict[str, Any]:
+def engine_run(
+    target: Path | str,
+    method: str | None,
+    draft: Path | str | None,
+    prompt_ids: list[list[int]] | None = None,
+) -> dict[str, Any]:
     """One engine: load the target (and draft), generate greedily; the outcome and figures."""
     from vllm import LLM, SamplingParams
 
     started = time.monotonic()
-    speculative = None
-    if method is not None:
+    speculative: dict[str, Any] | None = None
+    if method == "ngram":
+        speculative = {**NGRAM, "num_speculative_tokens": SPEC_TOKENS}
+    elif method is not None:
         speculative = {
             "method": method,
             "model": str(draft),
             "num_speculative_tokens": SPEC_TOKENS,
         }
+    load_format = load_format_of(Path(target)) if Path(target).is_dir() else "auto"
+    if speculative is not None and load_format != "auto":
+        from vllm.config.load import LoadConfig
+
+        speculative["draft_load_config"] = LoadConfig(load_format="auto")
     llm = None
     try:
         llm = LLM(
             model=str(target),
             tokenizer=str(target),
+            load_format=load_format,
             dtype="float32",
             max_model_len=128,
             max_num_seqs=PROMPTS,
@@ -363,7 +428,8 @@ def engine_run(target: Path | str, method: str | None, draft: Path | str | None)
 
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         before = counters(llm)
-        outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params)
+        token_prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids or prompts()]
+        outputs = llm.generate(token_prompts, params)
         after = counters(llm)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
     except Exception as exc:  # noqa: BLE001
@@ -446,6 +512,13 @@ def run_case(case: dict[str, Any], methods: list[str], work: Path) -> dict[str, 
         overlay(case["before"], arch)
         for method in methods:
             runs[f"before/{method}"] = engine_run(target, method, drafts[method])
+        if any(
+            runs[f"after/{m}"].get("outputs") not in (None, baseline["outputs"]) for m in methods
+        ):
+            # Is the engine's speculation lossless for this target at all? The unpatched
+            # files, with speculation that needs neither the interface nor a draft model.
+            runs["control/none"] = engine_run(target, None, None, repeating_prompts())
+            runs["control/ngram"] = engine_run(target, "ngram", None, repeating_prompts())
     except NotChecked as exc:
         result["not_checked"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - reported, never a traceback in the result
@@ -470,6 +543,7 @@ def main() -> int:
         if os.environ.get("VLLM_TARGET_DEVICE") == "cpu":
             force_cpu_platform()
         register_drafts_in_process()
+        register_random_loader()
         result["engine"] = {
             "version": str(vllm.__version__),
             "import_seconds": round(time.monotonic() - started, 1),
