@@ -485,6 +485,44 @@ def run_checkpoints(case: dict[str, Any], methods: list[str]) -> dict[str, Any]:
     return {"runs": runs}
 
 
+CONTROL_TIMEOUT = 600.0
+
+
+def control_runs(case: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Is the engine's speculation lossless for this target at all? The unpatched files,
+    without speculation and with n-gram speculation (it needs neither the interface nor a
+    draft model), on prompts the n-gram proposer drafts from. In a process of its own: the
+    n-gram proposer imports numba, after which this engine's Triton-kernel dispatcher fails
+    every later engine start of the process (its scan of ``sys.modules`` trips over
+    llvmlite's lazy library wrapper: "'_lib_fn_wrapper' object has no attribute 'get'")."""
+    import subprocess
+
+    job, result = work / "control-job.json", work / "control-result.json"
+    job.write_text(json.dumps({"cases": [case], "control": True}), encoding="utf-8")
+    command = [sys.executable, str(Path(__file__).resolve()), "--job", str(job)]
+    try:
+        subprocess.run([*command, "--result", str(result)], check=False, timeout=CONTROL_TIMEOUT)
+        ran = json.loads(result.read_text(encoding="utf-8"))["cases"][case["id"]]
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired) as exc:
+        return {"control/none": {"outcome": "run_error", "error": one_line(exc)}}
+    return {k: v for k, v in (ran.get("runs") or {}).items() if k.startswith("control/")}
+
+
+def run_control(case: dict[str, Any], work: Path) -> dict[str, Any]:
+    """The control's own process: the unpatched files registered, the tiny target built (the
+    same seed, so the same weights), no speculation and n-gram speculation."""
+    arch, module_name = str(case["arch"]), str(case["module"])
+    runs: dict[str, Any] = {}
+    try:
+        overlay(case["before"], arch)
+        build_target(arch, module_name, work / "target")
+        runs["control/none"] = engine_run(work / "target", None, None, repeating_prompts())
+        runs["control/ngram"] = engine_run(work / "target", "ngram", None, repeating_prompts())
+    except Exception as exc:  # noqa: BLE001 - reported; the control then shows nothing
+        runs.setdefault("control/none", {"outcome": "run_error", "error": one_line(exc)})
+    return {"runs": runs}
+
+
 def run_case(case: dict[str, Any], methods: list[str], work: Path) -> dict[str, Any]:
     if case.get("checkpoints"):
         return run_checkpoints(case, methods)
@@ -515,10 +553,7 @@ def run_case(case: dict[str, Any], methods: list[str], work: Path) -> dict[str, 
         if any(
             runs[f"after/{m}"].get("outputs") not in (None, baseline["outputs"]) for m in methods
         ):
-            # Is the engine's speculation lossless for this target at all? The unpatched
-            # files, with speculation that needs neither the interface nor a draft model.
-            runs["control/none"] = engine_run(target, None, None, repeating_prompts())
-            runs["control/ngram"] = engine_run(target, "ngram", None, repeating_prompts())
+            runs.update(control_runs(case, work))
     except NotChecked as exc:
         result["not_checked"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - reported, never a traceback in the result
@@ -554,7 +589,10 @@ def main() -> int:
         return 0
     for case in job["cases"]:
         with tempfile.TemporaryDirectory(prefix="bot-engine-") as tmp:
-            result["cases"][case["id"]] = run_case(case, list(job["methods"]), Path(tmp))
+            if job.get("control"):
+                result["cases"][case["id"]] = run_control(case, Path(tmp))
+            else:
+                result["cases"][case["id"]] = run_case(case, list(job["methods"]), Path(tmp))
         # Written after every case: a later crash keeps the earlier results.
         Path(args.result).write_text(json.dumps(result), encoding="utf-8")
     Path(args.result).write_text(json.dumps(result), encoding="utf-8")
