@@ -175,6 +175,9 @@ def test_smoke_target_comes_from_the_edit_that_declares_the_interface(tmp_path: 
     assert "do not declare the interface" in str(smoke.target_of(plan))
     plan.recipe = "eagle3-wrapper"
     assert "has no smoke check" in str(smoke.target_of(plan))
+    plan.recipe, plan.group, plan.class_name = None, "interface-only", None
+    said = str(smoke.target_of(plan))
+    assert said.startswith("a group plan (0 classes) has no smoke check"), said
     assert json.dumps(smoke.runtime_env(tmp_path))  # plain strings only
 
 
