@@ -39,6 +39,7 @@ ENGINE_SIZES = {
     "intermediate_size": 256,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
+    "num_attention_groups": 2,  # Step-3.5's KV heads (it asserts more than 1: GQA only)
     "head_dim": 32,
     "v_head_dim": 32,
     "qk_nope_head_dim": 32,
