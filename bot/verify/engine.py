@@ -13,7 +13,8 @@ builds the job, starts the harness, and turns each plan's runs into one :class:`
   speculation, drafts be proposed, and some be accepted (the drafts are constant).
 
 A target the engine cannot import or build, or a method this engine does not run on CPU, is
-"not checked: <reason>", never passed.
+"not checked: <reason>", never passed; so is a method that changes the output where the
+unpatched target's n-gram control (no interface, no draft model) changes it too.
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ sizes the CPU attention backend serves), saves it as safetensors with a tokenize
   without speculation, once with a tiny EAGLE-3 draft and once with a tiny DFlash draft. The
   drafts have ``draft_vocab_size=1`` and a ``d2t`` mapping to the token the target emits most
   often, so they always propose it and some proposals are accepted;
-- with the unpatched files: with each draft, where the engine must refuse the target at load.
+- with the unpatched files: with each draft, where the engine must refuse the target at load;
+- when a draft changed the output: a control in its own process, the unpatched files without
+  speculation and with n-gram speculation (:func:`control_runs`).
+
+A config transformers has no model class for gets no weights file: the engine sets seeded
+random weights at load (:func:`register_random_loader`).
 
 It writes one JSON result with every run's outcome and figures; the bot decides the verdict
 (it knows the tree's own error signatures). One engine import serves every case of the job.
