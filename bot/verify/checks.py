@@ -115,11 +115,15 @@ def ruff_check(
     return Check("ruff", True, "no new violations on the touched files")
 
 
-def cpu_test_check(before: TestRun | None, after: TestRun | None, why_not: str = "") -> Check:
+def cpu_test_check(
+    before: TestRun | None, after: TestRun | None, why_not: str = "", *, blocked: str = ""
+) -> Check:
     """The plan's CPU tests fail on the unpatched tree and pass on the patched one.
 
     ``before`` ran with only the patch's tests applied, ``after`` with the whole patch. A test
-    that already passes before the patch does not test the fix: that fails the check.
+    that already passes before the patch does not test the fix: that fails the check. ``blocked``
+    says why the changed code cannot run in this environment at all (a module that does not
+    import): a failure after the patch then proves nothing either way, so it is not checked.
     """
     if before is None or after is None:
         return Check("cpu-tests", None, f"not checked: {why_not}")
@@ -130,6 +134,18 @@ def cpu_test_check(before: TestRun | None, after: TestRun | None, why_not: str =
     if before.conclusion == "success":
         detail = f"{said}: the test passes without the fix, so it does not test it"
         return Check("cpu-tests", False, detail, log)
+    passed_before = before.tests - before.skipped - before.failures - before.errors
+    if passed_before > 0:  # in a group, one member's case failing must not vouch for the rest
+        detail = (
+            f"{said}: {passed_before} of {before.tests} tests pass without the fix, "
+            "so they do not test it"
+        )
+        return Check("cpu-tests", False, detail, log)
+    failed_before = f"{before.failures + before.errors} of {before.tests} failed before"
+    if after.conclusion != "success" and blocked:
+        passed_after = after.tests - after.skipped - after.failures - after.errors
+        counts = f"{passed_after} of {after.tests} passed after; {failed_before}"
+        return Check("cpu-tests", None, f"not checked: {said} ({counts}): {blocked}", log)
     if after.conclusion != "success":
         return Check("cpu-tests", False, f"{said}: the patch does not make it pass", log)
-    return Check("cpu-tests", True, f"{said} ({after.log_excerpt})", log)
+    return Check("cpu-tests", True, f"{said} ({after.log_excerpt}; {failed_before})", log)

@@ -5,7 +5,11 @@ The release's wheel declares its dependencies from ``requirements/cuda.txt`` (wh
 
 - the platform-independent part (``common.txt``, plus ``numba``) is installed from the package
   index; a requirement the index cannot serve is skipped and listed, not fatal;
-- the torch family is replaced by the machine's CPU torch (``BOT_ENV_TORCH``);
+- the torch family is replaced by the machine's CPU torch (``BOT_ENV_TORCH``), except that the
+  release's torchvision and the test lock's timm go in without their dependencies: the index's
+  torchvision is a CUDA build whose compiled ops cannot load against a CPU torch, but its Python
+  part is what vLLM's multimodal model files import (``bot_torchvision_ops`` lets it import
+  without the ops; torchaudio's import needs its compiled library, so it stays out);
 - the rest of ``cuda.txt`` (flashinfer, CUTLASS, CUDA kernels) is GPU-only: skipped and listed.
 
 vLLM itself is never installed: the tree under test goes first on ``sys.path``. Each environment
@@ -24,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +44,14 @@ from bot.tree.fetch import release_tree
 MANIFEST = "bot-env.json"
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
 _TORCH_FAMILY = frozenset({"torch", "torchaudio", "torchvision", "torchcodec"})
+# Installed with --no-deps (their dependencies would pull a CUDA torch): the tree's pin of these
+# torch-family packages, and these packages pinned as the release's test lock pins them.
+_PYTHON_ONLY_TORCH_FAMILY = frozenset({"torchvision"})
+_PYTHON_ONLY_TEST_REQUIREMENTS = ("timm",)
+TORCHVISION_OPS = "bot_torchvision_ops"
+_TORCH_FAMILY_SKIP = (
+    "torch family: the index's build needs a CUDA torch; the machine's CPU torch is used"
+)
 # Not in common.txt but needed by vLLM on every platform (the n-gram proposer imports it).
 _PORTABLE_EXTRAS = frozenset({"numba"})
 # What the release's CPU tests need beyond its own requirements (its tests/conftest.py imports
@@ -64,6 +77,7 @@ class Skipped:
 class RequirementSet:
     install: tuple[str, ...]
     skipped: tuple[Skipped, ...]
+    python_only: tuple[str, ...] = ()  # installed without their dependencies
 
 
 @dataclass
@@ -73,6 +87,7 @@ class EnvInfo:
     python: Path
     wanted: list[str] = field(default_factory=list)  # what it was built from
     installed: list[str] = field(default_factory=list)
+    python_only: list[str] = field(default_factory=list)  # installed with --no-deps
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
     size_bytes: int = 0
@@ -104,6 +119,7 @@ def read_requirements(tree: Path) -> RequirementSet:
     common = {canonicalize_name(r.name) for r in _read_file(requirements_dir, "common.txt", set())}
     install: list[str] = []
     skipped: list[Skipped] = []
+    python_only: list[str] = []
     torch_added = False
     for req in declared:
         name = canonicalize_name(req.name)
@@ -116,8 +132,10 @@ def read_requirements(tree: Path) -> RequirementSet:
             if not torch_added:
                 install.append(torch_requirement())
                 torch_added = True
-            if name != "torch":
-                skipped.append(Skipped(str(req), "torch family: the machine's CPU torch is used"))
+            if name in _PYTHON_ONLY_TORCH_FAMILY:
+                python_only.append(str(req))
+            elif name != "torch":
+                skipped.append(Skipped(str(req), _TORCH_FAMILY_SKIP))
             continue
         if name in common or name in _PORTABLE_EXTRAS:
             install.append(str(req))
@@ -125,11 +143,13 @@ def read_requirements(tree: Path) -> RequirementSet:
             skipped.append(Skipped(str(req), "GPU-only (requirements/cuda.txt)"))
     if not torch_added:
         install.append(torch_requirement())
-    install.extend(_test_requirements(requirements_dir))
-    return RequirementSet(tuple(install), tuple(skipped))
+    install.extend(_test_requirements(requirements_dir, TEST_REQUIREMENTS))
+    if python_only:
+        python_only.extend(_test_requirements(requirements_dir, _PYTHON_ONLY_TEST_REQUIREMENTS))
+    return RequirementSet(tuple(install), tuple(skipped), tuple(python_only))
 
 
-def _test_requirements(requirements_dir: Path) -> list[str]:
+def _test_requirements(requirements_dir: Path, names: tuple[str, ...]) -> list[str]:
     pins: dict[str, str] = {}
     for lock in _TEST_LOCKS:
         path = requirements_dir / lock
@@ -140,7 +160,7 @@ def _test_requirements(requirements_dir: Path) -> list[str]:
             if match:
                 pins.setdefault(canonicalize_name(match.group(1)), match.group(0))
         break
-    return [pins.get(canonicalize_name(name), name) for name in TEST_REQUIREMENTS]
+    return [pins.get(canonicalize_name(name), name) for name in names]
 
 
 def _read_file(directory: Path, name: str, seen: set[str]) -> list[Requirement]:
@@ -185,11 +205,11 @@ def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
     dest = root / version
     wanted = read_requirements(release_tree(version))
     ready = read_manifest(dest)
-    if ready is not None and ready.wanted == list(wanted.install):
+    if ready is not None and _is_current(ready, wanted):
         return ready
     with build_lock(root, version):
         ready = read_manifest(dest)
-        if ready is not None and ready.wanted == list(wanted.install):
+        if ready is not None and _is_current(ready, wanted):
             return ready
         if ready is not None:
             say(f"the vLLM {version} environment needs other packages now: installing them")
@@ -203,6 +223,14 @@ def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
             shutil.rmtree(dest, ignore_errors=True)
             raise
     return info
+
+
+def _is_current(info: EnvInfo, wanted: RequirementSet) -> bool:
+    return (
+        info.wanted == list(wanted.install)
+        and info.python_only == list(wanted.python_only)
+        and _torchvision_ops_current(info)
+    )
 
 
 @contextlib.contextmanager
@@ -229,6 +257,7 @@ def read_manifest(dest: Path) -> EnvInfo | None:
             python=dest / "bin" / "python",
             wanted=[str(r) for r in data.get("wanted", [])],
             installed=[str(r) for r in data["installed"]],
+            python_only=[str(r) for r in data.get("python_only", [])],
             skipped=[Skipped(str(s["requirement"]), str(s["reason"])) for s in data["skipped"]],
             seconds=float(data["seconds"]),
             size_bytes=int(data["size_bytes"]),
@@ -246,13 +275,15 @@ def _build(version: str, dest: Path, wanted: RequirementSet, say: Progress) -> E
     run_logged([sys.executable, "-m", "venv", str(dest)], say, timeout=600, dest=dest)
     python = dest / "bin" / "python"
     installed, unresolved = _install(python, list(wanted.install), say)
+    python_only, python_only_unresolved = _install_python_only(python, wanted.python_only, say)
     info = EnvInfo(
         version=version,
         path=dest,
         python=python,
         wanted=list(wanted.install),
         installed=installed,
-        skipped=[*wanted.skipped, *unresolved],
+        python_only=python_only,
+        skipped=[*wanted.skipped, *unresolved, *python_only_unresolved],
         seconds=round(time.monotonic() - started, 1),
         size_bytes=dir_size(dest),
         built_now=True,
@@ -267,9 +298,11 @@ def _top_up(info: EnvInfo, wanted: RequirementSet, say: Progress) -> EnvInfo:
     started = time.monotonic()
     new = [r for r in wanted.install if r not in info.installed]
     installed, unresolved = _install(info.python, new, say) if new else ([], [])
+    python_only, python_only_unresolved = _install_python_only(info.python, wanted.python_only, say)
     info.wanted = list(wanted.install)
     info.installed = [r for r in wanted.install if r in info.installed or r in installed]
-    info.skipped = [*wanted.skipped, *unresolved]
+    info.python_only = python_only
+    info.skipped = [*wanted.skipped, *unresolved, *python_only_unresolved]
     info.seconds = round(info.seconds + time.monotonic() - started, 1)
     info.size_bytes = dir_size(info.path)
     info.built_now = True
@@ -284,11 +317,54 @@ def write_manifest(info: EnvInfo) -> EnvInfo:
     return info
 
 
-def _install(python: Path, wanted: list[str], say: Progress) -> tuple[list[str], list[Skipped]]:
+def _install_python_only(
+    python: Path, wanted: tuple[str, ...], say: Progress
+) -> tuple[list[str], list[Skipped]]:
+    """pip install ``wanted`` --no-deps; with torchvision, its ops stand-in goes in too."""
+    installed, skipped = _install(python, list(wanted), say, no_deps=True) if wanted else ([], [])
+    if any(_name(r) == "torchvision" for r in installed):
+        _write_torchvision_ops(python)
+    return installed, skipped
+
+
+def _torchvision_ops_source() -> str:
+    return resources.files("bot.verify.harness").joinpath(f"{TORCHVISION_OPS}.py").read_text()
+
+
+def _site_packages(python: Path) -> Path:
+    found = sorted(python.parent.parent.glob("lib/python3*/site-packages"))
+    if len(found) != 1:
+        raise BotError(f"the environment at {python.parent.parent} has no single site-packages")
+    return found[0]
+
+
+def _write_torchvision_ops(python: Path) -> None:
+    site = _site_packages(python)
+    (site / f"{TORCHVISION_OPS}.py").write_text(_torchvision_ops_source(), encoding="utf-8")
+    (site / f"{TORCHVISION_OPS}.pth").write_text(
+        f"import {TORCHVISION_OPS}; {TORCHVISION_OPS}.install()\n", encoding="utf-8"
+    )
+
+
+def _torchvision_ops_current(info: EnvInfo) -> bool:
+    """True unless torchvision went in and its ops stand-in is missing or out of date."""
+    if not any(_name(r) == "torchvision" for r in info.python_only):
+        return True
+    try:
+        installed = (_site_packages(info.python) / f"{TORCHVISION_OPS}.py").read_text()
+    except (OSError, BotError):
+        return False
+    return installed == _torchvision_ops_source()
+
+
+def _install(
+    python: Path, wanted: list[str], say: Progress, *, no_deps: bool = False
+) -> tuple[list[str], list[Skipped]]:
     """pip install ``wanted``; a requirement the index cannot serve is dropped and listed."""
     skipped: list[Skipped] = []
     for _ in range(_MAX_SKIPS):
-        command = [str(python), "-m", "pip", "install", "--progress-bar", "off", *wanted]
+        options = ["--no-deps"] if no_deps else []
+        command = [str(python), "-m", "pip", "install", "--progress-bar", "off", *options, *wanted]
         code, tail = run_logged(command, say, timeout=_INSTALL_TIMEOUT, dest=python.parent.parent)
         if code == 0:
             return wanted, skipped

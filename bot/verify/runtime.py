@@ -11,7 +11,9 @@ at once (:func:`run_engine_batch`).
 
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from bot.errors import BotError
 from bot.plan import Plan
+from bot.subprocess_env import run_upstream_code
 from bot.verify import engine, scratch, smoke
 from bot.verify.checks import Check, cpu_test_check
 from bot.verify.engine_env import Engine, engine_for
@@ -45,6 +48,8 @@ class RuntimeStage:
     engine: Engine | None = None
     # The engine case once both trees were copied, or why there is none.
     engine_case: engine.EngineCase | str = "the runtime checks did not run"
+    # The model modules the patch changes: probed when the tests fail after the patch.
+    touched_modules: list[str] = field(default_factory=list)
 
     @classmethod
     def prepare(
@@ -84,6 +89,7 @@ class RuntimeStage:
         the model files the engine runs before the patch."""
         if self.env is None:
             return
+        self.touched_modules = model_modules(scratch.touched_files(tree, patch_file))
         self.engine_before(tree, patch_file)
         if self.cpu_tests:
             failure = scratch.apply_patch(tree, patch_file, only="tests/*")
@@ -131,7 +137,31 @@ class RuntimeStage:
         if self.cpu_before is None:
             return cpu_test_check(None, None, "the patch's tests do not apply on their own")
         after = self._pytest(tree, work / "cpu-after.xml")
-        return cpu_test_check(self.cpu_before, after)
+        blocked = self._unimportable(tree) if after.conclusion != "success" else ""
+        return cpu_test_check(self.cpu_before, after, blocked=blocked)
+
+    def _unimportable(self, tree: Path) -> str:
+        """Which third-party package a model module the patch changes needs and this environment
+        lacks, or "". Any other import error (one the patch could cause) is not an excuse."""
+        assert self.env is not None
+        for module in self.touched_modules:
+            try:
+                result = run_upstream_code(
+                    [str(self.env.python), "-c", _IMPORT_PROBE, module],
+                    cwd=tree,
+                    extra=smoke.runtime_env(tree),
+                    timeout=CPU_TEST_TIMEOUT,
+                )
+            except subprocess.TimeoutExpired:
+                return f"{module} did not import in {CPU_TEST_TIMEOUT:g}s"
+            missing = _MISSING_PACKAGE.search(result.stderr) if result.returncode else None
+            if missing and missing.group(1).split(".")[0] != "vllm":
+                return (
+                    f"{module} does not import in the vLLM {self.plan.vllm_version} CPU "
+                    f"environment (no module named {missing.group(1)!r}), so its tests cannot "
+                    "run here"
+                )
+        return ""
 
     def _smoke_check(self, tree: Path, work: Path) -> Check:
         if self.env is None:
@@ -158,6 +188,23 @@ class RuntimeStage:
             extra_env=smoke.runtime_env(tree),
             plugins=("bot_vllm_cpu",),
         )
+
+
+_IMPORT_PROBE = "import importlib, sys; importlib.import_module(sys.argv[1])"
+
+
+def model_modules(paths: list[str]) -> list[str]:
+    """The importable modules among the patch's files under ``vllm/``."""
+    modules = []
+    for path in paths:
+        if path.startswith("vllm/") and path.endswith(".py"):
+            module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+            modules.append(module)
+    return modules
+
+
+# The last line of the probe's traceback when a package is missing altogether.
+_MISSING_PACKAGE = re.compile(r"^ModuleNotFoundError: No module named '([\w.]+)'\s*\Z", re.M)
 
 
 def run_engine_batch(stages: list[RuntimeStage], work: Path) -> list[Check]:

@@ -32,12 +32,8 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     """The class the smoke check builds, or why there is none: the plan's class in the file its
     recipe's declaring edit changes. Never the finding's path, which nothing checks (a plan
     naming another, already working module there would have the check pass on that one)."""
-    if plan.is_group:
-        # One tiny target a check: a group's classes get theirs from their own plans.
-        return (
-            f"a group plan ({len(plan.members)} classes) has no smoke check; a class's own "
-            "plan (bot propose --class NAME) has the one its recipe has"
-        )
+    if plan.recipe is None and plan.members:
+        return f"the smoke check builds one class, and this plan is a group of {len(plan.members)}"
     if plan.recipe not in _RECIPES:
         return f"the {plan.recipe} recipe has no smoke check"
     class_name = plan.class_name
