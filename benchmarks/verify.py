@@ -85,8 +85,13 @@ def table(plan_dirs: list[Path]) -> list[str]:
         if check.get("passed") is True:
             detail = str(record.get("config_note") or "-").replace("|", "\\|")
         seconds = f"{record.get('seconds')} s" if record.get("seconds") is not None else "-"
+        name, recipe = f"`{plan.get('class_name')}`", plan.get("recipe")
+        if plan.get("group"):
+            members = plan.get("members") or []
+            name = f"group `{plan['group']}` ({len(members)} classes)"
+            recipe = ", ".join(sorted({str(m.get("recipe")) for m in members}))
         lines.append(
-            f"| `{plan.get('class_name')}` | {plan.get('recipe')} | {state} | "
+            f"| {name} | {recipe} | {state} | "
             f"{method_cell(record, 'eagle3')} | {method_cell(record, 'dflash')} | "
             f"{seconds} | {detail[:300]} |"
         )

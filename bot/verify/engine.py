@@ -13,7 +13,8 @@ builds the job, starts the harness, and turns each plan's runs into one :class:`
   speculation, drafts be proposed, and some be accepted (the drafts are constant).
 
 A target the engine cannot import or build, or a method this engine does not run on CPU, is
-"not checked: <reason>", never passed.
+"not checked: <reason>", never passed; so is a method that changes the output where the
+unpatched target's n-gram control (no interface, no draft model) changes it too.
 """
 
 from __future__ import annotations
@@ -175,6 +176,11 @@ def case_check(case: EngineCase, raw: dict[str, Any], base: dict[str, Any], log:
     baseline = runs.get("after/none") or {}
     if baseline:
         record["runs"].append(_run_record("after", None, baseline))
+    control = runs.get("control/none") or {}
+    if control:
+        record["runs"].append(_run_record("control", None, control))
+    if runs.get("control/ngram"):
+        record["runs"].append(_run_record("control", "ngram", runs["control/ngram"], control))
     problems: list[str] = []
     not_checked: list[str] = []
     summaries: list[str] = []
@@ -186,7 +192,7 @@ def case_check(case: EngineCase, raw: dict[str, Any], base: dict[str, Any], log:
             record["runs"].append(_run_record("before", method, before, signatures=case))
         if not after or not before:
             continue
-        verdict = _method_verdict(method, before, after, baseline, case)
+        verdict = _method_verdict(method, before, after, baseline, case, _control(runs))
         target_list = {False: problems, None: not_checked, True: summaries}[verdict[0]]
         target_list.append(verdict[1])
     engine_note = f"{record['engine']}"
@@ -211,6 +217,7 @@ def _method_verdict(
     after: dict[str, Any],
     baseline: dict[str, Any],
     case: EngineCase,
+    lossy: str | None = None,
 ) -> tuple[bool | None, str]:
     name = {"eagle3": "EAGLE-3", "dflash": "DFlash"}[method]
     if before.get("outcome") != "load_error":
@@ -236,6 +243,11 @@ def _method_verdict(
             )
         return False, f"{name} after the patch: {after.get('outcome')}: {error}"
     if after.get("outputs") != baseline.get("outputs"):
+        if lossy:
+            return None, (
+                f"{name}: greedy output differs from no speculation, and {lossy}: this "
+                "engine's speculative decoding is not lossless for this target on CPU"
+            )
         return False, f"{name} after the patch: greedy output differs from no speculation"
     proposed, accepted = int(after.get("proposed") or 0), int(after.get("accepted") or 0)
     if proposed == 0:
@@ -247,6 +259,24 @@ def _method_verdict(
         f"({matched.location}); after, {after.get('tokens')} tokens identical to no "
         f"speculation, {accepted} of {proposed} drafted tokens accepted, "
         f"{after.get('seconds')}s"
+    )
+
+
+def _control(runs: dict[str, Any]) -> str | None:
+    """Why the engine, not the patch, changes this target's output under speculation: the
+    unpatched target with n-gram speculation (no interface, no draft model, no aux states)
+    drafted and its output differs from its own without speculation. None when the control
+    did not run, drafted nothing, or stayed identical (then the difference is the patch's)."""
+    none, ngram = runs.get("control/none") or {}, runs.get("control/ngram") or {}
+    if none.get("outcome") != "ok" or ngram.get("outcome") != "ok":
+        return None
+    if not int(ngram.get("proposed") or 0) or ngram.get("outputs") == none.get("outputs"):
+        return None
+    differ = sum(a != b for a, b in zip(ngram["outputs"], none["outputs"], strict=False))
+    return (
+        f"so does the unpatched target's with n-gram speculation (no interface, no draft "
+        f"model: {differ} of {len(none['outputs'])} prompts differ, "
+        f"{ngram.get('accepted', 0)} of {ngram['proposed']} drafted tokens accepted)"
     )
 
 
@@ -268,7 +298,8 @@ def _run_record(
     record: dict[str, Any] = {
         "tree": tree,
         "method": method or "none",
-        "call": f"LLM(model=<tiny target>, speculative_config={spec}).generate(greedy)",
+        "call": f"LLM(model=<tiny target>, speculative_config={spec}).generate(greedy"
+        + (", repeating prompts)" if tree == "control" else ")"),
         "outcome": str(run.get("outcome")),
         "seconds": run.get("seconds"),
     }

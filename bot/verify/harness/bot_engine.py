@@ -9,7 +9,12 @@ sizes the CPU attention backend serves), saves it as safetensors with a tokenize
   without speculation, once with a tiny EAGLE-3 draft and once with a tiny DFlash draft. The
   drafts have ``draft_vocab_size=1`` and a ``d2t`` mapping to the token the target emits most
   often, so they always propose it and some proposals are accepted;
-- with the unpatched files: with each draft, where the engine must refuse the target at load.
+- with the unpatched files: with each draft, where the engine must refuse the target at load;
+- when a draft changed the output: a control in its own process, the unpatched files without
+  speculation and with n-gram speculation (:func:`control_runs`).
+
+A config transformers has no model class for gets no weights file: the engine sets seeded
+random weights at load (:func:`register_random_loader`).
 
 It writes one JSON result with every run's outcome and figures; the bot decides the verdict
 (it knows the tree's own error signatures). One engine import serves every case of the job.
@@ -39,6 +44,7 @@ ENGINE_SIZES = {
     "intermediate_size": 256,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
+    "num_attention_groups": 2,  # Step-3.5's KV heads (it asserts more than 1: GQA only)
     "head_dim": 32,
     "v_head_dim": 32,
     "qk_nope_head_dim": 32,
@@ -52,6 +58,7 @@ MAX_TOKENS = 16
 SPEC_TOKENS = 3
 SEED = 20261203
 DRAFT_ARCH = {"eagle3": "LlamaForCausalLMEagle3", "dflash": "DFlashDraftModel"}
+RANDOM_LOAD_FORMAT = "bot_seeded_random"
 
 
 class NotChecked(Exception):
@@ -194,16 +201,21 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     torch.manual_seed(SEED)
     try:
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-    except Exception as exc:  # noqa: BLE001
-        raise NotChecked(
-            f"transformers cannot build {type(config).__name__} to write a random "
-            f"checkpoint: {one_line(exc)}"
-        ) from None
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() > 1:
-                param.normal_(0.0, 0.2)  # spread logits: a varied greedy output
-    model.save_pretrained(directory, safe_serialization=True)
+    except Exception as exc:  # noqa: BLE001 - vLLM's own config class, or a stand-in
+        # No transformers class to write the weights with: the checkpoint is the config
+        # alone, and the engine's class gets its random weights at load (RANDOM_LOAD_FORMAT).
+        config.save_pretrained(directory)
+        said = (
+            f"weights: random, set in the engine at load (transformers cannot build "
+            f"{type(config).__name__}: {one_line(exc)[:160]})"
+        )
+        note = "; ".join(filter(None, [note, said]))
+    else:
+        with torch.no_grad():
+            for param in model.parameters():
+                if param.dim() > 1:
+                    param.normal_(0.0, 0.2)  # spread logits: a varied greedy output
+        model.save_pretrained(directory, safe_serialization=True)
     # transformers writes its own class's name (Gemma3ForCausalLM for Rnj1's Gemma3TextConfig),
     # and the engine would load its built-in class of that name instead of the overlaid one.
     saved = directory / "config.json"
@@ -212,6 +224,42 @@ def build_target(arch: str, module_name: str, directory: Path) -> tuple[Any, str
     saved.write_text(json.dumps(written, indent=2), encoding="utf-8")
     save_tokenizer(directory)
     return config, note
+
+
+def load_format_of(directory: Path) -> str:
+    """The engine's load format for a tiny checkpoint: its weights, or (a config alone) the
+    random weights :func:`register_random_loader` sets."""
+    return "auto" if any(directory.glob("*.safetensors")) else RANDOM_LOAD_FORMAT
+
+
+def register_random_loader() -> None:
+    """A load format that sets the target's own parameters to seeded random values, for a
+    target transformers cannot build (vLLM's own config class, a remote-code stand-in): the
+    same values on every load, spread like the written checkpoints' (N(0, 0.2) for matrices),
+    norms at their identity, other vectors (biases) zero. The drafts keep loading their files
+    (``draft_load_config``)."""
+    import torch
+    from vllm.model_executor.model_loader import register_model_loader
+    from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
+
+    @register_model_loader(RANDOM_LOAD_FORMAT)
+    class SeededRandomLoader(DummyModelLoader):
+        def load_weights(self, model: Any, model_config: Any) -> None:
+            generator = torch.Generator().manual_seed(SEED)
+            with torch.no_grad():
+                for module in model.modules():
+                    norm = type(module).__name__
+                    for name, param in module.named_parameters(recurse=False):
+                        if not torch.is_floating_point(param):
+                            continue
+                        if param.dim() > 1:
+                            values = torch.randn(param.shape, generator=generator) * 0.2
+                            param.copy_(values.to(param.dtype))
+                        elif "Norm" in norm and name == "weight":
+                            # Gemma-style norms scale by (1 + weight): their identity is 0.
+                            param.fill_(0.0 if norm.startswith("Gemma") else 1.0)
+                        else:
+                            param.zero_()
 
 
 def refusal(config: Any) -> str | None:
@@ -306,6 +354,16 @@ def prompts() -> list[list[int]]:
     return [[rng.randrange(3, VOCAB) for _ in range(PROMPT_TOKENS)] for _ in range(PROMPTS)]
 
 
+def repeating_prompts() -> list[list[int]]:
+    """The prompts' first few tokens over and over: the n-gram proposer drafts from them."""
+    return [p[:4] * (PROMPT_TOKENS // 4) for p in prompts()]
+
+
+# Speculation that needs no draft model and no aux hidden states: the control for a target
+# whose output changes under EAGLE-3 or DFlash.
+NGRAM = {"method": "ngram", "prompt_lookup_max": 3, "prompt_lookup_min": 1}
+
+
 _COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts",
     "proposed": "vllm:spec_decode_num_draft_tokens",
@@ -323,23 +381,36 @@ def counters(llm: Any) -> dict[str, int]:
     return found
 
 
-def engine_run(target: Path | str, method: str | None, draft: Path | str | None) -> dict[str, Any]:
+def engine_run(
+    target: Path | str,
+    method: str | None,
+    draft: Path | str | None,
+    prompt_ids: list[list[int]] | None = None,
+) -> dict[str, Any]:
     """One engine: load the target (and draft), generate greedily; the outcome and figures."""
     from vllm import LLM, SamplingParams
 
     started = time.monotonic()
-    speculative = None
-    if method is not None:
+    speculative: dict[str, Any] | None = None
+    if method == "ngram":
+        speculative = {**NGRAM, "num_speculative_tokens": SPEC_TOKENS}
+    elif method is not None:
         speculative = {
             "method": method,
             "model": str(draft),
             "num_speculative_tokens": SPEC_TOKENS,
         }
+    load_format = load_format_of(Path(target)) if Path(target).is_dir() else "auto"
+    if speculative is not None and load_format != "auto":
+        from vllm.config.load import LoadConfig
+
+        speculative["draft_load_config"] = LoadConfig(load_format="auto")
     llm = None
     try:
         llm = LLM(
             model=str(target),
             tokenizer=str(target),
+            load_format=load_format,
             dtype="float32",
             max_model_len=128,
             max_num_seqs=PROMPTS,
@@ -363,7 +434,8 @@ def engine_run(target: Path | str, method: str | None, draft: Path | str | None)
 
         params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
         before = counters(llm)
-        outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts()], params)
+        token_prompts = [TokensPrompt(prompt_token_ids=p) for p in prompt_ids or prompts()]
+        outputs = llm.generate(token_prompts, params)
         after = counters(llm)
         tokens = [list(o.outputs[0].token_ids) for o in outputs]
     except Exception as exc:  # noqa: BLE001
@@ -419,6 +491,44 @@ def run_checkpoints(case: dict[str, Any], methods: list[str]) -> dict[str, Any]:
     return {"runs": runs}
 
 
+CONTROL_TIMEOUT = 600.0
+
+
+def control_runs(case: dict[str, Any], work: Path) -> dict[str, Any]:
+    """Is the engine's speculation lossless for this target at all? The unpatched files,
+    without speculation and with n-gram speculation (it needs neither the interface nor a
+    draft model), on prompts the n-gram proposer drafts from. In a process of its own: the
+    n-gram proposer imports numba, after which this engine's Triton-kernel dispatcher fails
+    every later engine start of the process (its scan of ``sys.modules`` trips over
+    llvmlite's lazy library wrapper: "'_lib_fn_wrapper' object has no attribute 'get'")."""
+    import subprocess
+
+    job, result = work / "control-job.json", work / "control-result.json"
+    job.write_text(json.dumps({"cases": [case], "control": True}), encoding="utf-8")
+    command = [sys.executable, str(Path(__file__).resolve()), "--job", str(job)]
+    try:
+        subprocess.run([*command, "--result", str(result)], check=False, timeout=CONTROL_TIMEOUT)
+        ran = json.loads(result.read_text(encoding="utf-8"))["cases"][case["id"]]
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired) as exc:
+        return {"control/none": {"outcome": "run_error", "error": one_line(exc)}}
+    return {k: v for k, v in (ran.get("runs") or {}).items() if k.startswith("control/")}
+
+
+def run_control(case: dict[str, Any], work: Path) -> dict[str, Any]:
+    """The control's own process: the unpatched files registered, the tiny target built (the
+    same seed, so the same weights), no speculation and n-gram speculation."""
+    arch, module_name = str(case["arch"]), str(case["module"])
+    runs: dict[str, Any] = {}
+    try:
+        overlay(case["before"], arch)
+        build_target(arch, module_name, work / "target")
+        runs["control/none"] = engine_run(work / "target", None, None, repeating_prompts())
+        runs["control/ngram"] = engine_run(work / "target", "ngram", None, repeating_prompts())
+    except Exception as exc:  # noqa: BLE001 - reported; the control then shows nothing
+        runs.setdefault("control/none", {"outcome": "run_error", "error": one_line(exc)})
+    return {"runs": runs}
+
+
 def run_case(case: dict[str, Any], methods: list[str], work: Path) -> dict[str, Any]:
     if case.get("checkpoints"):
         return run_checkpoints(case, methods)
@@ -446,6 +556,10 @@ def run_case(case: dict[str, Any], methods: list[str], work: Path) -> dict[str, 
         overlay(case["before"], arch)
         for method in methods:
             runs[f"before/{method}"] = engine_run(target, method, drafts[method])
+        if any(
+            runs[f"after/{m}"].get("outputs") not in (None, baseline["outputs"]) for m in methods
+        ):
+            runs.update(control_runs(case, work))
     except NotChecked as exc:
         result["not_checked"] = str(exc)
     except Exception as exc:  # noqa: BLE001 - reported, never a traceback in the result
@@ -470,6 +584,7 @@ def main() -> int:
         if os.environ.get("VLLM_TARGET_DEVICE") == "cpu":
             force_cpu_platform()
         register_drafts_in_process()
+        register_random_loader()
         result["engine"] = {
             "version": str(vllm.__version__),
             "import_seconds": round(time.monotonic() - started, 1),
@@ -480,7 +595,10 @@ def main() -> int:
         return 0
     for case in job["cases"]:
         with tempfile.TemporaryDirectory(prefix="bot-engine-") as tmp:
-            result["cases"][case["id"]] = run_case(case, list(job["methods"]), Path(tmp))
+            if job.get("control"):
+                result["cases"][case["id"]] = run_control(case, Path(tmp))
+            else:
+                result["cases"][case["id"]] = run_case(case, list(job["methods"]), Path(tmp))
         # Written after every case: a later crash keeps the earlier results.
         Path(args.result).write_text(json.dumps(result), encoding="utf-8")
     Path(args.result).write_text(json.dumps(result), encoding="utf-8")
