@@ -82,6 +82,7 @@ def shared_tree(root: Path, *, chat_forward: str | None = None) -> Path:
         )
     source = (
         HEADER
+        + "from vllm.distributed import get_pp_group\n"  # as OpenPangu's and Longcat's modules
         + LAYER_PAIR
         + "\n\n"
         + decoder_source
