@@ -259,3 +259,10 @@ def test_publish_takes_a_new_file_only_for_a_kind_that_rederives_it(tmp_path: Pa
     executable = FileChange(created.path, "A", "000000", "100755", b"", created.after)
     with pytest.raises(BotError, match="only edits existing files"):
         check_confined(_enable_plan_dir(tmp_path, "aux-forward-test"), [executable])
+
+
+def test_enabling_a_pinned_language_model_lets_its_wrapper_follow(scanned_0_34_0) -> None:
+    """Glm4v pins Glm4 and Glm4Moe: enabling Glm4Moe makes Glm4v a wrapper finding, the plan
+    that follows from it (issue: dependent plans are ordered), not harm the re-scan refuses."""
+    proposal = _propose(scanned_0_34_0, "Glm4MoeForCausalLM")
+    assert proposal.plan.status == "ready", proposal.plan.reason

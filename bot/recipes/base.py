@@ -86,12 +86,15 @@ def platform_variant(finding: Finding) -> str | None:
 def follows_from(finding: Finding, fixed_class: str) -> bool:
     """Whether ``finding`` is a follow-up a fix on ``fixed_class`` makes possible, not harm: a
     multimodal wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
-    to declare it too (the re-scans of propose and verify accept exactly these new findings)."""
+    to declare it too (the re-scans of propose and verify accept exactly these new findings),
+    also when the wrapper's code pins several language models and ``fixed_class`` was the last
+    of them not capable yet (Glm4v's Glm4 and Glm4Moe)."""
     language_model = finding.evidence.get("language_model")
-    return (
-        finding.recipe == "eagle3-wrapper"
-        and isinstance(language_model, dict)
-        and language_model.get("name") == fixed_class
+    if finding.recipe != "eagle3-wrapper" or not isinstance(language_model, dict):
+        return False
+    pinned = language_model.get("pinned")
+    return language_model.get("name") == fixed_class or (
+        isinstance(pinned, list) and fixed_class in pinned
     )
 
 

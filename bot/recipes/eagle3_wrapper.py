@@ -285,6 +285,8 @@ def _finding(
         },
         "covers": [c.name for c in covered],
     }
+    if assessment.pinned:
+        evidence["language_model"]["pinned"] = list(assessment.pinned)
     if capable is not None and lm.cls is None:
         evidence["works_with"] = capable
     family = "" if covered == [ref] else f" (base of {', '.join(c.name for c in covered)})"

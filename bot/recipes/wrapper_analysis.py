@@ -65,6 +65,7 @@ class Assessment:
     forward_line: int = 0
     forward_returns: str = ""
     depends_on: tuple[str, ...] = ()  # language models whose own fix must come first
+    pinned: tuple[str, ...] = ()  # the language models the wrapper's code pins, if it does
 
     @property
     def ready(self) -> bool:
@@ -144,7 +145,11 @@ def _assess_pinned(
             reason=f"its code pins the language model to {names} ({where}), which need "
             "different fixes",
         )
-    return replace(results[0], reason=f"{results[0].reason} (pinned in code to {names})")
+    return replace(
+        results[0],
+        reason=f"{results[0].reason} (pinned in code to {names})",
+        pinned=tuple(_lm_name(lm) for lm in pinned),
+    )
 
 
 def _lm_name(lm: LanguageModel) -> str:
