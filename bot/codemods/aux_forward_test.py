@@ -58,7 +58,7 @@ def aux_forward_test(
     decoder: str,
     target: str,
     residual: str,
-    norm: str,
+    norm: str | None,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
     forward_alias: str | None = None,
@@ -71,8 +71,12 @@ def aux_forward_test(
     ``pp_group``: whether the module binds ``get_pp_group`` (monkeypatched to one rank).
     ``layer_params``: the stand-in layer's parameters where the decoder's layer call does not
     fit the usual ``(positions, hidden_states[, residual])`` (Zamba2 passes
-    ``original_hidden_states`` and ``positions`` by keyword after the stream); one-tensor
-    layers only.
+    ``original_hidden_states`` and ``positions`` by keyword after the stream; Param2MoE passes
+    ``hidden_states, positions, residual``): the call's own names, which must include the ones
+    the stand-in's body uses.
+
+    ``norm``: the decoder's final norm attribute; None where the target applies the norm
+    (Step-3.5), so the decoder returns the stream as the last layer leaves it.
 
     ``child``: a nested decoder's child class (Plamo3Decoder), built around the stand-in
     layers and set as the decoder's ``layers``.
@@ -90,24 +94,26 @@ def aux_forward_test(
         (pp_alias, "forward's module alias"),
         (decoder, "decoder class"),
         (target, "target class"),
-        (norm, "norm attribute"),
+        *([(norm, "norm attribute")] if norm is not None else []),
         *([(child, "child class")] if child is not None else []),
     ):
         require_identifier(value, what)
     if residual not in _LAYERS:
         raise CodemodRefused(f"no stand-in layer for residual semantics {residual!r}")
+    if norm is None and residual != "no-residual":
+        # the stream would leave the decoder without its residual: not what the test expects
+        raise CodemodRefused("no stand-in for a decoder without a final norm that keeps a residual")
     for name in layer_params:
         require_identifier(name, "layer parameter")
     layer = _LAYERS[residual]
     if layer_params:
-        if residual != "no-residual" or "hidden_states" not in layer_params:
+        needed = {"hidden_states"} | (set() if residual == "no-residual" else {"residual"})
+        if not needed <= set(layer_params):
             raise CodemodRefused(
-                "stand-in parameters only for one-tensor layers taking hidden_states"
+                f"stand-in parameters must name {' and '.join(sorted(needed))}, which its body uses"
             )
-        layer = (
-            f"        def forward(self, {', '.join(layer_params)}):\n"
-            "            return hidden_states + 1\n"
-        )
+        body = layer.split("\n", 1)[1]  # the stand-in's body, under the call's own names
+        layer = f"        def forward(self, {', '.join(layer_params)}):\n{body}"
     final = 7 + LAYERS
     return (
         "@pytest.mark.cpu_test\n"
@@ -116,12 +122,16 @@ def aux_forward_test(
         "    class StreamLayer(torch.nn.Module):\n"
         f"{layer}"
         "\n"
-        "    class AddNorm(torch.nn.Module):\n"
-        "        def forward(self, hidden_states, residual=None):\n"
-        "            if residual is None:\n"
-        "                return hidden_states\n"
-        "            return hidden_states + residual, hidden_states + residual\n"
-        "\n"
+        + (
+            "    class AddNorm(torch.nn.Module):\n"
+            "        def forward(self, hidden_states, residual=None):\n"
+            "            if residual is None:\n"
+            "                return hidden_states\n"
+            "            return hidden_states + residual, hidden_states + residual\n"
+            "\n"
+            if norm is not None
+            else ""
+        )
         + (
             "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
             f'    monkeypatch.setattr({pp_alias}, "get_pp_group", lambda: group)\n'
@@ -131,8 +141,8 @@ def aux_forward_test(
         + f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
         + _layers(alias, child)
-        + f"    model.{norm} = AddNorm()\n"
-        "    model.do_not_compile = True\n"
+        + (f"    model.{norm} = AddNorm()\n" if norm is not None else "")
+        + "    model.do_not_compile = True\n"
         + "".join(f"    model.{name} = 1.0\n" for name in scalars)
         + (
             "    model.config = SimpleNamespace("
@@ -188,7 +198,7 @@ def new_aux_test_file(
     decoder: str,
     target: str,
     residual: str,
-    norm: str,
+    norm: str | None,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
     child: str | None = None,
@@ -297,6 +307,23 @@ def _create(source: str) -> str:
     )
 
 
+_TARGET_NORM = dict(
+    module="vllm.model_executor.models.step3p5",
+    decoder="Step3p5Model",
+    target="Step3p5ForCausalLM",
+    residual="no-residual",
+    norm=None,
+)
+
+_STREAM_FIRST = dict(
+    module="vllm.model_executor.models.param2moe",
+    decoder="Param2MoEModel",
+    target="Param2MoEForCausalLM",
+    residual="residual-stream",
+    norm="norm",
+    layer_params=("hidden_states", "positions", "residual"),
+)
+
 _NESTED = dict(
     module="vllm.model_executor.models.plamo3",
     decoder="Plamo3Model",
@@ -359,6 +386,32 @@ CASES: list[Case] = [
         lambda s: create_aux_forward_test(s, **_EVERY_LAYER),
         "",
         new_aux_test_file(**_EVERY_LAYER),  # type: ignore[arg-type]
+    ),
+    Case(
+        "no final norm in the decoder (the target applies it): none set on the stand-in",
+        lambda s: create_aux_forward_test(s, **_TARGET_NORM),
+        "",
+        new_aux_test_file(**_TARGET_NORM),  # type: ignore[arg-type]
+    ),
+    Case(
+        "no final norm, and a residual the decoder would drop: refuse",
+        lambda s: create_aux_forward_test(s, **{**_TARGET_NORM, "residual": "residual-stream"}),
+        "",
+        refuses="without a final norm",
+    ),
+    Case(
+        "a layer called stream first: the stand-in takes the call's order",
+        lambda s: create_aux_forward_test(s, **_STREAM_FIRST),
+        "",
+        new_aux_test_file(**_STREAM_FIRST),  # type: ignore[arg-type]
+    ),
+    Case(
+        "stand-in parameters without the residual its body uses: refuse",
+        lambda s: create_aux_forward_test(
+            s, **{**_STREAM_FIRST, "layer_params": ("hidden_states", "positions")}
+        ),
+        "",
+        refuses="must name hidden_states and residual",
     ),
     Case(
         "a nested decoder: the child holds the stand-in layers",

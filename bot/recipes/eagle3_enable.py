@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 import html
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +54,7 @@ from bot.recipes.eagle3_analysis import (
     mixin_chain,
 )
 from bot.recipes.eagle3_enable_analysis import (
+    NEEDS_HUMAN,
     DecoderShape,
     Refusal,
     absolute_convention,
@@ -319,7 +320,7 @@ def forward_test_fields(
     # Where forward is written: the decoder's own file, or the one of the class it inherits
     # forward from (then the test patches that module's get_pp_group).
     forward_path = scan.index.path_of(candidate.captured)
-    norm = _called_attribute(scan.root / forward_path, shape.norm_line)
+    norm = _norm_attribute(scan.root / forward_path, shape)
     reads = _forward_reads(scan.root / forward_path, candidate.captured.name)
     unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
     if reads.config_elsewhere:
@@ -330,7 +331,7 @@ def forward_test_fields(
             f"needs a human: no contributed forward test: {candidate.decoder.name}.forward reads "
             f"{listed}, which a test on stand-in layers does not set up"
         )
-    if norm is None:
+    if norm is None and shape.final_norm != "target":
         return Declined(
             "needs a human: no contributed forward test (the final norm's attribute could not "
             "be read)"
@@ -359,14 +360,19 @@ def forward_test_fields(
         "scalars": tuple(sorted(reads.scalars)),
         "config_scalars": tuple(sorted(reads.config_scalars)),
         **({"child": shape.child} if shape.child else {}),
-        **_stand_in_fit(scan, candidate, shape),
     }
+    fit = _stand_in_fit(scan, candidate, shape)
+    if isinstance(fit, Declined):
+        return fit
+    fields.update(fit)
     if candidate.captured.module != candidate.ref.module:
         fields["forward_module"] = candidate.captured.module
     return fields
 
 
-def _stand_in_fit(scan: ScanContext, candidate: Candidate, shape: DecoderShape) -> dict[str, Any]:
+def _stand_in_fit(
+    scan: ScanContext, candidate: Candidate, shape: DecoderShape
+) -> dict[str, Any] | Declined:
     """The forward test's fields for a module without ``get_pp_group`` (nothing to
     monkeypatch) and for a layer call the usual stand-in signature does not take (Zamba2's
     ``layer(hidden_states, original_hidden_states=..., positions=...)``): the stand-in then
@@ -385,17 +391,26 @@ def _stand_in_fit(scan: ScanContext, candidate: Candidate, shape: DecoderShape) 
     usual = ["positions", "hidden_states"] + (
         [] if shape.residual == "no-residual" else ["residual"]
     )
-    if shape.residual == "no-residual" and not _takes(usual, call, shape.stream):
-        names = [*call["args"], *call["keywords"]]
-        if all(isinstance(n, str) and n.isidentifier() for n in names):
-            fields["layer_params"] = tuple(names)
-    return fields
+    if _takes(usual, call, shape.stream):
+        return fields
+    names = [*call["args"], *(k for k in call["keywords"] if k != "**")]
+    needed = {"hidden_states"} | (set() if shape.residual == "no-residual" else {"residual"})
+    if all(isinstance(n, str) and n.isidentifier() for n in names) and needed <= set(names):
+        fields["layer_params"] = tuple(names)  # the stand-in takes the call's own names
+        return fields
+    listed = ", ".join(str(n) for n in names)
+    return Declined(
+        f"needs a human: no contributed forward test: the layer call passes ({listed}), which "
+        "a stand-in layer cannot take by the same names"
+    )
 
 
 def _takes(params: list[str], call: dict[str, Any], stream: str) -> bool:
-    """Whether ``def forward(self, <params>)`` binds the call, the stream as hidden_states."""
-    args, keywords = call["args"], call["keywords"]
-    if len(args) > len(params) or "**" in keywords:
+    """Whether ``def forward(self, <params>)`` binds the call, the stream as hidden_states. A
+    ``**kwargs`` the decoder passes on is empty in the test (it calls the target with none)."""
+    args = call["args"]
+    keywords = {k: v for k, v in call["keywords"].items() if k != "**"}
+    if len(args) > len(params):
         return False
     bound = dict(zip(params, args, strict=False))
     if set(keywords) - set(params) or set(keywords) & set(bound):
@@ -474,18 +489,24 @@ def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
-def _called_attribute(path: Path, line: int) -> str | None:
-    """``norm`` for ``hidden_states, _ = self.norm(hidden_states, residual)`` at ``line``."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if (
-            isinstance(node, ast.Call)
-            and node.lineno == line
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "self"
-        ):
-            return node.func.attr
-    return None
+def _norm_attribute(path: Path, shape: DecoderShape) -> str | None:
+    """The final norm's attribute (``norm`` for ``hidden_states, _ = self.norm(...)``): the
+    ``self.<x>(...)`` called on the norm's line, or, for a norm picked by whether the residual
+    is ``None``, on the lines of its two branches (each calls the same one); None where the
+    decoder has no final norm (the target applies it)."""
+    if shape.final_norm == "target":
+        return None
+    last = shape.return_line if shape.final_norm == "when-residual" else shape.norm_line
+    called = {
+        node.func.attr
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and shape.norm_line <= node.lineno <= last
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+    }
+    return called.pop() if len(called) == 1 else None
 
 
 def candidates(ctx: ScanContext) -> list[Candidate]:
@@ -555,7 +576,20 @@ def candidates(ctx: ScanContext) -> list[Candidate]:
         )
     from bot.recipes.eagle3_enable_shared import join_shared
 
+    found = [_without_forward_test_refused(ctx, c) for c in found]
     return join_shared(index, found, sharers)
+
+
+def _without_forward_test_refused(ctx: ScanContext, candidate: Candidate) -> Candidate:
+    """A candidate whose plan would be declined for want of its contributed forward test is
+    refused by the scan too, so ``fixable`` never promises a plan ``bot propose`` won't write."""
+    if not isinstance(candidate.verdict, DecoderShape):
+        return candidate
+    fields = forward_test_fields(ctx, candidate, candidate.verdict)
+    if not isinstance(fields, Declined):
+        return candidate
+    reason = fields.reason.removeprefix(f"{NEEDS_HUMAN}: ")
+    return replace(candidate, verdict=Refusal(reason))
 
 
 def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
