@@ -518,3 +518,10 @@ def test_cohere_layers_hand_on_the_whole_stream() -> None:
     for version in ("0.19.1", "0.34.0"):
         shape = cohere(version).evidence["shape"]
         assert (shape["residual"], shape["residual_name"]) == ("full-stream-pair", None)
+
+
+def test_the_scan_knows_the_forward_tests_stand_in_layers() -> None:
+    from bot.codemods.aux_forward_test import RESIDUAL_KINDS
+    from bot.recipes.eagle3_enable import FORWARD_TEST_RESIDUALS
+
+    assert set(RESIDUAL_KINDS) == FORWARD_TEST_RESIDUALS

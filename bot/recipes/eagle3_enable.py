@@ -26,6 +26,7 @@ another name (``tok_embeddings``).
 from __future__ import annotations
 
 import ast
+import functools
 import html
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -301,26 +302,30 @@ def _aux_forward_test(
     return edit, f"{path}::{aux_forward_test_name(finding.class_name)}"
 
 
+# The residual semantics the contributed forward test has a stand-in layer for (the keys of
+# bot.codemods.aux_forward_test's stand-ins; a test keeps the two equal). Named here so that
+# the scan, which asks every candidate for its test's fields, does not import the codemods.
+FORWARD_TEST_RESIDUALS = frozenset({"residual-stream", "full-stream-pair", "no-residual"})
+
+
 def forward_test_fields(
     scan: ScanContext, candidate: Candidate, shape: DecoderShape
 ) -> dict[str, Any] | Declined:
     """The contributed forward test's fields (:func:`bot.codemods.aux_forward_test.
     new_aux_test_file`), all read from the tree: the target's module, the decoder, the residual
     semantics, the final norm's attribute and the stream multipliers set to 1.0."""
-    from bot.codemods.aux_forward_test import RESIDUAL_KINDS
-
     path = scan.index.path_of(candidate.ref)
     if scan.index.path_of(candidate.decoder) != path:
         return Declined(
             f"needs a human: {candidate.decoder.name} is not in {candidate.ref.name}'s module, "
             "and the contributed forward test imports one module"
         )
-    if shape.residual not in RESIDUAL_KINDS:
+    if shape.residual not in FORWARD_TEST_RESIDUALS:
         return Declined(f"needs a human: no forward test for {shape.residual} decoders yet")
     # Where forward is written: the decoder's own file, or the one of the class it inherits
     # forward from (then the test patches that module's get_pp_group).
     forward_path = scan.index.path_of(candidate.captured)
-    norm = _norm_attribute(scan.root / forward_path, shape)
+    norm = _norm_attribute(scan.root / forward_path, candidate.captured.name, shape)
     reads = _forward_reads(scan.root / forward_path, candidate.captured.name)
     unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
     if reads.config_elsewhere:
@@ -445,17 +450,33 @@ class _ForwardReads:
     config_elsewhere: list[bool]  # one element when self.config is read another way
 
 
-def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
-    forward = next(
+def _parsed(path: Path) -> ast.Module:
+    """The model file's syntax tree, parsed once per content (the scan asks for each file's
+    forward-test fields, and publish again; callers only read it)."""
+    stat = path.stat()
+    return _parsed_at(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=128)
+def _parsed_at(path: str, _mtime_ns: int, _size: int) -> ast.Module:
+    return ast.parse(Path(path).read_text(encoding="utf-8"))
+
+
+def _forward_of(path: Path, decoder: str) -> ast.FunctionDef | None:
+    return next(
         (
             item
-            for node in ast.parse(path.read_text(encoding="utf-8")).body
+            for node in _parsed(path).body
             if isinstance(node, ast.ClassDef) and node.name == decoder
             for item in node.body
             if isinstance(item, ast.FunctionDef) and item.name == "forward"
         ),
         None,
     )
+
+
+def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
+    forward = _forward_of(path, decoder)
     reads = _ForwardReads(set(), set(), set(), [])
     if forward is None:
         return reads
@@ -489,7 +510,7 @@ def _is_self(node: ast.expr) -> bool:
     return isinstance(node, ast.Name) and node.id == "self"
 
 
-def _norm_attribute(path: Path, shape: DecoderShape) -> str | None:
+def _norm_attribute(path: Path, decoder: str, shape: DecoderShape) -> str | None:
     """The final norm's attribute (``norm`` for ``hidden_states, _ = self.norm(...)``): the
     ``self.<x>(...)`` called on the norm's line, or, for a norm picked by whether the residual
     is ``None``, on the lines of its two branches (each calls the same one); None where the
@@ -497,14 +518,14 @@ def _norm_attribute(path: Path, shape: DecoderShape) -> str | None:
     if shape.final_norm == "target":
         return None
     last = shape.return_line if shape.final_norm == "when-residual" else shape.norm_line
+    forward = _forward_of(path, decoder)
     called = {
         node.func.attr
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        for node in (ast.walk(forward) if forward is not None else ())
         if isinstance(node, ast.Call)
         and shape.norm_line <= node.lineno <= last
         and isinstance(node.func, ast.Attribute)
-        and isinstance(node.func.value, ast.Name)
-        and node.func.value.id == "self"
+        and _is_self(node.func.value)
     }
     return called.pop() if len(called) == 1 else None
 
