@@ -15,6 +15,8 @@ from bot.tree.fetch import release_tree
 from bot.tree.worktree import scratch_worktree
 from bot.verify.env import (
     EnvInfo,
+    RequirementSet,
+    _is_current,
     _torchvision_ops_current,
     _write_torchvision_ops,
     read_requirements,
@@ -129,3 +131,23 @@ def test_model_modules_are_the_patched_files_under_vllm() -> None:
         "docs/models.md",
     ]
     assert model_modules(paths) == ["vllm.model_executor.models.qwen2_vl", "vllm.models.kimi_k3"]
+
+
+def test_a_python_only_package_the_index_lacks_does_not_rebuild_every_time(
+    tmp_path: Path,
+) -> None:
+    """What was asked for decides whether the environment is current, not what pip managed to
+    install: a pin the index cannot serve is listed as skipped, and the next `bot env` must not
+    try again (and again) to top it up."""
+    wanted = RequirementSet(("torch==2.13.0",), (), ("torchvision==0.99.0", "timm==1.0.30"))
+    info = EnvInfo(
+        version="0.34.0",
+        path=tmp_path,
+        python=tmp_path / "bin" / "python",
+        wanted=["torch==2.13.0"],
+        wanted_python_only=["torchvision==0.99.0", "timm==1.0.30"],
+        python_only=["timm==1.0.30"],  # torchvision was not served
+    )
+    assert _is_current(info, wanted)
+    asked_less = EnvInfo(**{**info.__dict__, "wanted_python_only": ["timm==1.0.30"]})
+    assert not _is_current(asked_less, wanted)

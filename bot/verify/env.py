@@ -87,7 +87,8 @@ class EnvInfo:
     python: Path
     wanted: list[str] = field(default_factory=list)  # what it was built from
     installed: list[str] = field(default_factory=list)
-    python_only: list[str] = field(default_factory=list)  # installed with --no-deps
+    wanted_python_only: list[str] = field(default_factory=list)  # what went in with --no-deps
+    python_only: list[str] = field(default_factory=list)  # of those, what was installed
     skipped: list[Skipped] = field(default_factory=list)
     seconds: float = 0.0
     size_bytes: int = 0
@@ -228,7 +229,7 @@ def vllm_env(version: str, progress: Progress | None = None) -> EnvInfo:
 def _is_current(info: EnvInfo, wanted: RequirementSet) -> bool:
     return (
         info.wanted == list(wanted.install)
-        and info.python_only == list(wanted.python_only)
+        and info.wanted_python_only == list(wanted.python_only)
         and _torchvision_ops_current(info)
     )
 
@@ -257,6 +258,7 @@ def read_manifest(dest: Path) -> EnvInfo | None:
             python=dest / "bin" / "python",
             wanted=[str(r) for r in data.get("wanted", [])],
             installed=[str(r) for r in data["installed"]],
+            wanted_python_only=[str(r) for r in data.get("wanted_python_only", [])],
             python_only=[str(r) for r in data.get("python_only", [])],
             skipped=[Skipped(str(s["requirement"]), str(s["reason"])) for s in data["skipped"]],
             seconds=float(data["seconds"]),
@@ -282,6 +284,7 @@ def _build(version: str, dest: Path, wanted: RequirementSet, say: Progress) -> E
         python=python,
         wanted=list(wanted.install),
         installed=installed,
+        wanted_python_only=list(wanted.python_only),
         python_only=python_only,
         skipped=[*wanted.skipped, *unresolved, *python_only_unresolved],
         seconds=round(time.monotonic() - started, 1),
@@ -301,6 +304,7 @@ def _top_up(info: EnvInfo, wanted: RequirementSet, say: Progress) -> EnvInfo:
     python_only, python_only_unresolved = _install_python_only(info.python, wanted.python_only, say)
     info.wanted = list(wanted.install)
     info.installed = [r for r in wanted.install if r in info.installed or r in installed]
+    info.wanted_python_only = list(wanted.python_only)
     info.python_only = python_only
     info.skipped = [*wanted.skipped, *unresolved, *python_only_unresolved]
     info.seconds = round(info.seconds + time.monotonic() - started, 1)
