@@ -507,7 +507,13 @@ def control_runs(case: dict[str, Any], work: Path) -> dict[str, Any]:
     job.write_text(json.dumps({"cases": [case], "control": True}), encoding="utf-8")
     command = [sys.executable, str(Path(__file__).resolve()), "--job", str(job)]
     try:
-        subprocess.run([*command, "--result", str(result)], check=False, timeout=CONTROL_TIMEOUT)
+        # The harness already runs in the sandbox's minimal environment: pass exactly that on.
+        subprocess.run(
+            [*command, "--result", str(result)],
+            check=False,
+            timeout=CONTROL_TIMEOUT,
+            env=dict(os.environ),
+        )
         ran = json.loads(result.read_text(encoding="utf-8"))["cases"][case["id"]]
     except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired) as exc:
         return {"control/none": {"outcome": "run_error", "error": one_line(exc)}}
