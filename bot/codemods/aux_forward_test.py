@@ -268,18 +268,17 @@ def create_shared_aux_forward_test(
     source: str, *, module: str, tests: tuple[dict[str, Any], ...]
 ) -> str:
     """:func:`create_aux_forward_test` for :func:`new_shared_aux_test_file`."""
-    text = new_shared_aux_test_file(module=module, tests=tests)
-    if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
-        return source
-    if source:
-        raise CodemodRefused("the test file already exists; not overwriting it")
-    return text
+    return _created(source, new_shared_aux_test_file(module=module, tests=tests))
 
 
 def create_aux_forward_test(source: str, **fields: Any) -> str:
     """The codemod for a file that does not exist yet (``source`` is empty): its text
     (:func:`new_aux_test_file`'s). Run again on its own output, nothing changes."""
-    text = new_aux_test_file(**fields)
+    return _created(source, new_aux_test_file(**fields))
+
+
+def _created(source: str, text: str) -> str:
+    """``text`` for a file not there yet; ``source`` unchanged when it already is ``text``."""
     if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
         return source
     if source:

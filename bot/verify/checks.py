@@ -147,17 +147,15 @@ def cpu_test_check(
     if before.conclusion == "success":
         detail = f"{said}: the test passes without the fix, so it does not test it"
         return Check("cpu-tests", False, detail, log)
-    passed_before = before.tests - before.skipped - before.failures - before.errors
-    if passed_before > 0:  # in a group, one member's case failing must not vouch for the rest
+    if before.passed > 0:  # in a group, one member's case failing must not vouch for the rest
         detail = (
-            f"{said}: {passed_before} of {before.tests} tests pass without the fix, "
+            f"{said}: {before.passed} of {before.tests} tests pass without the fix, "
             "so they do not test it"
         )
         return Check("cpu-tests", False, detail, log)
     failed_before = f"{before.failures + before.errors} of {before.tests} failed before"
     if after.conclusion != "success" and blocked:
-        passed_after = after.tests - after.skipped - after.failures - after.errors
-        counts = f"{passed_after} of {after.tests} passed after; {failed_before}"
+        counts = f"{after.passed} of {after.tests} passed after; {failed_before}"
         return Check("cpu-tests", None, f"not checked: {said} ({counts}): {blocked}", log)
     if after.conclusion != "success":
         return Check("cpu-tests", False, f"{said}: the patch does not make it pass", log)

@@ -35,6 +35,7 @@ from bot.verify.checks import Check
 from bot.verify.engine_env import Engine
 from bot.verify.junit import excerpt
 from bot.verify.smoke import HARNESS_DIR, SmokeTarget
+from bot.verify.smoke_target import module_of
 
 HARNESS = HARNESS_DIR / "bot_engine.py"
 METHODS = ("eagle3", "dflash")
@@ -68,12 +69,8 @@ class EngineCase:
 def overlay_modules(files: list[str], target: SmokeTarget) -> list[str]:
     """The touched model files to register over the engine's, as module names: the target's
     own module last (it imports the others)."""
-    modules = [
-        f.removesuffix(".py").replace("/", ".")
-        for f in files
-        if f.startswith("vllm/") and f.endswith(".py") and not f.endswith("__init__.py")
-    ]
-    modules = [m for m in modules if all(p.isidentifier() for p in m.split("."))]
+    found = (module_of(f) for f in files if not f.endswith("__init__.py"))
+    modules = [m for m in found if m is not None]
     return [m for m in modules if m != target.module] + [target.module]
 
 

@@ -30,6 +30,10 @@ class TestRun:
     skipped: int = 0
     log_excerpt: str = ""
 
+    @property
+    def passed(self) -> int:
+        return self.tests - self.skipped - self.failures - self.errors
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -27,7 +27,7 @@ from bot.verify.checks import Check, cpu_test_check
 from bot.verify.engine_env import Engine, engine_for
 from bot.verify.env import EnvInfo, vllm_env
 from bot.verify.junit import TestRun, run_pytest
-from bot.verify.smoke_target import set_targets_of, target_of
+from bot.verify.smoke_target import module_of, set_targets_of, target_of
 
 CPU_TEST_TIMEOUT = 900.0
 
@@ -223,12 +223,7 @@ _IMPORT_PROBE = "import importlib, sys; importlib.import_module(sys.argv[1])"
 
 def model_modules(paths: list[str]) -> list[str]:
     """The importable modules among the patch's files under ``vllm/``."""
-    modules = []
-    for path in paths:
-        if path.startswith("vllm/") and path.endswith(".py"):
-            module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-            modules.append(module)
-    return modules
+    return [module for module in map(module_of, paths) if module is not None]
 
 
 # The last line of the probe's traceback when a package is missing altogether.

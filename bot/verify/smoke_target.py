@@ -23,6 +23,15 @@ class SmokeTarget:
         return f"{self.module}:{self.class_name}"
 
 
+def module_of(path: str) -> str | None:
+    """The module a file under ``vllm/`` is imported as (its package for an ``__init__.py``),
+    or None for any other path or one that is no importable module name."""
+    if not (path.startswith("vllm/") and path.endswith(".py")):
+        return None
+    module = path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return module if all(part.isidentifier() for part in module.split(".")) else None
+
+
 # The edit kinds that declare the interface on the plan's class, in the file that defines it
 # (``bot publish`` checks exactly that on the base text before it counts a GPU run).
 _DECLARING_KINDS = frozenset({"declare-interface", "enable-decoder-and-declare"})
