@@ -266,6 +266,10 @@ def test_enabling_a_pinned_language_model_lets_its_wrapper_follow(scanned_0_34_0
     that follows from it (issue: dependent plans are ordered), not harm the re-scan refuses."""
     proposal = _propose(scanned_0_34_0, "Glm4MoeForCausalLM")
     assert proposal.plan.status == "ready", proposal.plan.reason
+    follows = next(line for line in proposal.pr_markdown.splitlines() if "pin their" in line)
+    assert "`Glm4vForConditionalGeneration`" in follows
+    assert "in code to `Glm4MoeForCausalLM`" in follows
+    assert "`PaliGemmaForConditionalGeneration`" not in proposal.pr_markdown  # not Glm4Moe's
 
 
 KIMI_VL = "vllm.model_executor.models.kimi_vl"

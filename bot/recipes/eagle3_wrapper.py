@@ -198,6 +198,17 @@ def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
     return checked
 
 
+def wrappers_waiting_for(ctx: ScanContext, class_name: str) -> list[str]:
+    """Registered wrappers whose code pins their language models and whose only one not
+    capable yet is ``class_name``: the wrapper plans that follow from ``class_name``'s own fix
+    (the re-scan then reports them, :func:`bot.recipes.base.follows_from`)."""
+    return sorted(
+        ref.name
+        for ref, checked in assess_all(ctx).items()
+        if checked.shape is None and checked.depends_on == (class_name,)
+    )
+
+
 def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
     targets = wrapper_targets(ctx)
     assessments = assess_all(ctx)
