@@ -4,7 +4,8 @@ A publish rule that must re-derive what the recipe decided from more than the on
 checks (``eagle3-enable``'s capture depends on the decoder's layers and on how the tree's
 enabled decoders count) scans the base commit itself. :class:`CommitTree` is that commit,
 fetched from the upstream into the bot's work repository, exported on first use (only
-``vllm/``, all a scan reads) and scanned once; :class:`CheckedOutTree` is a tree already on
+``vllm/``, all a scan reads, and the registry test, whose platform skips a contributed test
+keeps) and scanned once; :class:`CheckedOutTree` is a tree already on
 disk (tests, and callers that have one).
 
 The scan uses the facts cache: its entries are keyed by the hash of a file's bytes and written

@@ -391,3 +391,29 @@ def test_a_guarded_wrapper_plan_contributes_the_guard_test_and_lists_it(scanned_
     name = "test_llava_next_for_conditional_generation_requires_an_eagle3_language_model"
     assert f"{path}::{name}" in proposal.plan.tests["cpu"]
     assert [e["kind"] for e in proposal.plan.edits][-1] == "wrapper-forward-test"
+
+
+def test_the_base_commit_export_carries_the_registry_test(tmp_path: Path) -> None:
+    """Publish's base tree holds the registry test beside vllm/ (the forwarding test's platform
+    skip is read from it), and exports without it where a commit has none."""
+    import git
+
+    from bot.base_tree import REGISTRY_TEST, CommitTree
+    from tests.synthetic import make_tree
+
+    toy = {"model_executor/models/toy.py": "class ToyForCausalLM:\n    pass\n"}
+    registry = {"_TEXT_GENERATION_MODELS": {"ToyForCausalLM": ("toy", "ToyForCausalLM")}}
+    tree = make_tree(tmp_path / "tree", toy, registry)
+    repo = git.Repo.init(tree)
+    repo.git.add("-A")
+    repo.git.commit("-qm", "without", "--author", "t <t@example.invalid>")
+    without = repo.head.commit.hexsha
+    (tree / REGISTRY_TEST).parent.mkdir(parents=True)
+    (tree / REGISTRY_TEST).write_text("def test_registry_imports(model_arch):\n    pass\n")
+    repo.git.add("-A")
+    repo.git.commit("-qm", "with", "--author", "t <t@example.invalid>")
+    for commit, has in ((repo.head.commit.hexsha, True), (without, False)):
+        with CommitTree(tree / ".git", commit) as base:
+            base.scan()
+            assert (base.root / REGISTRY_TEST).is_file() is has
+            assert (base.root / "vllm/model_executor/models/registry.py").is_file()
