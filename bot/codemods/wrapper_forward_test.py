@@ -174,34 +174,113 @@ _DOTS3 = dict(
 )
 
 
+# The guarded case written out: what the cases compare the codemod's output with.
+_LLAVA_NEXT_FILE = f"""{LICENSE_HEADER}import pytest
+import torch
+
+
+@pytest.mark.cpu_test
+def test_llava_next_for_conditional_generation_requires_an_eagle3_language_model():
+    from vllm.model_executor.models import llava_next
+    from vllm.model_executor.models.interfaces import SupportsEagle3
+
+    class LanguageModel(torch.nn.Module):
+        aux_layers = None
+
+        def set_aux_hidden_state_layers(self, layers):
+            self.aux_layers = layers
+
+        def get_eagle3_default_aux_hidden_state_layers(self):
+            return (2, 5)
+
+    class Eagle3LanguageModel(LanguageModel, SupportsEagle3):
+        pass
+
+    wrapper = llava_next.LlavaNextForConditionalGeneration
+    model = wrapper.__new__(wrapper)
+    torch.nn.Module.__init__(model)
+    model.language_model = LanguageModel()
+    with pytest.raises(RuntimeError):
+        model.set_aux_hidden_state_layers((1, 3))
+    with pytest.raises(RuntimeError):
+        model.get_eagle3_default_aux_hidden_state_layers()
+    assert model.language_model.aux_layers is None
+
+    model.language_model = Eagle3LanguageModel()
+    model.set_aux_hidden_state_layers((1, 3))
+    assert model.language_model.aux_layers == (1, 3)
+    assert model.get_eagle3_default_aux_hidden_state_layers() == (2, 5)
+"""
+
+# Plain forwarding: no guard, no refused stand-in; the one stand-in is reached.
+_KIMI_VL_FILE = (
+    _LLAVA_NEXT_FILE.replace(
+        "llava_next_for_conditional_generation_requires_an_eagle3_language_model",
+        "kimi_vl_for_conditional_generation_forwards_eagle3_layers",
+    )
+    .replace("llava_next.LlavaNext", "kimi_vl.KimiVL")
+    .replace("import llava_next", "import kimi_vl")
+    .replace("    from vllm.model_executor.models.interfaces import SupportsEagle3\n", "")
+    .replace("    class Eagle3LanguageModel(LanguageModel, SupportsEagle3):\n        pass\n\n", "")
+    .replace(
+        "    model.language_model = LanguageModel()\n"
+        "    with pytest.raises(RuntimeError):\n"
+        "        model.set_aux_hidden_state_layers((1, 3))\n"
+        "    with pytest.raises(RuntimeError):\n"
+        "        model.get_eagle3_default_aux_hidden_state_layers()\n"
+        "    assert model.language_model.aux_layers is None\n\n"
+        "    model.language_model = Eagle3LanguageModel()\n",
+        "    model.language_model = LanguageModel()\n",
+    )
+)
+
+
+_DOTS3_FILE = (
+    _KIMI_VL_FILE.replace(
+        "import torch\n", "import torch\n\nfrom vllm.platforms import current_platform\n"
+    )
+    .replace(
+        "@pytest.mark.cpu_test\n",
+        '@pytest.mark.skipif(not current_platform.is_cuda(), reason="Dots3 NOTE is only supported '
+        'on CUDA")\n@pytest.mark.cpu_test\n',
+    )
+    .replace("kimi_vl_for_conditional_generation", "dots3_note_for_causal_lm")
+    .replace(
+        "from vllm.model_executor.models import kimi_vl",
+        "from vllm.models.dots3_note.nvidia import multimodal",
+    )
+    .replace("kimi_vl.KimiVLForConditionalGeneration", "multimodal.Dots3NoteForCausalLM")
+)
+
+
 def _create(fields: dict[str, Any]):  # noqa: ANN202 (a case's callable)
     return lambda source: create_wrapper_forward_test(source, **fields)
 
 
 CASES: list[Case] = [
-    Case("forwarding: a new file", _create(_KIMI_VL), "", new_wrapper_test_file(**_KIMI_VL)),
+    Case("forwarding: a new file", _create(_KIMI_VL), "", _KIMI_VL_FILE),
     Case(
         "behind the guard: the guard's error for a text model without the interface",
         _create(_LLAVA_NEXT),
         "",
-        new_wrapper_test_file(**_LLAVA_NEXT),
+        _LLAVA_NEXT_FILE,
     ),
     Case(
         "another attribute holds the language model",
         _create({**_LLAVA_NEXT, "attribute": "llm"}),
         "",
-        new_wrapper_test_file(**{**_LLAVA_NEXT, "attribute": "llm"}),
+        _LLAVA_NEXT_FILE.replace("model.language_model", "model.llm"),
     ),
     Case(
         "a platform variant keeps the tree's skip",
         _create(_DOTS3),
         "",
-        new_wrapper_test_file(**_DOTS3),
+        _DOTS3_FILE,
     ),
     Case(
         "the file already written: no change",
         _create(_LLAVA_NEXT),
-        new_wrapper_test_file(**_LLAVA_NEXT),
+        _LLAVA_NEXT_FILE,
     ),
     Case(
         "another file there: refuse", _create(_KIMI_VL), "import torch\n", refuses="already exists"
