@@ -388,7 +388,7 @@ def test_a_guarded_wrapper_plan_contributes_the_guard_test_and_lists_it(scanned_
     assert proposal.plan.status == "ready", proposal.plan.reason
     path = "tests/model_executor/test_llava_next_eagle3.py"
     assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
-    name = "test_llava_next_for_conditional_generation_requires_an_eagle3_language_model"
+    name = "test_llava_next_for_conditional_generation_guards_eagle3_layers"
     assert f"{path}::{name}" in proposal.plan.tests["cpu"]
     assert [e["kind"] for e in proposal.plan.edits][-1] == "wrapper-forward-test"
 
