@@ -4,7 +4,8 @@ A publish rule that must re-derive what the recipe decided from more than the on
 checks (``eagle3-enable``'s capture depends on the decoder's layers and on how the tree's
 enabled decoders count) scans the base commit itself. :class:`CommitTree` is that commit,
 fetched from the upstream into the bot's work repository, exported on first use (only
-``vllm/``, all a scan reads) and scanned once; :class:`CheckedOutTree` is a tree already on
+``vllm/``, all a scan reads, and the registry test, whose platform skips a contributed test
+keeps) and scanned once; :class:`CheckedOutTree` is a tree already on
 disk (tests, and callers that have one).
 
 The scan uses the facts cache: its entries are keyed by the hash of a file's bytes and written
@@ -23,6 +24,8 @@ from types import TracebackType
 from bot.errors import BotError
 from bot.recipes.base import ScanContext
 from bot.subprocess_env import minimal_env
+
+REGISTRY_TEST = "tests/models/test_registry.py"
 
 
 class CheckedOutTree:
@@ -58,6 +61,7 @@ class CommitTree(CheckedOutTree):
             with archive.open("wb") as out:
                 _run([*git, self.commit, "vllm"], stdout=out)
             _run(["tar", "-x", "--no-same-owner", "-f", str(archive), "-C", str(self.root)])
+            self._export_registry_test()
         except (OSError, subprocess.SubprocessError) as exc:
             lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
             detail = lines[0][:200] if lines else type(exc).__name__
@@ -65,6 +69,21 @@ class CommitTree(CheckedOutTree):
         finally:
             archive.unlink(missing_ok=True)
         return self.root
+
+    def _export_registry_test(self) -> None:
+        """The registry test too, where the commit has it: its platform skips are what a
+        contributed test that imports a model class must keep (eagle3-wrapper's rule)."""
+        shown = subprocess.run(
+            ["git", f"--git-dir={self.git_dir}", "show", f"{self.commit}:{REGISTRY_TEST}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            timeout=300,
+            env=minimal_env(),
+        )
+        if shown.returncode == 0:
+            target = self.root / REGISTRY_TEST
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(shown.stdout)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

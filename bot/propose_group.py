@@ -213,6 +213,9 @@ def _restore(tree: Path, saved: Mapping[str, str | None]) -> None:
 
 def _diff_and_stage(tree: Path, paths: Sequence[str]) -> str:
     with Repo(tree) as scratch:
+        new_files = scratch.git.ls_files("--others", "--exclude-standard", "--", *paths)
+        if new_files:  # a file a member's edit created: intent-to-add, so it diffs as new
+            scratch.git.add("--intent-to-add", "--", *new_files.splitlines())
         text = scratch.git.diff(
             "--no-color", "--no-ext-diff", "--src-prefix=a/", "--dst-prefix=b/", "--", *paths
         )

@@ -36,6 +36,7 @@ def test_every_codemod_has_a_no_change_case_and_a_change_case() -> None:
         "aux_capture",
         "nested_capture",
         "aux_forward_test",
+        "wrapper_forward_test",
     }
     for module in modules:
         cases = [case for name, case in _CASES if name == module]

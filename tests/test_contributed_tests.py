@@ -266,3 +266,154 @@ def test_enabling_a_pinned_language_model_lets_its_wrapper_follow(scanned_0_34_0
     that follows from it (issue: dependent plans are ordered), not harm the re-scan refuses."""
     proposal = _propose(scanned_0_34_0, "Glm4MoeForCausalLM")
     assert proposal.plan.status == "ready", proposal.plan.reason
+    follows = next(line for line in proposal.pr_markdown.splitlines() if "pin their" in line)
+    assert "`Glm4vForConditionalGeneration`" in follows
+    assert "in code to `Glm4MoeForCausalLM`" in follows
+    assert "`PaliGemmaForConditionalGeneration`" not in proposal.pr_markdown  # not Glm4Moe's
+
+
+KIMI_VL = "vllm.model_executor.models.kimi_vl"
+LLAVA_NEXT = "vllm.model_executor.models.llava_next"
+DOTS3 = "vllm.models.dots3_note.nvidia.multimodal"
+_DOTS3_SKIP = ("not current_platform.is_cuda()", '"Dots3 NOTE is only supported on CUDA"')
+
+
+def _wrapper_edit(module: str, class_name: str, after: str, before: str = "") -> PublishedEdit:
+    from bot.codemods.wrapper_forward_test import wrapper_test_path
+
+    path = module.replace(".", "/") + ".py"
+    return PublishedEdit(
+        wrapper_test_path(module),
+        "wrapper-forward-test",
+        before,
+        after,
+        class_name,
+        {"class": class_name, "module": module, "path": path},
+        _base(),
+    )
+
+
+def _wrapper_test(module: str, wrapper: str, **fields: object) -> str:
+    from bot.codemods.wrapper_forward_test import new_wrapper_test_file
+
+    return new_wrapper_test_file(
+        module=module, wrapper=wrapper, attribute="language_model", **fields
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "wrapper", "fields"),
+    [
+        (KIMI_VL, "KimiVLForConditionalGeneration", {}),
+        (LLAVA_NEXT, "LlavaNextForConditionalGeneration", {"guard_error": "RuntimeError"}),
+        (DOTS3, "Dots3NoteForCausalLM", {"skip": _DOTS3_SKIP}),
+    ],
+)
+def test_publish_accepts_exactly_the_forwarding_test_the_wrapper_recipe_writes(
+    module: str, wrapper: str, fields: dict[str, object]
+) -> None:
+    from bot.recipes.eagle3_wrapper_publish import wrapper_forward_test
+
+    wrapper_forward_test(_wrapper_edit(module, wrapper, _wrapper_test(module, wrapper, **fields)))
+
+
+_GUARDED = _wrapper_test(
+    LLAVA_NEXT, "LlavaNextForConditionalGeneration", guard_error="RuntimeError"
+)
+
+
+@pytest.mark.parametrize(
+    ("module", "wrapper", "text", "refusal"),
+    [
+        # the guard's error no longer required: a wrapper without the guard would pass
+        (
+            LLAVA_NEXT,
+            "LlavaNextForConditionalGeneration",
+            _GUARDED.replace("pytest.raises(RuntimeError)", "pytest.raises(Exception)"),
+            "not the one the recipe writes",
+        ),
+        (
+            LLAVA_NEXT,
+            "LlavaNextForConditionalGeneration",
+            _GUARDED.replace("aux_layers == (1, 3)", "aux_layers is not None"),
+            "not the one the recipe writes",
+        ),
+        # a guarded wrapper's test written as plain forwarding: the guard goes untested
+        (
+            LLAVA_NEXT,
+            "LlavaNextForConditionalGeneration",
+            _wrapper_test(LLAVA_NEXT, "LlavaNextForConditionalGeneration"),
+            "not the one the recipe writes",
+        ),
+        # the tree's CUDA skip dropped, or the test skipped everywhere
+        (DOTS3, "Dots3NoteForCausalLM", _wrapper_test(DOTS3, "Dots3NoteForCausalLM"), "not the"),
+        (
+            DOTS3,
+            "Dots3NoteForCausalLM",
+            _wrapper_test(DOTS3, "Dots3NoteForCausalLM", skip=("True", '"x"')),
+            "not the one",
+        ),
+        # an interface-only wrapper adds no method: no forwarding test to contribute
+        (
+            "vllm.model_executor.models.qwen2_vl",
+            "Qwen2VLForConditionalGeneration",
+            _wrapper_test("vllm.model_executor.models.qwen2_vl", "Qwen2VLForConditionalGeneration"),
+            "writes no forwarding test",
+        ),
+        (MIXTRAL, "MixtralForCausalLM", _test_text(), "not one eagle3-wrapper finding"),
+    ],
+)
+def test_publish_refuses_a_changed_forwarding_test(
+    module: str, wrapper: str, text: str, refusal: str
+) -> None:
+    from bot.recipes.eagle3_wrapper_publish import wrapper_forward_test
+
+    with pytest.raises(CodemodRefused, match=refusal):
+        wrapper_forward_test(_wrapper_edit(module, wrapper, text))
+
+
+def test_publish_refuses_the_forwarding_test_over_an_existing_file_or_elsewhere() -> None:
+    from bot.recipes.eagle3_wrapper_publish import wrapper_forward_test
+
+    edit = _wrapper_edit(LLAVA_NEXT, "LlavaNextForConditionalGeneration", _GUARDED, "import os\n")
+    with pytest.raises(CodemodRefused, match="new file"):
+        wrapper_forward_test(edit)
+    moved = dataclasses.replace(edit, before="", path="tests/models/test_llava_next_eagle3.py")
+    with pytest.raises(CodemodRefused, match="not where the recipe puts it"):
+        wrapper_forward_test(moved)
+
+
+def test_a_guarded_wrapper_plan_contributes_the_guard_test_and_lists_it(scanned_0_34_0) -> None:
+    proposal = _propose(scanned_0_34_0, "LlavaNextForConditionalGeneration")
+    assert proposal.plan.status == "ready", proposal.plan.reason
+    path = "tests/model_executor/test_llava_next_eagle3.py"
+    assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
+    name = "test_llava_next_for_conditional_generation_guards_eagle3_layers"
+    assert f"{path}::{name}" in proposal.plan.tests["cpu"]
+    assert [e["kind"] for e in proposal.plan.edits][-1] == "wrapper-forward-test"
+
+
+def test_the_base_commit_export_carries_the_registry_test(tmp_path: Path) -> None:
+    """Publish's base tree holds the registry test beside vllm/ (the forwarding test's platform
+    skip is read from it), and exports without it where a commit has none."""
+    import git
+
+    from bot.base_tree import REGISTRY_TEST, CommitTree
+    from tests.synthetic import make_tree
+
+    toy = {"model_executor/models/toy.py": "class ToyForCausalLM:\n    pass\n"}
+    registry = {"_TEXT_GENERATION_MODELS": {"ToyForCausalLM": ("toy", "ToyForCausalLM")}}
+    tree = make_tree(tmp_path / "tree", toy, registry)
+    repo = git.Repo.init(tree)
+    repo.git.add("-A")
+    repo.git.commit("-qm", "without", "--author", "t <t@example.invalid>")
+    without = repo.head.commit.hexsha
+    (tree / REGISTRY_TEST).parent.mkdir(parents=True)
+    (tree / REGISTRY_TEST).write_text("def test_registry_imports(model_arch):\n    pass\n")
+    repo.git.add("-A")
+    repo.git.commit("-qm", "with", "--author", "t <t@example.invalid>")
+    for commit, has in ((repo.head.commit.hexsha, True), (without, False)):
+        with CommitTree(tree / ".git", commit) as base:
+            base.scan()
+            assert (base.root / REGISTRY_TEST).is_file() is has
+            assert (base.root / "vllm/model_executor/models/registry.py").is_file()

@@ -69,3 +69,23 @@ def test_a_later_member_may_extend_the_registry_test_an_earlier_one_created():
     source = "import x\n\n\n@m\ndef test_registry_supports_eagle3(a):\n    pass\n"
     assert span.lines(source) == [(4, 6)]
     assert span.lines("import x\n") == []
+
+
+def test_a_members_new_file_is_in_its_own_commit(tmp_path) -> None:
+    """A member whose edit creates a file (a wrapper's contributed test): its diff carries
+    the new file, so its commit and the members' sum (patch.diff) agree."""
+    import git
+
+    from bot.propose_group import _diff_and_stage
+
+    repo = git.Repo.init(tmp_path)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    repo.git.add("-A")
+    repo.git.commit("-qm", "base", "--author", "t <t@example.invalid>")
+    (tmp_path / "a.py").write_text("x = 2\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests/test_new.py").write_text("def test_x():\n    pass\n")
+    patch = _diff_and_stage(tmp_path, ["a.py", "tests/test_new.py"])
+    assert "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n" in patch
+    assert "+def test_x():\n" in patch and "-x = 1\n+x = 2\n" in patch
+    assert _diff_and_stage(tmp_path, ["a.py", "tests/test_new.py"]) == ""  # staged

@@ -147,7 +147,8 @@ def test_a_wrapper_plan_publishes_exactly_its_patch(_plans, standin, tmp_path, n
     applied = tmp_path / "applied"
     git.Repo.clone_from(str(release_tree(VERSION)), str(applied), shared=True)
     git.Repo(applied).git.apply(str(plan_dir / "patch.diff"))
-    assert pushed == git.Repo(applied).git.diff("--no-color")
+    git.Repo(applied).git.add("-A")  # the contributed test is a new file
+    assert pushed == git.Repo(applied).git.diff("--cached", "--no-color")
     assert len(standin.pulls(UPSTREAM)) == 1
 
 
@@ -158,6 +159,17 @@ def test_an_extra_hunk_in_an_unrelated_file_of_a_wrapper_plan_is_refused(_plans,
     extra = _diff(path, source, source + "import os\nos.system('id')\n")
     _reverify(plan_dir, (plan_dir / "patch.diff").read_text() + extra)
     _refused(plan_dir, tmp_path, standin, "vllm/envs.py, which the plan's edits do not")
+
+
+def test_a_weakened_forwarding_test_is_refused(_plans, standin, tmp_path):
+    """The guard's error no longer required by the contributed test: a wrapper without the
+    guard would pass it. Publish re-derives the test from the base and refuses."""
+    plan_dir = _copy(_plans, GUARDED, tmp_path)
+    patch = (plan_dir / "patch.diff").read_text()
+    strict = "+    with pytest.raises(RuntimeError):\n"
+    assert strict in patch
+    _reverify(plan_dir, patch.replace(strict, "+    with pytest.raises(Exception):\n"))
+    _refused(plan_dir, tmp_path, standin, "the forwarding test is not the one the recipe writes")
 
 
 @pytest.mark.parametrize("name", [DELEGATE, GUARDED])
@@ -255,7 +267,8 @@ def test_a_finding_in_another_file_is_refused(_plans, standin, tmp_path):
     data = json.loads((plan_dir / "plan.json").read_text())
     data["finding"]["path"] = "vllm/model_executor/models/llava.py"
     (plan_dir / "plan.json").write_text(json.dumps(data))
-    _refused(plan_dir, tmp_path, standin, "not defined in this file")
+    # the forwarding test's rule (its file is checked first) finds no such finding at the base
+    _refused(plan_dir, tmp_path, standin, "not one eagle3-wrapper finding at the base")
 
 
 def test_a_comment_outside_the_wrappers_spans_is_refused(_plans, standin, tmp_path):

@@ -1,10 +1,12 @@
-"""Sweep: every ready eagle3-enable plan's contributed forward test in the release's CPU env.
+"""Sweep: ready plans' contributed tests (eagle3-enable's forward test, eagle3-wrapper's
+forwarding test) in the release's CPU env.
 
 Not part of ``./dev bench`` (a subdirectory: it imports vLLM three times, tens of minutes on a
 loaded machine).
 One scratch tree holds all the plans: the tests alone (each must fail), the model edits too
 (each must pass), then the capture sabotaged in the plans named by ``--sabotage`` (each must
-fail again: the residual dropped from the capture, or the captured index shifted by one).
+fail again: the residual dropped from the capture, or the captured index shifted by one; for a
+wrapper, the guard's calls dropped, or only the first layer forwarded).
 
     .venv/bin/python benchmarks/sweeps/contributed_tests.py PLAN_DIR... --sabotage A,B,C --out DIR
 
@@ -14,6 +16,7 @@ Prints one row per test and writes the three JUnit files to ``--out``.
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import tempfile
 import xml.etree.ElementTree as ET
@@ -83,13 +86,29 @@ def main() -> None:
             if loaded.plan.class_name in args.sabotage.split(","):
                 path = tree / loaded.plan.finding["path"]
                 text = path.read_text(encoding="utf-8")
-                changed = (
-                    text.replace(*_DROPPED) if _DROPPED[0] in text else text.replace(*_SHIFTED)
-                )
+                if loaded.plan.recipe == "eagle3-wrapper":
+                    changed = _sabotage_wrapper(text, loaded.patch)
+                else:
+                    changed = (
+                        text.replace(*_DROPPED) if _DROPPED[0] in text else text.replace(*_SHIFTED)
+                    )
                 assert changed != text, f"nothing to sabotage in {path}"
                 path.write_text(changed, encoding="utf-8")
                 print(f"sabotaged {loaded.plan.class_name}", flush=True)
         run("sabotaged")
+
+
+def _sabotage_wrapper(text: str, patch: str) -> str:
+    """A wrapper plan's methods broken: behind a guard, the guard's calls dropped (a text
+    model without EAGLE-3 is reached); plain forwarding, only the first layer forwarded."""
+    guard = re.search(r"^\+        self\.(\w+)\(\)\n", patch, re.MULTILINE)
+    if guard:
+        return text.replace(f"        self.{guard[1]}()\n", "")
+    forward = re.search(
+        r"^\+        (self\.\w+\.set_aux_hidden_state_layers\()layers\)\n", patch, re.M
+    )
+    assert forward, "no forwarding method in the plan's patch"
+    return text.replace(f"{forward[1]}layers)\n", f"{forward[1]}layers[:1])\n")
 
 
 def _apply(tree: Path, patch: Path, only: str) -> None:

@@ -11,6 +11,7 @@ from bot.codemods import (
     nested_capture,
     registry_entry,
     regression_test,
+    wrapper_forward_test,
 )
 from bot.codemods.base import Case, CodemodRefused
 from bot.codemods.bases import append_base_class
@@ -40,6 +41,7 @@ _MODULES_WITH_CASES = (
     aux_capture,
     nested_capture,
     aux_forward_test,
+    wrapper_forward_test,
 )
 
 

@@ -268,16 +268,16 @@ def create_shared_aux_forward_test(
     source: str, *, module: str, tests: tuple[dict[str, Any], ...]
 ) -> str:
     """:func:`create_aux_forward_test` for :func:`new_shared_aux_test_file`."""
-    return _created(source, new_shared_aux_test_file(module=module, tests=tests))
+    return created_file(source, new_shared_aux_test_file(module=module, tests=tests))
 
 
 def create_aux_forward_test(source: str, **fields: Any) -> str:
     """The codemod for a file that does not exist yet (``source`` is empty): its text
     (:func:`new_aux_test_file`'s). Run again on its own output, nothing changes."""
-    return _created(source, new_aux_test_file(**fields))
+    return created_file(source, new_aux_test_file(**fields))
 
 
-def _created(source: str, text: str) -> str:
+def created_file(source: str, text: str) -> str:
     """``text`` for a file not there yet; ``source`` unchanged when it already is ``text``."""
     if source and ast.dump(ast.parse(source)) == ast.dump(ast.parse(text)):
         return source

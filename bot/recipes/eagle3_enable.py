@@ -816,6 +816,8 @@ def _edits(
 def _writeup_context(
     ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool
 ) -> dict[str, Any]:
+    from bot.recipes.eagle3_wrapper import wrappers_waiting_for
+
     url = ctx.url
     ev = finding.evidence
     decoder = ev["decoder"]
@@ -831,6 +833,7 @@ def _writeup_context(
         "absolute": absolute,
         "pp_flag": has_pp_flag,
         "unproven": unproven_lines(ctx, finding, shape),
+        "follow_ups": wrappers_waiting_for(ctx.scan, finding.class_name),
     }
 
 

@@ -52,6 +52,7 @@ from bot.tree.model_registry import RegistryEntry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from bot.recipes.base import PublishRule
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
 NAME = "eagle3-wrapper"
 TEMPLATES = "recipes/eagle3-wrapper"
 SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
+WRAPPER_TEST = "wrapper-forward-test"
 
 
 class Eagle3Wrapper:
@@ -119,6 +121,12 @@ class Eagle3Wrapper:
             edits.append(registry_entry_edit(entry))
         test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
         edits.append(test_edit)
+        forwarding = _wrapper_forward_test(ctx, finding)
+        if isinstance(forwarding, Declined):
+            return forwarding
+        if forwarding is not None:
+            edits.append(forwarding[0])
+            cpu_tests = (*cpu_tests, forwarding[1])
         covers = finding.evidence.get("covers", [finding.class_name])
         return FixPlan(
             recipe=NAME,
@@ -188,6 +196,17 @@ def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
             )
         checked[ref] = assessment
     return checked
+
+
+def wrappers_waiting_for(ctx: ScanContext, class_name: str) -> list[str]:
+    """Registered wrappers whose code pins their language models and whose only one not
+    capable yet is ``class_name``: the wrapper plans that follow from ``class_name``'s own fix
+    (the re-scan then reports them, :func:`bot.recipes.base.follows_from`)."""
+    return sorted(
+        ref.name
+        for ref, checked in assess_all(ctx).items()
+        if checked.shape is None and checked.depends_on == (class_name,)
+    )
 
 
 def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
@@ -396,6 +415,85 @@ def _wrapper_regression_test(
     return edit, tuple(planned.node_ids)
 
 
+def _wrapper_forward_test(
+    ctx: PlanContext, finding: Finding
+) -> tuple[FileEdit, str] | Declined | None:
+    """The contributed CPU test that runs the forwarding methods (and the guard) the plan
+    adds, on a stand-in language model, and its node id; None for an interface-only plan."""
+    from bot.codemods.base import CodemodRefused
+    from bot.codemods.wrapper_forward_test import (
+        create_wrapper_forward_test,
+        new_wrapper_test_file,
+        wrapper_test_name,
+        wrapper_test_path,
+    )
+
+    fields = wrapper_test_fields(ctx.scan, finding)
+    if fields is None or isinstance(fields, Declined):
+        return fields
+    try:
+        new_wrapper_test_file(**fields)
+    except CodemodRefused as refused:
+        return Declined(f"needs a human: no contributed forwarding test ({refused})")
+    path = wrapper_test_path(finding.module)
+    if (ctx.root / path).exists():
+        return Declined(f"needs a human: no contributed forwarding test ({path} exists)")
+    guarded = fields["guard_error"] is not None
+    edit = FileEdit(
+        path=path,
+        kind=WRAPPER_TEST,
+        description=(
+            f"a CPU test calling {finding.class_name}'s two protocol methods on a stand-in "
+            "language model: "
+            + (
+                "one without SupportsEagle3 gets the guard's error, one with it is reached"
+                if guarded
+                else "both reach it"
+            )
+        ),
+        steps=(step(create_wrapper_forward_test, **fields),),
+        confined_to=(),
+        creates=True,
+    )
+    return edit, f"{path}::{wrapper_test_name(finding.class_name, guarded)}"
+
+
+def wrapper_test_fields(scan: ScanContext, finding: Finding) -> dict[str, Any] | Declined | None:
+    """The forwarding test's fields (:func:`bot.codemods.wrapper_forward_test.
+    new_wrapper_test_file`), all from the finding the scan made and the tree: the module, the
+    class, its language model's attribute, the tree guard's error, the tree's platform skip.
+    None where the plan adds no method (interface only)."""
+    shape = finding.evidence.get("shape")
+    if shape not in (DELEGATE, RUNTIME):
+        return None
+    guard_error = None
+    if shape == RUNTIME:
+        guard = runtime_guard(scan)
+        if guard is None or guard.error is None:
+            return Declined(f"{finding.class_name}: the tree has no guard raising a plain error")
+        guard_error = guard.error
+    attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+    return {
+        "module": finding.module,
+        "wrapper": finding.class_name,
+        "attribute": attribute,
+        "guard_error": guard_error,
+        "skip": _platform_skip(scan.root, finding.architectures),
+    }
+
+
+def _platform_skip(root: Path, archs: tuple[str, ...]) -> tuple[str, str] | None:
+    """The tree's ``test_registry_imports`` skip for the first of ``archs`` it skips."""
+    from bot.codemods.regression_test import REGISTRY_TEST, platform_skip
+
+    try:
+        source = (root / REGISTRY_TEST).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    skips = (platform_skip(source, arch) for arch in sorted(archs))
+    return next((skip for skip in skips if skip is not None), None)
+
+
 def _writeup_context(
     ctx: PlanContext, finding: Finding, covers: list[str], guard: Guard | None
 ) -> dict[str, Any]:
@@ -423,7 +521,17 @@ def _writeup_context(
         "works_with": ev.get("works_with", []),
         "reached": reached_subclasses(ctx.scan, finding),
         "unproven": _unproven(finding),
+        "forward_test": _forward_test_context(ctx, finding),
     }
+
+
+def _forward_test_context(ctx: PlanContext, finding: Finding) -> dict[str, Any] | None:
+    from bot.codemods.wrapper_forward_test import wrapper_test_path
+
+    fields = wrapper_test_fields(ctx.scan, finding)
+    if not isinstance(fields, dict):
+        return None
+    return {"path": wrapper_test_path(finding.module), "error": fields["guard_error"]}
 
 
 _REACHED_WHY = {

@@ -5,7 +5,8 @@ family base the finding names, in its own file) and append the two protocol meth
 to the language model, maybe behind the tree's clear-error guard. The rule re-resolves the
 recipe's spans on the base text and then requires the class to gain exactly the interface and
 exactly the methods :mod:`bot.codemods.delegate_methods` writes for the attribute the finding
-names. The registry entry and the regression tests are the interface recipe's edits.
+names. The registry entry and the regression tests are the interface recipe's edits; the
+contributed forwarding test is re-derived whole from a scan of the base commit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from bot.codemods.base import CodemodRefused
 from bot.codemods.delegate_methods import PROTOCOL_METHODS, delegating_method
 from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports
-from bot.recipes.base import PublishedEdit, PublishRule
+from bot.recipes.base import Finding, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_interface_publish import (
     INTERFACE,
     declare_interface,
@@ -183,7 +184,49 @@ def _message_part(node: ast.AST, type_calls: set[str]) -> bool:
     return isinstance(node, _MESSAGE_NODES)
 
 
+def wrapper_forward_test(edit: PublishedEdit) -> None:
+    """A new file, exactly the forwarding test the recipe writes for the class: every field
+    (module, attribute, the guard's error, the platform skip) read from the base tree's own
+    finding for the class and its files, never from the plan."""
+    from bot.codemods.wrapper_forward_test import new_wrapper_test_file, wrapper_test_path
+    from bot.recipes.eagle3_wrapper import wrapper_test_fields
+
+    if edit.before:
+        raise CodemodRefused("the forwarding test is a new file; this one existed")
+    if edit.base is None:
+        raise CodemodRefused("publish has no base tree to derive the forwarding test from")
+    scan = edit.base.scan()
+    fields = wrapper_test_fields(scan, _base_finding(edit, scan))
+    if not isinstance(fields, dict):
+        raise CodemodRefused(f"the recipe writes no forwarding test for {edit.class_name}")
+    if edit.path != wrapper_test_path(fields["module"]):
+        raise CodemodRefused("the forwarding test is not where the recipe puts it")
+    expected = new_wrapper_test_file(**fields)
+    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
+        raise CodemodRefused("the forwarding test is not the one the recipe writes")
+
+
+wrapper_forward_test.creates_file = True  # type: ignore[attr-defined]
+
+
+def _base_finding(edit: PublishedEdit, scan: ScanContext) -> Finding:
+    """The recipe's finding for the plan's class at the base; the plan's finding only picks
+    its file among same-named classes (platform variants)."""
+    from bot.recipes.eagle3_wrapper import RECIPE
+
+    path = edit.finding.get("path") if isinstance(edit.finding, Mapping) else None
+    found = [
+        f
+        for f in RECIPE.detect(scan)
+        if f.class_name == edit.class_name and (not isinstance(path, str) or f.path == path)
+    ]
+    if len(found) != 1:
+        raise CodemodRefused(f"{edit.class_name} is not one eagle3-wrapper finding at the base")
+    return found[0]
+
+
 PUBLISH_RULES: dict[str, PublishRule] = {
+    "wrapper-forward-test": wrapper_forward_test,
     "declare-interface": declare_interface,
     "declare-interface-and-delegate": declare_and_delegate,
     "declare-interface-and-guarded-delegate": declare_and_guarded_delegate,

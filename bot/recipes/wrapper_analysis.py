@@ -499,6 +499,18 @@ class Guard:
     def text_for(self, attribute: str) -> str:
         return self.source.replace(f"self.{self.attribute}", f"self.{attribute}")
 
+    @property
+    def error(self) -> str | None:
+        """The error class the guard raises by name (``RuntimeError`` for Pixtral's)."""
+        for node in ast.walk(ast.parse(self.source)):
+            if (
+                isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and isinstance(node.exc.func, ast.Name)
+            ):
+                return node.exc.func.id
+        return None
+
 
 def runtime_guard(ctx: ScanContext) -> Guard | None:
     """The first such guard in the tree (by module), or None when the tree has none."""

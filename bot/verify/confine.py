@@ -15,7 +15,7 @@ from pathlib import Path
 from bot.base_tree import CheckedOutTree
 from bot.errors import BotError
 from bot.gitrepo import Repo
-from bot.plan import PlanDir
+from bot.plan import Member, PlanDir
 from bot.publish_checks import FileChange, check_confined, check_member_confined
 from bot.verify import scratch
 from bot.verify.checks import Check
@@ -76,6 +76,30 @@ def _created_files(planned: PlanDir) -> set[str]:
     }
 
 
+def _member_created(member: Member) -> set[str]:
+    """A group member's paths whose edit kind creates a new file (see :func:`_created_files`)."""
+    from bot.recipes import recipe_named
+
+    rules = getattr(recipe_named(member.recipe), "publish_rules", None) or {}
+    return {
+        str(edit.get("path"))
+        for edit in member.edits
+        if getattr(rules.get(edit.get("kind")), "creates_file", False)
+    }
+
+
+def _created_modes(tree: Path, patch_file: Path) -> dict[str, str]:
+    """The files ``patch_file`` creates, with their modes (``create mode 100644 path``)."""
+    with Repo(tree) as repo:
+        summary = repo.git.apply("--summary", str(patch_file))
+    created = {}
+    for line in summary.splitlines():
+        words = line.strip().split(" ", 3)
+        if len(words) == 4 and words[:2] == ["create", "mode"]:
+            created[words[3]] = words[2]
+    return created
+
+
 def _read(path: Path) -> bytes:
     return path.read_bytes() if path.exists() else b""
 
@@ -94,6 +118,9 @@ def _group_confinement(planned: PlanDir, tree: Path, patch_file: Path, files: li
         raise BotError(f"could not take the patch back in the scratch tree: {undone}")
     applied: list[Path] = []
     problem = None
+    base = CheckedOutTree(tree)
+    if any(_member_created(member) for member in members):
+        base.scan()  # at the base commit, as publish scans it, before any member is applied
     try:
         for index, member in enumerate(members):
             step = patch_file.with_name(f"member-{index}.diff")
@@ -106,7 +133,13 @@ def _group_confinement(planned: PlanDir, tree: Path, patch_file: Path, files: li
                 break
             applied.append(step)
             after = {path: _read(tree / path) for path in paths}
-            changes = [FileChange(p, "M", "100644", "100644", before[p], after[p]) for p in paths]
+            created = _created_modes(tree, step)
+            changes = [
+                FileChange(p, "A", "000000", created[p], b"", after[p], base)
+                if p in created and not before[p]
+                else FileChange(p, "M", "100644", "100644", before[p], after[p], base)
+                for p in paths
+            ]
             try:
                 check_member_confined(member, changes)
             except BotError as exc:
