@@ -408,13 +408,6 @@ def _plan(tree: Path, finding: Finding) -> FixPlan | Declined:
 )
 def test_named_shape(tmp_path: Path, loop: str, residual: str, layer: str, source: str) -> None:
     (finding,) = _enable_findings(_tree(tmp_path, layer, source))
-    if residual == "explicit-add":
-        # The shape is read, but no contributed forward test can run it yet: the scan says so
-        # (fixable: false) rather than promise a plan `bot propose` would decline.
-        assert finding.evidence["refused"] == (
-            "needs a human: no forward test for explicit-add decoders yet"
-        )
-        return
     assert finding.evidence["refused"] is None
     shape = finding.evidence["shape"]
     assert (shape["loop"], shape["residual"]) == (loop, residual)
@@ -525,3 +518,49 @@ def test_the_scan_knows_the_forward_tests_stand_in_layers() -> None:
     from bot.recipes.eagle3_enable import FORWARD_TEST_RESIDUALS
 
     assert set(RESIDUAL_KINDS) == FORWARD_TEST_RESIDUALS
+
+
+def _config_read(tmp_path: Path, read: str) -> tuple[Path, Finding]:
+    """A ready decoder whose forward also reads the config (``read``: one line before the
+    loop)."""
+    source = decoder(f"        {read}\n" + ISLICE + PAIR_CALL, FUSED_NORM)
+    tree = _tree(tmp_path, LAYER_PAIR, source)
+    (finding,) = _enable_findings(tree)
+    return tree, finding
+
+
+def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
+    tmp_path: Path,
+) -> None:
+    """AXK1's ``getattr(self.config, "llama_4_scaling", None)``: the contributed test sets an
+    empty config, so the forward takes the default."""
+    tree, finding = _config_read(tmp_path, 'scaling = getattr(self.config, "scaling", None)')
+    assert finding.evidence["refused"] is None
+    from bot.codemods.aux_forward_test import create_aux_forward_test
+    from bot.recipes.eagle3_enable import forward_test_fields
+
+    scanned = _ctx(tree, finding).scan
+    (candidate,) = candidates(scanned)
+    fields = forward_test_fields(scanned, candidate, candidate.verdict)
+    assert isinstance(fields, dict)
+    assert fields["config_defaults"] == ("scaling",)
+    written = create_aux_forward_test("", **fields)
+    assert "    # no config.scaling: forward takes its default\n" in written
+    assert "    model.config = SimpleNamespace()\n" in written
+    assert create_aux_forward_test(written, **fields) == written
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "flag = self.config.use_flag",  # no default: the stand-in cannot know the value
+        'flag = getattr(self.config, "use_flag", DEFAULT)',  # a default that is not a constant
+    ],
+)
+def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, read: str) -> None:
+    tree, finding = _config_read(tmp_path, read)
+    assert finding.evidence["refused"] == (
+        "needs a human: no contributed forward test: DemoModel.forward reads self.config, "
+        "which a test on stand-in layers does not set up"
+    )
+    assert isinstance(_plan(tree, finding), Declined)
