@@ -97,7 +97,8 @@ RANGE = (
 )
 FUSED_NORM = "        hidden_states, _ = self.norm(hidden_states, residual)\n"
 PLAIN_NORM = "        hidden_states = self.norm(hidden_states)\n"
-EXPLICIT_ADD = "        hidden_states = hidden_states + residual\n" + PLAIN_NORM
+EXPLICIT_ADD_ONLY = "        hidden_states = hidden_states + residual\n"
+EXPLICIT_ADD = EXPLICIT_ADD_ONLY + PLAIN_NORM
 
 # Cohere's shape: each layer rebinds the residual it is given before reading it, and the final
 # norm takes the residual but hands it back unused.
@@ -204,6 +205,8 @@ READY = [
     ("enumerate", "residual-stream", LAYER_PAIR, decoder(ENUMERATE + PAIR_CALL, FUSED_NORM)),
     ("range", "residual-stream", LAYER_PAIR, decoder(RANGE + PAIR_CALL, FUSED_NORM)),
     ("islice", "explicit-add", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD)),
+    # MiMo's: the sum returned, the target norms it
+    ("islice", "explicit-add", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD_ONLY)),
     ("islice", "no-residual", LAYER_ONE, decoder(ISLICE + ONE_CALL, PLAIN_NORM, False)),
     ("islice", "full-stream-pair", LAYER_SUMMED_PAIR, decoder(ISLICE + PAIR_CALL, PLAIN_NORM)),
     (

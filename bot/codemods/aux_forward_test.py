@@ -107,8 +107,9 @@ def aux_forward_test(
         require_identifier(value, what)
     if residual not in _LAYERS:
         raise CodemodRefused(f"no stand-in layer for residual semantics {residual!r}")
-    if norm is None and residual != "no-residual":
+    if norm is None and residual not in ("no-residual", "explicit-add"):
         # the stream would leave the decoder without its residual: not what the test expects
+        # (an explicit-add decoder sums it before returning, norm or not)
         raise CodemodRefused("no stand-in for a decoder without a final norm that keeps a residual")
     for name in layer_params:
         require_identifier(name, "layer parameter")
@@ -425,6 +426,12 @@ CASES: list[Case] = [
         lambda s: create_aux_forward_test(s, **_TARGET_NORM),
         "",
         new_aux_test_file(**_TARGET_NORM),  # type: ignore[arg-type]
+    ),
+    Case(
+        "no final norm in an explicit-add decoder (it returns the sum): none set",
+        lambda s: create_aux_forward_test(s, **{**_EXPLICIT_ADD, "norm": None}),
+        "",
+        new_aux_test_file(**{**_EXPLICIT_ADD, "norm": None}),  # type: ignore[arg-type]
     ),
     Case(
         "no final norm, and a residual the decoder would drop: refuse",

@@ -37,7 +37,8 @@ final norm's call):
 - ``residual-stream``: layers return ``(hidden_states, residual)`` and the final norm adds them
   (``self.norm(hidden_states, residual)``): captured as ``hidden_states + residual``
 - ``explicit-add``: the same pair, summed by ``hidden_states = hidden_states + residual`` after
-  the loop: captured as ``hidden_states + residual``
+  the loop (then normed, or returned for the target to norm, as MiMo's is): captured as
+  ``hidden_states + residual``
 - ``no-residual``: layers return one tensor, the full stream: captured with ``residual=None``
 - ``full-stream-pair``: layers return a pair whose first element their own ``forward`` already
   summed, and the decoder never adds the residual back; or each layer rebinds the residual it
@@ -530,10 +531,20 @@ def _residual_kind(
     residual = call["targets"][1]
     if arities != [2]:
         return Refusal(f"the loop unpacks two values from a layer that returns {arities}")
-    if norm is None:
+    summed = [a for a in adds if a["operands"] == sorted([stream, residual])]
+    if norm is None and not (len(summed) == 1 == len(adds) and residual in _passed(call)):
         return Refusal(
             f"{decoder.name}.forward has no final norm and its layers return ({stream}, "
             f"{residual}): whether {residual} is part of the stream cannot be read"
+        )
+    if norm is None and not layer.get("ignores_residual"):
+        # `hidden_states = hidden_states + residual` and the sum returned (MiMo): the target
+        # applies the norm
+        return "explicit-add", residual
+    if norm is None:
+        return Refusal(
+            f"the layers ignore the {residual} they are given, yet the decoder adds it to "
+            f"{stream} after the loop"
         )
     if norm.get("optional") not in (None, residual):
         return Refusal(
@@ -564,8 +575,7 @@ def _residual_kind(
         )
     if norm["args"] == [stream, residual] and not adds:
         return "residual-stream", residual
-    added = [a for a in adds if a["operands"] == sorted([stream, residual])]
-    if len(added) == 1 and len(adds) == 1 and norm["args"] == [stream]:
+    if len(summed) == 1 and len(adds) == 1 and norm["args"] == [stream]:
         return "explicit-add", residual
     if not adds and norm["args"] == [stream]:
         if layer["summed_first"]:
