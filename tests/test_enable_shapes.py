@@ -345,8 +345,11 @@ REFUSED = [
             + "            hidden_states = self.hc_head(hidden_states)\n"
             + "        return self.norm(hidden_states)\n",
         ),
-        "branches on `self.enable_ihc`; line 33 returns `self.norm(hidden_states)` rather than "
-        "hidden_states by name; it does not end with `return hidden_states`",
+        "line 31 branches on `self.enable_ihc` (if so: `hidden_states = "
+        "self.hc_head(hidden_states)`), a second way of finishing the stream that a capture "
+        "written for one path does not follow; line 33 applies the final norm inside the return "
+        "(`return self.norm(hidden_states)`); the capture edit needs it assigned first "
+        "(`hidden_states = ...`) and `return hidden_states`",
     ),
     (
         "no final norm, and layers returning a pair",

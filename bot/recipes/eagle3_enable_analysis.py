@@ -477,7 +477,8 @@ def _after_loop(
             final = stmt
         elif kind != "docstring":
             problems.append(_unread_statement(stmt, stream))
-    if final is None:
+    returns_other = any(s["kind"] == "return-other" for s in shape["after"])
+    if final is None and not returns_other:  # a return of something else says it already
         problems.append(f"it does not end with `return {stream}`")
     if shape["returns"] != exits + 1:
         problems.append(f"it returns in {shape['returns']} places: several forward paths")
@@ -494,9 +495,24 @@ def _unread_statement(stmt: dict[str, Any], stream: str) -> str:
     """A statement after the loop the bot does not model, in the words of its code."""
     kind, line = stmt["kind"], stmt["line"]
     if kind in ("if", "pp-exit"):
-        return f"line {line} branches on `{stmt.get('test', '?')}`"
+        paths = [
+            f"{label}: `{'; '.join(stmt[key])}`"
+            for key, label in (("then", "if so"), ("else", "otherwise"))
+            if stmt.get(key)
+        ]
+        done = f" ({', '.join(paths)})" if paths else ""
+        return (
+            f"line {line} branches on `{stmt.get('test', '?')}`{done}, a second way of finishing "
+            "the stream that a capture written for one path does not follow"
+        )
+    value = stmt.get("value") or "?"
+    if kind == "return-other" and value.startswith("self.") and stream in value:
+        return (
+            f"line {line} applies the final norm inside the return (`return {value}`); the "
+            f"capture edit needs it assigned first (`{stream} = ...`) and `return {stream}`"
+        )
     if kind.startswith("return"):
-        return f"line {line} returns `{stmt.get('value') or '?'}` rather than {stream} by name"
+        return f"line {line} returns `{value}` rather than {stream} by name"
     if kind == "call":
         targets = ", ".join(stmt["targets"])
         return f"line {line} sets {targets} from {stmt['callee']}(...)"

@@ -304,6 +304,13 @@ def _optional_norm(stmt: ast.If) -> dict[str, Any] | None:
     return fused | {"line": stmt.lineno, "optional": residual}
 
 
+def _quoted(body: list[ast.stmt], limit: int = 2) -> list[str]:
+    """A branch's first ``limit`` statements, each on one line (``...`` when there are more)."""
+    quoted = [" ".join(ast.unparse(s).split()) for s in body[:limit]]
+    quoted = [q if len(q) <= 80 else q[:77] + "..." for q in quoted]
+    return quoted + (["..."] if len(body) > limit else [])
+
+
 def _statement(stmt: ast.stmt) -> dict[str, Any]:
     """A top-level statement after the loop, reduced to what residual semantics depend on."""
     if isinstance(stmt, ast.Return):
@@ -333,6 +340,9 @@ def _statement(stmt: ast.stmt) -> dict[str, Any]:
             "returns": len(returns),
             "test": _short(stmt.test),
             "line": stmt.lineno,
+            # what each branch does, as a reader would quote it (a refusal names it)
+            "then": _quoted(stmt.body),
+            "else": _quoted(stmt.orelse),
         }
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target = stmt.targets[0]
