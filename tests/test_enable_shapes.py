@@ -256,6 +256,27 @@ READY = [
 
 REFUSED = [
     (
+        "the layer called in both branches of an if (DeciLM)",
+        LAYER_PAIR,
+        decoder(
+            ISLICE
+            + "            if not layer.no_op:\n    "
+            + PAIR_CALL
+            + "            else:\n    "
+            + PAIR_CALL,
+            FUSED_NORM,
+        ),
+        "loop at line 27 calls the layer inside `if not layer.no_op:` / `else:` (the same call "
+        "in both branches)",
+    ),
+    (
+        "a layer method that hands back something else than the stream (AliceAI)",
+        LAYER_PAIR,
+        decoder(ISLICE + "            count, partial = layer.forward_bank(positions, bank)\n", ""),
+        "loop at line 27 calls layer.forward_bank(...), which hands back (count, partial) rather "
+        "than the hidden stream",
+    ),
+    (
         "layers ignore the residual they are given, and the final norm may add it",
         LAYER_SUMMED_PAIR,
         decoder(ISLICE + PAIR_CALL, FUSED_NORM),

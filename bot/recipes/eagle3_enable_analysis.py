@@ -389,6 +389,20 @@ def _loop_refusal(
         return f"{where} has an else block"
     if loop["call"] is None and (late := loop.get("late_call")):
         return _late_call_refusal(where, late)
+    other = loop.get("other_call") if loop["call"] is None else None
+    if other and other["kind"] == "branched":
+        same = "the same call in both branches" if other["same"] else "a different call in each"
+        return (
+            f"{where} calls the layer inside `if {other['test']}:` / `else:` ({same}), and the "
+            "bot's capture edit only places a capture after a layer call that is a statement of "
+            "the loop itself"
+        )
+    if other and other["kind"] == "method":
+        return (
+            f"{where} calls {other['callee']}(...), which hands back "
+            f"({', '.join(other['targets'])}) rather than the hidden stream: there is no "
+            "stream per layer to capture"
+        )
     if loop["call"] is None:
         return (
             f"{where} does not start with `hidden_states[, residual] = layer(...)`: the "
