@@ -569,9 +569,22 @@ def _norm_attribute(path: Path, decoder: str, shape: DecoderShape) -> str | None
     return called.pop() if len(called) == 1 else None
 
 
+# The last scan's candidates: detect, the broken-claim reports' fixes and a plan's capture all
+# ask for them on the same ScanContext (one scan, one tree state).
+_LAST: list[tuple[ScanContext, tuple[Candidate, ...]]] = []
+
+
 def candidates(ctx: ScanContext) -> list[Candidate]:
     """Every text-generation target without the interface whose decoder neither has the mixin
     nor collects, with the decoder's shape or the reason it is refused."""
+    if _LAST and _LAST[0][0] is ctx:
+        return list(_LAST[0][1])
+    found = _candidates(ctx)
+    _LAST[:] = [(ctx, tuple(found))]
+    return found
+
+
+def _candidates(ctx: ScanContext) -> list[Candidate]:
     index = ctx.index
     targets = registered_targets(ctx)
     # Each target's decoder classes, once: every candidate checks every other target.
