@@ -261,3 +261,87 @@ def test_real_reports_on_0_34_0_point_at_the_lines_they_name() -> None:
 
 def _line(root: Path, path: str, line: int) -> str:
     return (root / path).read_text(encoding="utf-8").splitlines()[line - 1].strip()
+
+
+# A decoder the enable recipe can patch (tests/test_enable_shapes.py's islice / residual-stream
+# shape), without the mixin.
+ENABLEABLE = """
+from itertools import islice
+
+
+class PairLayer(nn.Module):
+    def forward(self, positions, hidden_states, residual):
+        if residual is None:
+            residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        return hidden_states, residual
+
+
+class PairModel(nn.Module):
+    def __init__(self, *, vllm_config, prefix=''):
+        super().__init__()
+        self.start_layer, self.end_layer, self.layers = make_layers(
+            4, lambda prefix: PairLayer(prefix=prefix), prefix=prefix
+        )
+        self.embed_tokens = VocabParallelEmbedding(8, 8)
+        self.norm = RMSNorm(8)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        hidden_states = self.embed_tokens(input_ids)
+        residual = None
+        for layer in islice(self.layers, self.start_layer, self.end_layer):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+        hidden_states, _ = self.norm(hidden_states, residual)
+        return hidden_states
+"""
+
+
+def test_a_claim_broken_by_a_decoder_without_the_mixin_names_the_plan_that_repairs_it(
+    tmp_path: Path,
+) -> None:
+    """Exaone4_5's shape: the wrapper's language model is a registered target whose enablement
+    gives the decoder the mixin; without that registration, every blocker is named."""
+    source = ENABLEABLE + target("PairLm", "PairModel", bases="nn.Module, SupportsPP")
+    source += WRAPPER.format(name="PairVL", lm="PairLm")
+    (found,) = claims(tmp_path / "registered", source, ["PairLm"], mm=["PairVLSub"])
+    assert found["evidence"]["fix"] == {"ready": ["PairLm"]}
+    assert "the eagle3-enable plan for PairLm repairs it" in found["summary"]
+    (found,) = claims(tmp_path / "unregistered", source, [], mm=["PairVLSub"])
+    assert found["evidence"]["fix"] == {
+        "refused": "needs a human: no registered text-generation architecture builds PairModel "
+        "as its .model, so there is no eagle3-enable target whose plan would give it the mixin "
+        "and the capture"
+    }
+
+
+def test_a_claim_whose_decoder_is_refused_names_every_blocker(tmp_path: Path) -> None:
+    source = PLAIN_DECODER.format(name="PlainModel") + target("BrokenForCausalLM", "PlainModel")
+    (found,) = claims(tmp_path, source, ["BrokenForCausalLM"])
+    refused = found["evidence"]["fix"]["refused"]
+    assert refused.startswith("needs a human: no registered text-generation architecture builds")
+    assert "; and PlainModel.forward has no loop over its layers" in refused
+
+
+def test_a_forward_override_that_drops_the_capture_says_no_plan_adds_it_alone(
+    tmp_path: Path,
+) -> None:
+    """MiMo's shape: the decoder inherits the mixin, its own forward (an explicit-add decoder
+    the target norms) drops the capture. The shape is readable; what is missing is a plan that
+    adds only the capture."""
+    source = ENABLEABLE.replace(
+        "class PairModel(nn.Module):", "class PairModel(nn.Module, EagleModelMixin):"
+    )
+    source = source.replace(
+        "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+        "        hidden_states = hidden_states + residual\n",
+    )
+    (found,) = claims(
+        tmp_path, source + target("PairForCausalLM", "PairModel"), ["PairForCausalLM"]
+    )
+    assert found["evidence"]["broken"] == NO_CAPTURE
+    assert found["evidence"]["fix"] == {
+        "refused": "needs a human: PairModel already has EagleModelMixin (through PairModel) and "
+        "PairForCausalLM already declares the interface; eagle3-enable's plans add the mixin, the "
+        "capture and the declaration together, and none adds the capture alone to a forward that "
+        "dropped it"
+    }

@@ -76,6 +76,48 @@ def test_publish_accepts_exactly_the_forward_test_the_recipe_writes() -> None:
     aux_forward_test(_edit(_test_text()))
 
 
+_NEW_SHAPES = {
+    # explicit-add: the pair's stand-in, the decoder sums it; the layer call's `idx=idx`
+    "HYV3ForCausalLM": dict(
+        module="vllm.model_executor.models.hy_v3",
+        decoder="HYV3Model",
+        residual="explicit-add",
+        norm="norm",
+        layer_params=("positions", "hidden_states", "residual", "idx"),
+    ),
+    # `getattr(self.config, "llama_4_scaling", None)`: an empty stand-in config
+    "AXK1ForCausalLM": dict(
+        module="vllm.model_executor.models.AXK1",
+        decoder="AXK1Model",
+        residual="residual-stream",
+        norm="norm",
+        config_defaults=("llama_4_scaling",),
+        layer_params=("positions", "hidden_states", "residual", "llama_4_scaling"),
+    ),
+}
+
+
+@pytest.mark.parametrize("target", sorted(_NEW_SHAPES))
+def test_publish_derives_the_new_shapes_forward_tests_from_the_base(target: str) -> None:
+    """Publish re-derives every field from the base scan: the test the recipe writes for an
+    explicit-add decoder and for a config read with a default passes, one without the empty
+    config (the forward would read a stand-in's missing attribute) is refused."""
+    fields = {**_NEW_SHAPES[target], "target": target}
+    module = str(fields["module"])
+    text = new_aux_test_file(**fields)  # type: ignore[arg-type]
+    finding = {"class": target, "module": module, "evidence": {}}
+
+    def edit(after: str) -> PublishedEdit:
+        path = aux_test_path(module)
+        return PublishedEdit(path, "aux-forward-test", "", after, target, finding, _base())
+
+    aux_forward_test(edit(text))
+    tampered = text.replace("    model.config = SimpleNamespace()\n", "").replace(", idx):", "):")
+    assert tampered != text
+    with pytest.raises(CodemodRefused, match="not the one the recipe writes"):
+        aux_forward_test(edit(tampered))
+
+
 @pytest.mark.parametrize(
     ("change", "refusal"),
     [
@@ -147,12 +189,6 @@ def test_enable_plan_contributes_a_forward_test_and_lists_it(scanned_0_34_0) -> 
     assert "Not proven by this PR's tests" in proposal.pr_markdown
 
 
-def test_enable_plan_without_a_standin_forward_test_is_not_ready(scanned_0_34_0) -> None:
-    plan = _propose(scanned_0_34_0, "AXK1ForCausalLM").plan
-    assert plan.status != "ready"
-    assert "AXK1Model.forward reads self.config" in plan.reason
-
-
 @pytest.mark.parametrize(
     ("target", "line"),
     [
@@ -161,6 +197,8 @@ def test_enable_plan_without_a_standin_forward_test_is_not_ready(scanned_0_34_0)
             "HyperCLOVAXForCausalLM",
             "+    model.config = SimpleNamespace(embedding_multiplier=1.0)\n",
         ),
+        # `getattr(self.config, "llama_4_scaling", None)`: an empty config gives the default
+        ("AXK1ForCausalLM", "+    model.config = SimpleNamespace()\n"),
     ],
 )
 def test_stream_multipliers_are_set_to_one(scanned_0_34_0, target: str, line: str) -> None:

@@ -333,8 +333,12 @@ def test_a_refused_target_needs_a_human_and_comes_last(tmp_path):
     assert plan.status == "needs-human"  # a real gap, not "nothing to fix"
     # Every statement after the loop the bot does not model, in words, not internal kinds.
     assert (
-        "line 2131 branches on `residual is not None`; "
-        "line 2133 branches on `self.use_sequence_parallel`"
+        "line 2131 branches on `residual is not None` (if so: `hidden_states = "
+        "layer._add_for_residual(hidden_states, residual)`)"
+    ) in plan.reason
+    assert (
+        "line 2133 branches on `self.use_sequence_parallel` (if so: `hidden_states = "
+        "sp_all_gather(hidden_states)[:positions.shape[0]]`)"
     ) in plan.reason
     assert not re.search(r"return-name|return-other|pp-exit|\(\w+-\w+ at line", plan.reason)
     assert publish_plan(tmp_path / "plan", reviewer=None).action == "nothing-to-do"

@@ -155,5 +155,8 @@ def test_zaya_is_refused_for_its_float32_stream_and_unnamed_return() -> None:
     refused = zaya["evidence"]["refused"]
     assert "keeps no self.start_layer" not in refused  # no longer the (wrong) blocker
     assert "the stream is float32 between layers (line 527" in refused
-    assert "line 533 returns `self.norm(hidden_states.to(self.norm.weight.dtype))`" in refused
+    assert (
+        "line 533 applies the final norm inside the return "
+        "(`return self.norm(hidden_states.to(self.norm.weight.dtype))`)"
+    ) in refused
     assert zaya["priority"]["fixable"] is False

@@ -97,7 +97,8 @@ RANGE = (
 )
 FUSED_NORM = "        hidden_states, _ = self.norm(hidden_states, residual)\n"
 PLAIN_NORM = "        hidden_states = self.norm(hidden_states)\n"
-EXPLICIT_ADD = "        hidden_states = hidden_states + residual\n" + PLAIN_NORM
+EXPLICIT_ADD_ONLY = "        hidden_states = hidden_states + residual\n"
+EXPLICIT_ADD = EXPLICIT_ADD_ONLY + PLAIN_NORM
 
 # Cohere's shape: each layer rebinds the residual it is given before reading it, and the final
 # norm takes the residual but hands it back unused.
@@ -204,6 +205,8 @@ READY = [
     ("enumerate", "residual-stream", LAYER_PAIR, decoder(ENUMERATE + PAIR_CALL, FUSED_NORM)),
     ("range", "residual-stream", LAYER_PAIR, decoder(RANGE + PAIR_CALL, FUSED_NORM)),
     ("islice", "explicit-add", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD)),
+    # MiMo's: the sum returned, the target norms it
+    ("islice", "explicit-add", LAYER_PAIR, decoder(ISLICE + PAIR_CALL, EXPLICIT_ADD_ONLY)),
     ("islice", "no-residual", LAYER_ONE, decoder(ISLICE + ONE_CALL, PLAIN_NORM, False)),
     ("islice", "full-stream-pair", LAYER_SUMMED_PAIR, decoder(ISLICE + PAIR_CALL, PLAIN_NORM)),
     (
@@ -252,6 +255,27 @@ READY = [
 ]
 
 REFUSED = [
+    (
+        "the layer called in both branches of an if (DeciLM)",
+        LAYER_PAIR,
+        decoder(
+            ISLICE
+            + "            if not layer.no_op:\n    "
+            + PAIR_CALL
+            + "            else:\n    "
+            + PAIR_CALL,
+            FUSED_NORM,
+        ),
+        "loop at line 27 calls the layer inside `if not layer.no_op:` / `else:` (the same call "
+        "in both branches)",
+    ),
+    (
+        "a layer method that hands back something else than the stream (AliceAI)",
+        LAYER_PAIR,
+        decoder(ISLICE + "            count, partial = layer.forward_bank(positions, bank)\n", ""),
+        "loop at line 27 calls layer.forward_bank(...), which hands back (count, partial) rather "
+        "than the hidden stream",
+    ),
     (
         "layers ignore the residual they are given, and the final norm may add it",
         LAYER_SUMMED_PAIR,
@@ -342,8 +366,11 @@ REFUSED = [
             + "            hidden_states = self.hc_head(hidden_states)\n"
             + "        return self.norm(hidden_states)\n",
         ),
-        "branches on `self.enable_ihc`; line 33 returns `self.norm(hidden_states)` rather than "
-        "hidden_states by name; it does not end with `return hidden_states`",
+        "line 31 branches on `self.enable_ihc` (if so: `hidden_states = "
+        "self.hc_head(hidden_states)`), a second way of finishing the stream that a capture "
+        "written for one path does not follow; line 33 applies the final norm inside the return "
+        "(`return self.norm(hidden_states)`); the capture edit needs it assigned first "
+        "(`hidden_states = ...`) and `return hidden_states`",
     ),
     (
         "no final norm, and layers returning a pair",
@@ -408,13 +435,6 @@ def _plan(tree: Path, finding: Finding) -> FixPlan | Declined:
 )
 def test_named_shape(tmp_path: Path, loop: str, residual: str, layer: str, source: str) -> None:
     (finding,) = _enable_findings(_tree(tmp_path, layer, source))
-    if residual == "explicit-add":
-        # The shape is read, but no contributed forward test can run it yet: the scan says so
-        # (fixable: false) rather than promise a plan `bot propose` would decline.
-        assert finding.evidence["refused"] == (
-            "needs a human: no forward test for explicit-add decoders yet"
-        )
-        return
     assert finding.evidence["refused"] is None
     shape = finding.evidence["shape"]
     assert (shape["loop"], shape["residual"]) == (loop, residual)
@@ -525,3 +545,49 @@ def test_the_scan_knows_the_forward_tests_stand_in_layers() -> None:
     from bot.recipes.eagle3_enable import FORWARD_TEST_RESIDUALS
 
     assert set(RESIDUAL_KINDS) == FORWARD_TEST_RESIDUALS
+
+
+def _config_read(tmp_path: Path, read: str) -> tuple[Path, Finding]:
+    """A ready decoder whose forward also reads the config (``read``: one line before the
+    loop)."""
+    source = decoder(f"        {read}\n" + ISLICE + PAIR_CALL, FUSED_NORM)
+    tree = _tree(tmp_path, LAYER_PAIR, source)
+    (finding,) = _enable_findings(tree)
+    return tree, finding
+
+
+def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
+    tmp_path: Path,
+) -> None:
+    """AXK1's ``getattr(self.config, "llama_4_scaling", None)``: the contributed test sets an
+    empty config, so the forward takes the default."""
+    tree, finding = _config_read(tmp_path, 'scaling = getattr(self.config, "scaling", None)')
+    assert finding.evidence["refused"] is None
+    from bot.codemods.aux_forward_test import create_aux_forward_test
+    from bot.recipes.eagle3_enable import forward_test_fields
+
+    scanned = _ctx(tree, finding).scan
+    (candidate,) = candidates(scanned)
+    fields = forward_test_fields(scanned, candidate, candidate.verdict)
+    assert isinstance(fields, dict)
+    assert fields["config_defaults"] == ("scaling",)
+    written = create_aux_forward_test("", **fields)
+    assert "    # no config.scaling: forward takes its default\n" in written
+    assert "    model.config = SimpleNamespace()\n" in written
+    assert create_aux_forward_test(written, **fields) == written
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        "flag = self.config.use_flag",  # no default: the stand-in cannot know the value
+        'flag = getattr(self.config, "use_flag", DEFAULT)',  # a default that is not a constant
+    ],
+)
+def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, read: str) -> None:
+    tree, finding = _config_read(tmp_path, read)
+    assert finding.evidence["refused"] == (
+        "needs a human: no contributed forward test: DemoModel.forward reads self.config, "
+        "which a test on stand-in layers does not set up"
+    )
+    assert isinstance(_plan(tree, finding), Declined)

@@ -41,8 +41,8 @@ pytestmark = pytest.mark.vllm_tree
 
 __all__ = ["standin"]  # the stand-in fixture, seeded from the same release
 
-# One ready plan per residual semantics on 0.34.0 (explicit-add has none: its plan is declined,
-# the contributed forward test knows no stand-in layer for it).
+# One ready plan per residual semantics on 0.34.0 (explicit-add's, HYV3, writes the same
+# forward test as residual-stream; tests/test_contributed_tests.py checks publish derives it).
 TARGETS = {
     "residual-stream": "Gemma2ForCausalLM",
     "no-residual": "OrionForCausalLM",

@@ -44,6 +44,9 @@ _LAYERS: dict[str, str] = {
         "            return hidden_states + 1\n"
     ),
 }
+# An explicit-add decoder's layers hand back the same pair; the decoder sums it after the loop
+# (`hidden_states = hidden_states + residual`), and AddNorm's one-argument call passes it on.
+_LAYERS["explicit-add"] = _LAYERS["residual-stream"]
 RESIDUAL_KINDS = tuple(_LAYERS)
 
 
@@ -61,6 +64,7 @@ def aux_forward_test(
     norm: str | None,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
+    config_defaults: tuple[str, ...] = (),
     forward_alias: str | None = None,
     child: str | None = None,
     pp_group: bool = True,
@@ -83,10 +87,13 @@ def aux_forward_test(
 
     ``scalars`` / ``config_scalars``: ``self.<x>`` / ``self.config.<x>`` the forward multiplies
     the stream by (FalconH1's ``embedding_multiplier``, HyperCLOVAX's muP one): set to 1.0.
+    ``config_defaults``: ``self.config.<x>`` the forward reads with
+    ``getattr(self.config, "x", <constant>)`` (AXK1's ``llama_4_scaling``): left off the
+    stand-in config, so the forward takes its default.
     ``forward_alias``: the module the decoder's ``forward`` is defined in when the decoder
     inherits it from another module's class (its ``get_pp_group`` is the one forward calls)."""
     pp_alias = forward_alias or alias
-    for name in (*scalars, *config_scalars):
+    for name in (*scalars, *config_scalars, *config_defaults):
         require_identifier(name, "scalar attribute")
     require_dotted(module, "module")
     for value, what in (
@@ -100,8 +107,9 @@ def aux_forward_test(
         require_identifier(value, what)
     if residual not in _LAYERS:
         raise CodemodRefused(f"no stand-in layer for residual semantics {residual!r}")
-    if norm is None and residual != "no-residual":
+    if norm is None and residual not in ("no-residual", "explicit-add"):
         # the stream would leave the decoder without its residual: not what the test expects
+        # (an explicit-add decoder sums it before returning, norm or not)
         raise CodemodRefused("no stand-in for a decoder without a final norm that keeps a residual")
     for name in layer_params:
         require_identifier(name, "layer parameter")
@@ -145,10 +153,13 @@ def aux_forward_test(
         + "    model.do_not_compile = True\n"
         + "".join(f"    model.{name} = 1.0\n" for name in scalars)
         + (
-            "    model.config = SimpleNamespace("
+            "".join(
+                f"    # no config.{name}: forward takes its default\n" for name in config_defaults
+            )
+            + "    model.config = SimpleNamespace("
             + ", ".join(f"{name}=1.0" for name in config_scalars)
             + ")\n"
-            if config_scalars
+            if config_scalars or config_defaults
             else ""
         )
         + f"    target = {alias}.{target}.__new__({alias}.{target})\n"
@@ -201,6 +212,7 @@ def new_aux_test_file(
     norm: str | None,
     scalars: tuple[str, ...] = (),
     config_scalars: tuple[str, ...] = (),
+    config_defaults: tuple[str, ...] = (),
     child: str | None = None,
     pp_group: bool = True,
     layer_params: tuple[str, ...] = (),
@@ -213,6 +225,7 @@ def new_aux_test_file(
         "norm": norm,
         "scalars": scalars,
         "config_scalars": config_scalars,
+        **({"config_defaults": config_defaults} if config_defaults else {}),
         "child": child,
         "pp_group": pp_group,
         "layer_params": layer_params,
@@ -247,7 +260,10 @@ def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) 
         for fields in sorted(tests, key=lambda f: str(f.get("target")))
     ]
     # SimpleNamespace is used at all: a pipeline group patched, or config scalars set.
-    namespace = any(f.get("pp_group", True) or f.get("config_scalars") for f in tests)
+    namespace = any(
+        f.get("pp_group", True) or f.get("config_scalars") or f.get("config_defaults")
+        for f in tests
+    )
     return (
         f"{LICENSE_HEADER}"
         + ("from types import SimpleNamespace\n\n" if namespace else "")
@@ -323,6 +339,25 @@ _STREAM_FIRST = dict(
     layer_params=("hidden_states", "positions", "residual"),
 )
 
+_EXPLICIT_ADD = dict(
+    module="vllm.model_executor.models.hy_v3",
+    decoder="HYV3Model",
+    target="HYV3ForCausalLM",
+    residual="explicit-add",
+    norm="norm",
+    layer_params=("positions", "hidden_states", "residual", "idx"),
+)
+
+_CONFIG_DEFAULT = dict(
+    module="vllm.model_executor.models.AXK1",
+    decoder="AXK1Model",
+    target="AXK1ForCausalLM",
+    residual="residual-stream",
+    norm="norm",
+    config_defaults=("llama_4_scaling",),
+    layer_params=("positions", "hidden_states", "residual", "llama_4_scaling"),
+)
+
 _NESTED = dict(
     module="vllm.model_executor.models.plamo3",
     decoder="Plamo3Model",
@@ -393,6 +428,12 @@ CASES: list[Case] = [
         new_aux_test_file(**_TARGET_NORM),  # type: ignore[arg-type]
     ),
     Case(
+        "no final norm in an explicit-add decoder (it returns the sum): none set",
+        lambda s: create_aux_forward_test(s, **{**_EXPLICIT_ADD, "norm": None}),
+        "",
+        new_aux_test_file(**{**_EXPLICIT_ADD, "norm": None}),  # type: ignore[arg-type]
+    ),
+    Case(
         "no final norm, and a residual the decoder would drop: refuse",
         lambda s: create_aux_forward_test(s, **{**_TARGET_NORM, "residual": "residual-stream"}),
         "",
@@ -418,6 +459,31 @@ CASES: list[Case] = [
         "",
         new_aux_test_file(**_NESTED),  # type: ignore[arg-type]
     ),
+    Case(
+        "an explicit-add decoder: the pair's stand-in, the sum left to the decoder",
+        lambda s: create_aux_forward_test(s, **_EXPLICIT_ADD),
+        "",
+        new_aux_test_file(**_EXPLICIT_ADD),  # type: ignore[arg-type]
+    ),
+    Case(
+        "an explicit-add decoder's test already written: no change",
+        lambda s: create_aux_forward_test(s, **_EXPLICIT_ADD),
+        new_aux_test_file(**_EXPLICIT_ADD),  # type: ignore[arg-type]
+    ),
+    Case(
+        "a config value read with a default: an empty stand-in config",
+        lambda s: create_aux_forward_test(s, **_CONFIG_DEFAULT),
+        "",
+        new_aux_test_file(**_CONFIG_DEFAULT),  # type: ignore[arg-type]
+    ),
+    Case(
+        "a config default that is not a name: refuse",
+        lambda s: create_aux_forward_test(
+            s, **{**_CONFIG_DEFAULT, "config_defaults": ("llama_4_scaling=1;",)}
+        ),
+        "",
+        refuses="scalar attribute",
+    ),
     Case("the new file already written: no change", _create, _CREATED),
     Case(
         "an unknown residual semantics: refuse",
@@ -426,7 +492,7 @@ CASES: list[Case] = [
             module="vllm.model_executor.models.mixtral",
             decoder="MixtralModel",
             target="MixtralForCausalLM",
-            residual="explicit-add",
+            residual="two-streams",
             norm="norm",
         ),
         "",

@@ -165,6 +165,7 @@ class Verdict:
     why: str
     evidence: dict[str, Any]
     unjudged: str = ""
+    holder: ClassRef | None = None  # the decoder the interface's defaults reach
 
 
 class Eagle3BrokenClaim:
@@ -175,11 +176,25 @@ class Eagle3BrokenClaim:
         defaults = protocol_defaults(ctx.root)
         if defaults is None:
             return []
+        from bot.recipes.broken_claim_fix import claim_fix
+        from bot.recipes.eagle3_enable import candidates
+
+        enable: list[Any] = []  # eagle3-enable's candidates, read once, only when a claim asks
+
+        def enable_candidates() -> list[Any]:
+            if not enable:
+                enable.extend(candidates(ctx))
+            return enable
+
         findings: list[Finding] = []
         for ref, entries in claimed_targets(ctx).items():
             verdict = judge(ctx, ref, defaults)
-            if verdict.kind is not None:
-                findings.append(_finding(ctx.index, ref, entries, verdict))
+            if verdict.kind is None:
+                continue
+            fix = None
+            if verdict.holder is not None:
+                fix = claim_fix(ctx, verdict.kind, verdict.holder, ref, enable_candidates)
+            findings.append(_finding(ctx.index, ref, entries, verdict, fix))
         return findings
 
 
@@ -220,7 +235,7 @@ def judge(ctx: ScanContext, ref: ClassRef, defaults: ProtocolDefaults) -> Verdic
             f"the interface's default set_aux_hidden_state_layers reaches {_path_text(resolution)}"
             f" = {holder.name} ({where.path}:{where.line}), which lacks EagleModelMixin: {fails}"
         )
-        return Verdict(NO_MIXIN, why, evidence)
+        return Verdict(NO_MIXIN, why, evidence, holder=holder)
     decoder_forward = _forward(index, holder)
     if decoder_forward is None:
         return _unjudged(f"{holder.name} has no forward in the model packages")
@@ -236,7 +251,7 @@ def judge(ctx: ScanContext, ref: ClassRef, defaults: ProtocolDefaults) -> Verdic
             "_maybe_add_hidden_state, no aux_hidden_state_layers, nothing it hands off to does), "
             "so EAGLE-3 gets none back"
         )
-        return Verdict(NO_CAPTURE, why, evidence)
+        return Verdict(NO_CAPTURE, why, evidence, holder=holder)
     checked = _forward_check(index, ref, resolution)
     if checked is not None:
         verdict, owner, line, why = checked
@@ -471,13 +486,22 @@ def _resolution_evidence(
 
 
 def _finding(
-    index: ClassIndex, ref: ClassRef, entries: list[RegistryEntry], verdict: Verdict
+    index: ClassIndex,
+    ref: ClassRef,
+    entries: list[RegistryEntry],
+    verdict: Verdict,
+    fix: dict[str, Any] | None = None,
 ) -> Finding:
     declared = declaration(index, ref)
     evidence = {"declared": declared, "broken": verdict.kind, "why": verdict.why}
     evidence.update(verdict.evidence)
     via = f" (inherited from {declared['name']})" if declared["inherited"] else ""
     summary = f"{ref.name} declares SupportsEagle3{via} but would fail when used: {verdict.why}"
+    if fix is not None:
+        # {"ready": [eagle3-enable targets whose plan repairs it]} or {"refused": every blocker}
+        evidence["fix"] = fix
+        if fix.get("ready"):
+            summary += f"; the eagle3-enable plan for {', '.join(fix['ready'])} repairs it"
     return class_finding(NAME, index, ref, entries, evidence, summary)
 
 

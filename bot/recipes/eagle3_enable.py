@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import functools
 import html
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -305,7 +305,9 @@ def _aux_forward_test(
 # The residual semantics the contributed forward test has a stand-in layer for (the keys of
 # bot.codemods.aux_forward_test's stand-ins; a test keeps the two equal). Named here so that
 # the scan, which asks every candidate for its test's fields, does not import the codemods.
-FORWARD_TEST_RESIDUALS = frozenset({"residual-stream", "full-stream-pair", "no-residual"})
+FORWARD_TEST_RESIDUALS = frozenset(
+    {"residual-stream", "explicit-add", "full-stream-pair", "no-residual"}
+)
 
 
 def forward_test_fields(
@@ -349,6 +351,7 @@ def forward_test_fields(
             or child_reads.scalars
             or child_reads.config_scalars
             or child_reads.config_elsewhere
+            or child_reads.config_defaults
         ):
             read = sorted(unset | child_reads.scalars | child_reads.config_scalars)
             return Declined(
@@ -364,6 +367,11 @@ def forward_test_fields(
         "norm": norm,
         "scalars": tuple(sorted(reads.scalars)),
         "config_scalars": tuple(sorted(reads.config_scalars)),
+        **(
+            {"config_defaults": tuple(sorted(reads.config_defaults))}
+            if reads.config_defaults
+            else {}
+        ),
         **({"child": shape.child} if shape.child else {}),
     }
     fit = _stand_in_fit(scan, candidate, shape)
@@ -448,6 +456,9 @@ class _ForwardReads:
     scalars: set[str]
     config_scalars: set[str]
     config_elsewhere: list[bool]  # one element when self.config is read another way
+    # ``getattr(self.config, "<x>", <constant>)``: read with a default, which an empty
+    # stand-in config gives (AXK1's ``llama_4_scaling``, None)
+    config_defaults: set[str] = field(default_factory=set)
 
 
 def _parsed(path: Path) -> ast.Module:
@@ -488,6 +499,10 @@ def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
             factors.add(id(node.value))
     config_in_factors: set[int] = set()
     for node in ast.walk(forward):
+        if (name := _config_default(node)) is not None:
+            reads.config_defaults.add(name)
+            config_in_factors.add(id(node.args[0]))  # type: ignore[attr-defined]
+    for node in ast.walk(forward):
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
             inner = node.value
             if _is_self(inner.value) and inner.attr == "config" and id(node) in factors:
@@ -504,6 +519,30 @@ def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
         elif isinstance(node.ctx, ast.Load):
             reads.plain.add(node.attr)
     return reads
+
+
+def _config_default(node: ast.AST) -> str | None:
+    """``x`` for ``getattr(self.config, "x", <constant>)``, else None."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "getattr"
+        and len(node.args) == 3
+        and not node.keywords
+    ):
+        return None
+    config, name, default = node.args
+    if (
+        isinstance(config, ast.Attribute)
+        and _is_self(config.value)
+        and config.attr == "config"
+        and isinstance(name, ast.Constant)
+        and isinstance(name.value, str)
+        and name.value.isidentifier()
+        and isinstance(default, ast.Constant)
+    ):
+        return name.value
+    return None
 
 
 def _is_self(node: ast.expr) -> bool:
@@ -530,9 +569,22 @@ def _norm_attribute(path: Path, decoder: str, shape: DecoderShape) -> str | None
     return called.pop() if len(called) == 1 else None
 
 
+# The last scan's candidates: detect, the broken-claim reports' fixes and a plan's capture all
+# ask for them on the same ScanContext (one scan, one tree state).
+_LAST: list[tuple[ScanContext, tuple[Candidate, ...]]] = []
+
+
 def candidates(ctx: ScanContext) -> list[Candidate]:
     """Every text-generation target without the interface whose decoder neither has the mixin
     nor collects, with the decoder's shape or the reason it is refused."""
+    if _LAST and _LAST[0][0] is ctx:
+        return list(_LAST[0][1])
+    found = _candidates(ctx)
+    _LAST[:] = [(ctx, tuple(found))]
+    return found
+
+
+def _candidates(ctx: ScanContext) -> list[Candidate]:
     index = ctx.index
     targets = registered_targets(ctx)
     # Each target's decoder classes, once: every candidate checks every other target.

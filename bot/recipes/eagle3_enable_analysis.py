@@ -37,7 +37,8 @@ final norm's call):
 - ``residual-stream``: layers return ``(hidden_states, residual)`` and the final norm adds them
   (``self.norm(hidden_states, residual)``): captured as ``hidden_states + residual``
 - ``explicit-add``: the same pair, summed by ``hidden_states = hidden_states + residual`` after
-  the loop: captured as ``hidden_states + residual``
+  the loop (then normed, or returned for the target to norm, as MiMo's is): captured as
+  ``hidden_states + residual``
 - ``no-residual``: layers return one tensor, the full stream: captured with ``residual=None``
 - ``full-stream-pair``: layers return a pair whose first element their own ``forward`` already
   summed, and the decoder never adds the residual back; or each layer rebinds the residual it
@@ -388,6 +389,20 @@ def _loop_refusal(
         return f"{where} has an else block"
     if loop["call"] is None and (late := loop.get("late_call")):
         return _late_call_refusal(where, late)
+    other = loop.get("other_call") if loop["call"] is None else None
+    if other and other["kind"] == "branched":
+        same = "the same call in both branches" if other["same"] else "a different call in each"
+        return (
+            f"{where} calls the layer inside `if {other['test']}:` / `else:` ({same}), and the "
+            "bot's capture edit only places a capture after a layer call that is a statement of "
+            "the loop itself"
+        )
+    if other and other["kind"] == "method":
+        return (
+            f"{where} calls {other['callee']}(...), which hands back "
+            f"({', '.join(other['targets'])}) rather than the hidden stream: there is no "
+            "stream per layer to capture"
+        )
     if loop["call"] is None:
         return (
             f"{where} does not start with `hidden_states[, residual] = layer(...)`: the "
@@ -476,7 +491,8 @@ def _after_loop(
             final = stmt
         elif kind != "docstring":
             problems.append(_unread_statement(stmt, stream))
-    if final is None:
+    returns_other = any(s["kind"] == "return-other" for s in shape["after"])
+    if final is None and not returns_other:  # a return of something else says it already
         problems.append(f"it does not end with `return {stream}`")
     if shape["returns"] != exits + 1:
         problems.append(f"it returns in {shape['returns']} places: several forward paths")
@@ -493,9 +509,24 @@ def _unread_statement(stmt: dict[str, Any], stream: str) -> str:
     """A statement after the loop the bot does not model, in the words of its code."""
     kind, line = stmt["kind"], stmt["line"]
     if kind in ("if", "pp-exit"):
-        return f"line {line} branches on `{stmt.get('test', '?')}`"
+        paths = [
+            f"{label}: `{'; '.join(stmt[key])}`"
+            for key, label in (("then", "if so"), ("else", "otherwise"))
+            if stmt.get(key)
+        ]
+        done = f" ({', '.join(paths)})" if paths else ""
+        return (
+            f"line {line} branches on `{stmt.get('test', '?')}`{done}, a second way of finishing "
+            "the stream that a capture written for one path does not follow"
+        )
+    value = stmt.get("value") or "?"
+    if kind == "return-other" and value.startswith("self.") and stream in value:
+        return (
+            f"line {line} applies the final norm inside the return (`return {value}`); the "
+            f"capture edit needs it assigned first (`{stream} = ...`) and `return {stream}`"
+        )
     if kind.startswith("return"):
-        return f"line {line} returns `{stmt.get('value') or '?'}` rather than {stream} by name"
+        return f"line {line} returns `{value}` rather than {stream} by name"
     if kind == "call":
         targets = ", ".join(stmt["targets"])
         return f"line {line} sets {targets} from {stmt['callee']}(...)"
@@ -530,10 +561,20 @@ def _residual_kind(
     residual = call["targets"][1]
     if arities != [2]:
         return Refusal(f"the loop unpacks two values from a layer that returns {arities}")
-    if norm is None:
+    summed = [a for a in adds if a["operands"] == sorted([stream, residual])]
+    if norm is None and not (len(summed) == 1 == len(adds) and residual in _passed(call)):
         return Refusal(
             f"{decoder.name}.forward has no final norm and its layers return ({stream}, "
             f"{residual}): whether {residual} is part of the stream cannot be read"
+        )
+    if norm is None and not layer.get("ignores_residual"):
+        # `hidden_states = hidden_states + residual` and the sum returned (MiMo): the target
+        # applies the norm
+        return "explicit-add", residual
+    if norm is None:
+        return Refusal(
+            f"the layers ignore the {residual} they are given, yet the decoder adds it to "
+            f"{stream} after the loop"
         )
     if norm.get("optional") not in (None, residual):
         return Refusal(
@@ -564,8 +605,7 @@ def _residual_kind(
         )
     if norm["args"] == [stream, residual] and not adds:
         return "residual-stream", residual
-    added = [a for a in adds if a["operands"] == sorted([stream, residual])]
-    if len(added) == 1 and len(adds) == 1 and norm["args"] == [stream]:
+    if len(summed) == 1 and len(adds) == 1 and norm["args"] == [stream]:
         return "explicit-add", residual
     if not adds and norm["args"] == [stream]:
         if layer["summed_first"]:

@@ -150,7 +150,33 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
         "orelse": bool(node.orelse),
         **({"late_call": late} if late else {}),
         **({"alias": alias} if alias and call else {}),
+        **({"other_call": other} if call is None and (other := _other_call(body, layer)) else {}),
     }
+
+
+def _other_call(body: list[ast.stmt], layer: str) -> dict[str, Any] | None:
+    """How a loop without a plain layer call reaches its layer, for the refusal to say: the
+    same call in both branches of an ``if`` (DeciLM's ``if not layer._is_no_op_attention``),
+    or a call of one of the layer's methods (AliceAI's ``layer.forward_attn_res(...)``)."""
+    first = body[0] if body else None
+    if isinstance(first, ast.If) and first.body and first.orelse:
+        then, other = _layer_call(first.body[0], layer), _layer_call(first.orelse[0], layer)
+        if then is not None and other is not None:
+            same = {k: v for k, v in then.items() if k != "line"} == {
+                k: v for k, v in other.items() if k != "line"
+            }
+            return {"kind": "branched", "test": _short(first.test), "same": same}
+    if isinstance(first, ast.Assign) and isinstance(first.value, ast.Call):
+        callee = _dotted(first.value.func) or ""
+        if callee.startswith(f"{layer}."):
+            targets = first.targets[0]
+            names = targets.elts if isinstance(targets, ast.Tuple) else [targets]
+            return {
+                "kind": "method",
+                "callee": callee,
+                "targets": [_text(n) or "?" for n in names],
+            }
+    return None
 
 
 def _alias(
@@ -304,6 +330,13 @@ def _optional_norm(stmt: ast.If) -> dict[str, Any] | None:
     return fused | {"line": stmt.lineno, "optional": residual}
 
 
+def _quoted(body: list[ast.stmt], limit: int = 2) -> list[str]:
+    """A branch's first ``limit`` statements, each on one line (``...`` when there are more)."""
+    quoted = [" ".join(ast.unparse(s).split()) for s in body[:limit]]
+    quoted = [q if len(q) <= 80 else q[:77] + "..." for q in quoted]
+    return quoted + (["..."] if len(body) > limit else [])
+
+
 def _statement(stmt: ast.stmt) -> dict[str, Any]:
     """A top-level statement after the loop, reduced to what residual semantics depend on."""
     if isinstance(stmt, ast.Return):
@@ -333,6 +366,9 @@ def _statement(stmt: ast.stmt) -> dict[str, Any]:
             "returns": len(returns),
             "test": _short(stmt.test),
             "line": stmt.lineno,
+            # what each branch does, as a reader would quote it (a refusal names it)
+            "then": _quoted(stmt.body),
+            "else": _quoted(stmt.orelse),
         }
     if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
         target = stmt.targets[0]

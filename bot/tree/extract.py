@@ -16,7 +16,7 @@ from typing import Any
 from bot.tree.decoder_loop import built_from, delegation, forward_shape, layer_returns
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 24  # 9-21 and 23-29 kept free for parallel branches sharing this cache
+EXTRACT_VERSION = 41  # 9-21, 23-31 and 33-40 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
