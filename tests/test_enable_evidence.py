@@ -9,8 +9,10 @@ model's output). ``bot verify`` adds a failing ``evidence`` check when it did no
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -21,7 +23,6 @@ from bot.publish import publish_plan
 from bot.verify import smoke
 from bot.verify.checks import Check
 from bot.verify.evidence import (
-    SMOKE_VALUES_PROVEN,
     engine_line,
     evidence_check,
     missing_evidence,
@@ -32,7 +33,8 @@ from tests.conftest import UPSTREAM
 PASSED_SMOKE = {
     "name": "smoke",
     "passed": True,
-    "detail": f"2 aux hidden states for layers [2, 3]; each, {SMOKE_VALUES_PROVEN}, gives ...",
+    "detail": "2 aux hidden states for layers [2, 3]; each, fed back ..., gives ...",
+    "record": {"values_proven": True},
 }
 ENGINE_PASSED = {"name": "engine", "passed": True, "detail": "EAGLE-3: ...; DFlash: ..."}
 ENGINE_NOT_CHECKED = {
@@ -74,74 +76,67 @@ def test_a_smoke_check_that_proved_only_shapes_is_not_the_evidence() -> None:
     assert missing_evidence("eagle3-enable", [shapes_only, PASSED_SMOKE, ENGINE_PASSED]) is None
 
 
-def _function(module: ast.Module, name: str) -> ast.FunctionDef:
-    (found,) = [n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == name]
-    return found
+def _harness() -> ModuleType:
+    """The smoke harness as a module: it imports only the standard library at load time."""
+    spec = importlib.util.spec_from_file_location("bot_smoke_under_test", smoke.HARNESS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _rendered(text: ast.JoinedStr, values: dict[str, str]) -> str:
-    """An f-string as it prints, each interpolation by name from ``values`` (else ``0``)."""
-    return "".join(
-        part.value if isinstance(part, ast.Constant) else values.get(ast.unparse(part.value), "0")
-        for part in text.values
-    )
+def _recorded(result: dict) -> dict:
+    """A harness result as plan.json records it: through JSON, read as verify reads it."""
+    run = smoke.read_result(json.loads(json.dumps(result)), reference=False)
+    return smoke.smoke_check(run).to_json()
 
 
-def _passed_detail(harness: ast.Module) -> tuple[ast.JoinedStr, str]:
-    """The f-string of the harness's passed result that interpolates the value check's return,
-    and the name that return is bound to."""
+def test_the_gate_recognises_the_harness_proven_values() -> None:
+    """The harness cannot import the bot, so what it reports is the contract: the result it
+    writes once the aux values are proven, read back as verify reads it, satisfies the gate;
+    the same passed result without the field (a harness that proved only count and shape) or
+    with anything but ``true`` in it does not, and a reference run never proves values."""
+    harness = _harness()
+    written = harness.values_proven_result("Glm4ForCausalLM on a tiny random config: ...", 1e-7)
+    assert missing_evidence("eagle3-enable", [_recorded(written), ENGINE_PASSED]) is None
+    without = {k: v for k, v in written.items() if k != "values_proven"}
+    for unproven in (without, {**written, "values_proven": "true"}):
+        recorded = _recorded(unproven)
+        assert recorded["passed"] is True
+        assert "proves the aux values" in missing_evidence(
+            "eagle3-enable", [recorded, ENGINE_PASSED]
+        )
+    assert smoke.read_result(written, reference=True).values_proven is False
+
+
+def test_the_harness_reports_proven_values_only_after_checking_them() -> None:
+    """``run`` is the one caller of the proven result, and hands it the value check's own
+    return: no other path of the harness can claim the values."""
+    tree = ast.parse(smoke.HARNESS.read_text(encoding="utf-8"))
     calls = [
         node
-        for node in ast.walk(harness)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "values_proven_result"
+    ]
+    (call,) = calls
+    (checked,) = [
+        node
+        for node in ast.walk(tree)
         if isinstance(node, ast.Assign)
         and isinstance(node.value, ast.Call)
         and ast.unparse(node.value.func) == "check_aux_values"
     ]
-    (bound,) = calls
-    name = ast.unparse(bound.targets[0])
-    details = [
-        text
-        for node in ast.walk(harness)
-        if isinstance(node, ast.Dict)
-        and {
-            ast.unparse(k): ast.unparse(v)
-            for k, v in zip(node.keys, node.values, strict=True)
-            if k is not None
-        }.get("'status'")
-        == "'passed'"
-        for text in ast.walk(node)
-        if isinstance(text, ast.JoinedStr)
-        and any(ast.unparse(v) == f"{{{name}}}" for v in text.values)
+    assert ast.unparse(call.args[-1]) == ast.unparse(checked.targets[0])
+    assert checked.lineno < call.lineno
+    literal = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value == "values_proven"
     ]
-    (detail,) = details
-    return detail, name
-
-
-def test_the_harness_says_what_the_gate_looks_for() -> None:
-    """The harness cannot import the bot, so the phrase is written twice. What must agree is
-    what the harness reports, not its text: the passed result's detail, with the value check's
-    own return in it, satisfies the gate; the same detail without that return does not; and no
-    other string the harness can report carries the phrase."""
-    harness = ast.parse(smoke.HARNESS.read_text(encoding="utf-8"))
-    check = _function(harness, "check_aux_values")
-    returned = [n.value for n in ast.walk(check) if isinstance(n, ast.Return)]
-    assert returned and all(isinstance(r, ast.JoinedStr) for r in returned)
-    detail, name = _passed_detail(harness)
-    for value in returned:
-        proven = _rendered(detail, {name: _rendered(value, {})})
-        smoke_check = {"name": "smoke", "passed": True, "detail": proven}
-        assert missing_evidence("eagle3-enable", [smoke_check, ENGINE_PASSED]) is None, proven
-    unproven = {**smoke_check, "detail": _rendered(detail, {name: ""})}
-    assert "proves the aux values" in missing_evidence("eagle3-enable", [unproven, ENGINE_PASSED])
-    elsewhere = [
-        node.value
-        for node in ast.walk(harness)
-        if isinstance(node, ast.Constant)
-        and isinstance(node.value, str)
-        and SMOKE_VALUES_PROVEN in node.value
-        and not any(node in ast.walk(r) for r in returned)
+    (function,) = [
+        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "values_proven_result"
     ]
-    assert elsewhere == []
+    assert literal and all(node in ast.walk(function) for node in literal)
 
 
 def test_the_interface_recipe_requires_nothing_more() -> None:
@@ -155,7 +150,8 @@ def test_verify_adds_a_failing_evidence_check() -> None:
     check = evidence_check("eagle3-enable", [Check("smoke", None, "not checked: no env"), engine])
     assert check is not None and check.passed is False
     assert "requires a passed smoke check" in check.detail
-    passed = evidence_check("eagle3-enable", [Check("smoke", True, SMOKE_VALUES_PROVEN), engine])
+    proven = Check("smoke", True, "values proven", record={"values_proven": True})
+    passed = evidence_check("eagle3-enable", [proven, engine])
     assert passed is not None and passed.passed is True
     assert passed.detail == "smoke passed; engine: not checked: no engine"
 

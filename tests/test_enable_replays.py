@@ -21,7 +21,7 @@ import ast
 import json
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -29,11 +29,12 @@ import pytest
 from bot.base_tree import CheckedOutTree
 from bot.codemods.base import CodemodRefused
 from bot.drafts import load_catalogue
-from bot.recipes.base import Finding, PlanContext, PublishedEdit, ScanContext
-from bot.recipes.eagle3_enable import _edits, candidates, capture_of
+from bot.recipes import fixer_named
+from bot.recipes.base import FileEdit, Finding, FixPlan, PlanContext, PublishedEdit, ScanContext
+from bot.recipes.eagle3_enable import candidates
 from bot.recipes.eagle3_enable_analysis import DecoderShape
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
-from bot.recipes.eagle3_enable_shared import SHARED_DECODER, shared_edits, shared_set_of
+from bot.recipes.eagle3_enable_shared import SHARED_DECODER
 from bot.scan import scan
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import head_commit, scratch_worktree
@@ -245,8 +246,9 @@ def test_a_refused_decoder_on_the_newest_release_gets_no_patch(tmp_path: Path) -
 
 
 def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compiles() -> None:
-    """The codemods on every decoder 0.34.0's analysis finds ready: the second run changes
-    nothing, the result compiles, and the capture sits in the decoder's forward only."""
+    """The recipe's own plan for every target 0.34.0's analysis finds ready (as many as the
+    README tells users): a FixPlan, whose decoder edit applied twice changes nothing the second
+    time, compiles, and puts the capture in the decoder's forward only."""
     tree = release_tree("0.34.0")
     scanned = scan(tree)
     ctx = scanned.context
@@ -260,15 +262,17 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
         if f.recipe == "eagle3-enable" and f.evidence["refused"] is None
     }
     assert set(fixable) == {(c.ref.name, ctx.index.path_of(c.ref)) for c in ready}
+    planned = 0
     for candidate in ready:
         path = ctx.index.path_of(candidate.captured)  # a set's inherited forward is edited once
         source = (tree / path).read_text()
-        edit = _recipe_decoder_edit(
-            ctx, fixable[candidate.ref.name, ctx.index.path_of(candidate.ref)]
-        )
-        once = edit(source)
+        finding = fixable[candidate.ref.name, ctx.index.path_of(candidate.ref)]
+        edit = _recipe_decoder_edit(scanned.findings, ctx, finding)
+        assert edit.path == path, candidate.ref.name
+        planned += 1
+        once = edit.apply(source)
         assert once != source, candidate.ref.name
-        assert edit(once) == once, candidate.ref.name
+        assert edit.apply(once) == once, candidate.ref.name
         compile(once, path, "exec")
         module = ast.parse(once)
         forward = next(
@@ -283,6 +287,7 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
         ]
         assert len(calls) == 2, candidate.ref.name
         assert once.count("_maybe_add_hidden_state") == source.count("_maybe_add_hidden_state") + 2
+    assert planned == _readme_enable_counts()[1]
 
 
 def _readme_enable_counts() -> tuple[int, int]:
@@ -295,20 +300,17 @@ def _readme_enable_counts() -> tuple[int, int]:
     return int(said[1]), int(said[2])
 
 
-def _recipe_decoder_edit(ctx: ScanContext, finding: Finding) -> Callable[[str], str]:
-    """The recipe's own decoder edit for ``finding`` (its FileEdit, as propose applies it;
-    for a set of targets sharing a decoder, the set's edit of the decoder's file)."""
-    if finding.evidence.get("shared"):
-        found = shared_set_of(ctx, finding.class_name, finding.path)
-        assert found is not None, finding.class_name
-        (edit,) = [e for e in shared_edits(ctx, found) if e.kind == SHARED_DECODER]
-        return edit.apply
-    capture = capture_of(ctx, finding.class_name, finding.path)
-    assert capture is not None, finding.class_name
+def _recipe_decoder_edit(
+    findings: Sequence[Finding], ctx: ScanContext, finding: Finding
+) -> FileEdit:
+    """The decoder edit of the recipe's own plan for ``finding``, as propose would plan it (for
+    a target of a set sharing a decoder, the set's plan edits the decoder's file)."""
+    recipe = fixer_named(finding.recipe)
+    assert recipe is not None
     plan_ctx = PlanContext(
         scan=ctx,
         group=(finding,),
-        findings=(finding,),
+        findings=tuple(findings),
         arch=finding.architectures[0],
         catalogue=load_catalogue(include_user=False),
         preferred_draft=None,
@@ -316,6 +318,9 @@ def _recipe_decoder_edit(ctx: ScanContext, finding: Finding) -> Callable[[str], 
         version="0.34.0",
         base_commit="0" * 40,
     )
-    edits = _edits(plan_ctx, finding, capture.candidate, capture.shape, capture.absolute)
-    (edit,) = [e for e in edits if e.kind.startswith("enable-decoder")]
-    return edit.apply
+    fix = recipe.plan(finding, plan_ctx)
+    assert isinstance(fix, FixPlan), (finding.class_name, fix)
+    (edit,) = [
+        e for e in fix.edits if e.kind.startswith("enable-decoder") or e.kind == SHARED_DECODER
+    ]
+    return edit

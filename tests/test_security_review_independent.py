@@ -739,7 +739,6 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     is the artifact's); what stands between that and a reviewable PR is the draft state until
     the GPU runner (which re-runs the smoke check) passes."""
     from bot.propose import branch_name
-    from bot.verify.evidence import SMOKE_VALUES_PROVEN
 
     plan_dir, work_dir = seed
     data = json.loads((plan_dir / "plan.json").read_text())
@@ -756,10 +755,10 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     with pytest.raises(BotError, match="proves the aux values"):
         publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
     assert upstream_standin.pulls(UPSTREAM) == []
-    # One that copies the harness's wording: this relabelled interface patch carries no
+    # One that copies the harness's field: this relabelled interface patch carries no
     # contributed forward test, so it is refused too. (A real enable plan with a copied claim
     # opens at most a draft: tests/test_publish_enable_capture.py.)
-    claim["detail"] = f"claimed: {SMOKE_VALUES_PROVEN}"
+    claim["record"] = {"values_proven": True}
     (plan_dir / "plan.json").write_text(json.dumps(data))
     with pytest.raises(BotError, match="no aux-forward-test edit"):
         publish_plan(plan_dir, reviewer=None, work_dir=work_dir)

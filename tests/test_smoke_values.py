@@ -42,6 +42,7 @@ def test_a_capture_that_drops_or_doubles_the_residual_fails(tmp_path: Path) -> N
         good = smoke.smoke_check(patched)
         assert good.passed is True, (good.detail, patched.log_excerpt)
         assert "fed back as the stream into its layer" in good.detail
+        assert good.record == {"values_proven": True}
 
         source = (tree / GEMMA2).read_text()
         assert source.count(CAPTURE) == 1

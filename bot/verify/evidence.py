@@ -30,10 +30,13 @@ def required_checks(recipe: str | None) -> tuple[str, ...]:
     return tuple(getattr(found, "required_checks", ()))
 
 
-# What the smoke harness says once it has proven the aux VALUES (each aux state, fed back as
-# the stream into its layer, leads the decoder to the model's output), not only their count
-# and shape. A smoke check recorded before the harness proved values lacks it.
-SMOKE_VALUES_PROVEN = "fed back as the stream into its layer"
+def values_proven(check: dict[str, Any]) -> bool:
+    """Whether a recorded smoke check proved the aux VALUES (each aux state, fed back as the
+    stream into its layer, leads the decoder to the model's output), not only their count and
+    shape: the harness's ``values_proven`` field, kept in the check's record. A smoke check
+    recorded before the harness proved values lacks it."""
+    record = check.get("record")
+    return isinstance(record, dict) and record.get("values_proven") is True
 
 
 # Recipes whose edit changes what runs: the decoder's forward, or what a wrapper forwards.
@@ -76,9 +79,7 @@ def missing_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> st
         if not passed:
             detail = str(found[0].get("detail") or "") if found else "it was not run"
             return f"the {recipe} recipe requires a passed {name} check ({detail[:300]})"
-        if name == "smoke" and not any(
-            SMOKE_VALUES_PROVEN in str(c.get("detail") or "") for c in passed
-        ):
+        if name == "smoke" and not any(values_proven(c) for c in passed):
             return (
                 f"the {recipe} recipe requires a passed smoke check that proves the aux values "
                 "(this one was recorded before the check did; run `bot verify` again)"

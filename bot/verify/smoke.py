@@ -16,6 +16,7 @@ from pathlib import Path
 from bot.errors import BotError
 from bot.subprocess_env import run_upstream_code
 from bot.verify.checks import Check
+from bot.verify.evidence import values_proven
 from bot.verify.junit import excerpt
 from bot.verify.smoke_target import SmokeTarget, target_of
 
@@ -32,6 +33,18 @@ class SmokeRun:
     detail: str
     log_excerpt: str = ""
     output: Path | None = None  # reference mode: the saved output tensor
+    values_proven: bool = False  # patched mode: the harness proved the aux values
+
+
+def read_result(data: object, *, reference: bool) -> SmokeRun:
+    """The harness's JSON result as a run; anything else is not a result (failed when the
+    patched run wrote it, not checked when the reference run did)."""
+    if isinstance(data, dict) and isinstance(data.get("status"), str) and "detail" in data:
+        status = data["status"]
+        if status in ("passed", "failed", "not_checked"):
+            proven = not reference and status == "passed" and data.get("values_proven") is True
+            return SmokeRun(status, str(data["detail"]), values_proven=proven)
+    return SmokeRun("not_checked" if reference else "failed", "")
 
 
 def runtime_env(tree: Path) -> dict[str, str]:
@@ -85,12 +98,15 @@ def run_harness(
     log = excerpt(completed.stdout + completed.stderr)
     try:
         data = json.loads(result_file.read_text(encoding="utf-8"))
-        status, detail = str(data["status"]), str(data["detail"])
-    except (OSError, ValueError, KeyError, TypeError):
-        status = "not_checked" if reference is None else "failed"
-        detail = f"the smoke harness exited with {completed.returncode} and no result"
-    output = work / "output.pt" if reference is None and status == "passed" else None
-    return SmokeRun(status, detail, log, output)
+    except (OSError, ValueError):
+        data = None
+    run = read_result(data, reference=reference is None)
+    if not run.detail:
+        run.detail = f"the smoke harness exited with {completed.returncode} and no result"
+    run.log_excerpt = log
+    if reference is None and run.status == "passed":
+        run.output = work / "output.pt"
+    return run
 
 
 def smoke_tree(python: Path, tree: Path, base: str, target: SmokeTarget, work: Path) -> Check:
@@ -126,7 +142,7 @@ def reference_failed(reference: SmokeRun | None) -> Check:
 
 def smoke_check(patched: SmokeRun) -> Check:
     if patched.status == "passed":
-        return Check("smoke", True, patched.detail)
+        return Check("smoke", True, patched.detail, record={"values_proven": patched.values_proven})
     if patched.status == "failed":
         return Check("smoke", False, patched.detail, patched.log_excerpt)
     return Check("smoke", None, f"not checked: {patched.detail}", patched.log_excerpt)
@@ -140,4 +156,7 @@ def set_smoke_check(targets: list[str], checks: list[Check]) -> Check:
             detail = f"{target}: {check.detail}"
             return Check("smoke", check.passed, detail, check.log_excerpt, check.record)
     listed = "; ".join(f"{t}: {c.detail}" for t, c in zip(targets, checks, strict=True))
-    return Check("smoke", True, f"every target of the set: {listed}")
+    proven = all(values_proven(c.to_json()) for c in checks)
+    return Check(
+        "smoke", True, f"every target of the set: {listed}", record={"values_proven": proven}
+    )

@@ -710,15 +710,26 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     plain = forward(model, vllm_config)
     if not isinstance(plain, torch.Tensor) or not torch.equal(plain, reference):
         raise Failed("with no aux layers set, the output differs from the unpatched model's")
-    values = check_aux_values(model, vllm_config, dict(zip(requested, aux, strict=True)), plain)
+    diff = check_aux_values(model, vllm_config, dict(zip(requested, aux, strict=True)), plain)
+    return values_proven_result(
+        f"{cls.__name__} on a tiny random config ({NUM_LAYERS} layers, hidden size "
+        f"{hidden_size}): {len(aux)} aux hidden states for layers {requested}; each, fed back "
+        "as the stream into its layer and the rest of the decoder, gives the model's output "
+        f"(max abs diff {diff:.1g}); with none requested the output equals the unpatched "
+        "model's bit for bit" + (f"; {config_note}" if config_note else ""),
+        diff,
+    )
+
+
+def values_proven_result(detail: str, max_abs_diff: float) -> dict[str, Any]:
+    """The patched run's result once count, shape, the unchanged output and the aux values are
+    all proven. ``values_proven`` is the field the bot's evidence gate reads; the detail is for
+    people."""
     return {
         "status": "passed",
-        "detail": (
-            f"{cls.__name__} on a tiny random config ({NUM_LAYERS} layers, hidden size "
-            f"{hidden_size}): {len(aux)} aux hidden states for layers {requested}; {values}; "
-            "with none requested the output equals the unpatched model's bit for bit"
-            + (f"; {config_note}" if config_note else "")
-        ),
+        "detail": detail,
+        "values_proven": True,
+        "max_abs_diff": max_abs_diff,
     }
 
 
@@ -737,8 +748,9 @@ def decoder_layers(model: Any) -> tuple[Any, list[Any]]:
     raise NotChecked(f"values not checked: {type(decoder).__name__} has no layers, h or blocks")
 
 
-def check_aux_values(model: Any, vllm_config: Any, aux: dict[int, Any], final: Any) -> str:
-    """Each aux state must be the full residual stream entering its layer.
+def check_aux_values(model: Any, vllm_config: Any, aux: dict[int, Any], final: Any) -> float:
+    """Each aux state must be the full residual stream entering its layer; returns the largest
+    difference of a replayed output from the model's.
 
     Proven without trusting the capture's residual decision: the model's own forward runs
     again with layer L handed ``aux[L]`` as its hidden states and ``residual=None`` (the
@@ -766,10 +778,7 @@ def check_aux_values(model: Any, vllm_config: Any, aux: dict[int, Any], final: A
                 f"off by {diff:.3g} (max abs) from the model's"
             )
         diffs.append(diff)
-    return (
-        f"each, fed back as the stream into its layer and the rest of the decoder, gives "
-        f"the model's output (max abs diff {max(diffs):.1g})"
-    )
+    return max(diffs)
 
 
 def replay_from(model: Any, vllm_config: Any, layer: Any, stream: Any) -> Any:
