@@ -1,8 +1,8 @@
 """The tree a plan was made on, as ``bot publish`` reads it: never the plan's word for it.
 
 A publish rule that must re-derive what the recipe decided from more than the one file it
-checks (``eagle3-enable``'s capture depends on the decoder's layers and on how the tree's
-enabled decoders count) scans the base commit itself. :class:`CommitTree` is that commit,
+checks (:mod:`bot.recipes.eagle3_enable`'s capture depends on the decoder's layers and on how
+the tree's enabled decoders count) scans the base commit itself. :class:`CommitTree` is that commit,
 fetched from the upstream into the bot's work repository, exported on first use (only
 ``vllm/``, all a scan reads, and the registry test, whose platform skips a contributed test
 keeps) and scanned once; :class:`CheckedOutTree` is a tree already on

@@ -1,19 +1,21 @@
 """Which findings share one plan (one branch, one PR), as Renovate groups updates.
 
 Upstream asks for no one-off PRs for tiny edits, so fixes of the same shape within a release go
-together by default:
+together by default. Each recipe names the shape of its findings
+(:meth:`bot.recipes.base.Recipe.group_key`):
 
 - ``interface-only``: every declaration that is only ``SupportsEagle3`` on a class whose
   decoder (or, for a multimodal wrapper, whose language model) already supports EAGLE-3
-  (``eagle3-interface`` findings and ``eagle3-wrapper`` findings of shape ``interface``);
+  (:mod:`bot.recipes.eagle3_interface` findings, and :mod:`bot.recipes.eagle3_wrapper` findings
+  of shape ``interface``);
 - ``wrapper-delegate-<language model>``: wrappers that forward the two methods, by family
   (the language model class they wrap, as ``bot.recipes.wrapper_analysis`` reads it);
 - ``wrapper-runtime``: wrappers whose language model is the checkpoint's choice, each behind
   the tree's own clear-error guard;
-- anything else stays alone: ``eagle3-enable`` changes what ``forward`` computes, and each
-  such class carries its own forward-pass evidence; targets sharing a decoder are one plan,
-  named after the set's lead (:mod:`bot.recipes.eagle3_enable_shared`), so only the lead is
-  grouped and the other members are left to its plan.
+- anything else stays alone (the default key): enabling a decoder changes what ``forward``
+  computes, and each such class carries its own forward-pass evidence; targets sharing a
+  decoder are one plan, named after the set's lead (:mod:`bot.recipes.eagle3_enable_shared`),
+  so only the lead is grouped and the other members are left to its plan.
 
 ``--group-by none`` plans one class per plan; ``--max-group-size`` caps a group (the rest go
 into a second group of the same key).
@@ -30,7 +32,6 @@ from bot.recipes.base import Finding
 INTERFACE_ONLY = "interface-only"
 GROUP_BY = ("shape", "none")
 DEFAULT_MAX_GROUP_SIZE = 25
-_RECIPE_ORDER = ("eagle3-interface", "eagle3-wrapper", "eagle3-enable")
 
 
 @dataclass(frozen=True)
@@ -40,20 +41,14 @@ class FindingGroup:
 
 
 def group_key(finding: Finding) -> str:
-    """The fix shape a finding shares with others in the same release."""
-    if finding.recipe == "eagle3-interface":
-        return INTERFACE_ONLY
-    if finding.recipe == "eagle3-wrapper":
-        shape = str(finding.evidence.get("shape") or "unknown")
-        if shape == "interface":
-            return INTERFACE_ONLY
-        if shape == "runtime":
-            # The language model is the checkpoint's choice: one family, the tree's guard.
-            return "wrapper-runtime"
-        language_model = finding.evidence.get("language_model")
-        named = language_model.get("name") if isinstance(language_model, dict) else None
-        return f"wrapper-{shape}-{named or 'unknown'}"
-    return f"{finding.recipe}-{finding.class_name}"
+    """The fix shape a finding shares with others in the same release: its recipe's
+    :meth:`~bot.recipes.base.Recipe.group_key`."""
+    from bot.recipes import recipe_named  # the recipes read INTERFACE_ONLY from here
+
+    recipe = recipe_named(finding.recipe)
+    if recipe is None:
+        return f"{finding.recipe}-{finding.class_name}"
+    return recipe.group_key(finding)
 
 
 def group_findings(
@@ -81,7 +76,11 @@ def group_findings(
 
 
 def member_order(finding: Finding) -> tuple[int, str, str]:
-    rank = _RECIPE_ORDER.index(finding.recipe) if finding.recipe in _RECIPE_ORDER else 99
+    """Recipes in the registry's order, then file and class."""
+    from bot.recipes import RECIPES
+
+    order = [r.name for r in RECIPES]
+    rank = order.index(finding.recipe) if finding.recipe in order else 99
     return (rank, finding.path, finding.class_name)
 
 

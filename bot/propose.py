@@ -317,8 +317,7 @@ def _why_nothing(result: ScanResult, matches: list[Finding], wanted: str) -> str
             f"{f.summary}"
         )
     for recipe in RECIPES:
-        explain = getattr(recipe, "explain", None)
-        reason = explain(wanted, result.context) if explain is not None else None
+        reason = recipe.explain(wanted, result.context)
         if reason:
             return str(reason)
     return f"{wanted} is not a model architecture this tree registers"

@@ -227,7 +227,7 @@ def publish_plan(
         )
     if plan.status == READY:
         check_hashes(planned, approved_hash)
-        require_evidence(plan)  # a recipe's required checks (eagle3-enable: the smoke check)
+        require_evidence(plan)  # the checks the plan's recipe requires (Recipe.required_checks)
         require_recorded_results(plan)
         settings = with_submitter(settings)
     client = client or GitHubClient(settings)

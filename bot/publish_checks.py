@@ -391,20 +391,24 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
 
 def _publish_rules(recipe_name: object) -> Mapping[str, PublishRule]:
     """The plan's recipe's publish-time rules, by edit kind; an unknown recipe has none."""
-    from bot.recipes import recipe_named  # the recipes import the tree scanner: only when used
+    from bot.recipes import (  # the recipes import the tree scanner: only when used
+        fixes,
+        recipe_named,
+    )
 
     recipe = recipe_named(recipe_name) if isinstance(recipe_name, str) else None
-    rules = getattr(recipe, "publish_rules", None)
+    rules = recipe.publish_rules if recipe is not None and fixes(recipe) else None
     if not isinstance(rules, Mapping) or not rules:
         raise BotError(f"publish has no checks for recipe {recipe_name!r}; refusing to publish")
     return rules
 
 
 def _required_edit_kinds(recipe_name: str) -> tuple[str, ...]:
-    """The edit kinds every plan of the recipe carries (eagle3-enable: its contributed test)."""
+    """The edit kinds every plan of the recipe carries (e.g. a contributed test)."""
     from bot.recipes import recipe_named
 
-    return tuple(getattr(recipe_named(recipe_name), "required_edit_kinds", ()))
+    recipe = recipe_named(recipe_name)
+    return recipe.required_edit_kinds if recipe is not None else ()
 
 
 def _texts(change: FileChange, creates: bool = False) -> tuple[str, str]:

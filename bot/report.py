@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 
 from bot.priority import Ranked
-from bot.recipes import Finding
+from bot.recipes import Finding, recipe_named
 
 
 def findings_json(ranked: Sequence[Ranked]) -> str:
@@ -41,22 +41,5 @@ def findings_table(ranked: Sequence[Ranked]) -> str:
 
 
 def _evidence_line(finding: Finding) -> str:
-    ev = finding.evidence
-    if "broken" in ev:
-        declared = ev["declared"]
-        return f"declared {declared['path']}:{declared['line']}; {ev['why']}"
-    if "decoder" in ev:
-        decoder = ev["decoder"]
-        attribute = decoder.get("attribute", "self.model")
-        text = f"{attribute} = {decoder['name']} ({decoder['path']}:{decoder['line']})"
-        if ev.get("sibling"):
-            text += f"; sibling {ev['sibling']['name']}"
-        if ev.get("refused"):  # eagle3-enable: why a human is needed, or the decoder's shape
-            text += f"; {ev['refused']}"
-        elif ev.get("shape"):
-            text += f"; {ev['shape']['loop']} loop, {ev['shape']['residual']}"
-        return text
-    if "language_model" in ev:
-        lm = ev["language_model"]
-        return f"{lm['attribute']} = {lm['name']} ({lm['path']}:{lm['line']})"
-    return finding.summary
+    recipe = recipe_named(finding.recipe)
+    return recipe.evidence_line(finding) if recipe is not None else finding.summary

@@ -104,8 +104,8 @@ def _read(path: Path) -> str:
 
 def broken_claim(ctx: ScanContext, arch: str) -> str | None:
     """Why the class ``arch`` loads declares ``SupportsEagle3`` but would fail when used (the
-    ``eagle3-broken-claim`` judgement on each platform variant), or None when the claim holds
-    or cannot be judged."""
+    :mod:`bot.recipes.eagle3_broken_claim` judgement on each platform variant), or None when
+    the claim holds or cannot be judged."""
     from bot.recipes.eagle3_broken_claim import judge, protocol_defaults
     from bot.tree.index import ClassRef
 

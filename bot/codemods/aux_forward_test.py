@@ -1,4 +1,4 @@
-"""Codemod: a CPU test that runs an ``eagle3-enable`` target's patched forward.
+"""Codemod: a CPU test that runs an enabled decoder's target's patched forward.
 
 Written the way the release's own aux-state tests are (Plamo3's in ``tests/model_executor/``,
 added between 0.28.0 and 0.29.0, and ``tests/v1/worker/test_eagle3_aux_hidden_states_pp.py``):

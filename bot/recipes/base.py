@@ -84,18 +84,13 @@ def platform_variant(finding: Finding) -> str | None:
 
 
 def follows_from(finding: Finding, fixed_class: str) -> bool:
-    """Whether ``finding`` is a follow-up a fix on ``fixed_class`` makes possible, not harm: a
-    multimodal wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
-    to declare it too (the re-scans of propose and verify accept exactly these new findings),
-    also when the wrapper's code pins several language models and ``fixed_class`` was the last
-    of them not capable yet (Glm4v's Glm4 and Glm4Moe)."""
-    language_model = finding.evidence.get("language_model")
-    if finding.recipe != "eagle3-wrapper" or not isinstance(language_model, dict):
-        return False
-    pinned = language_model.get("pinned")
-    return language_model.get("name") == fixed_class or (
-        isinstance(pinned, list) and fixed_class in pinned
-    )
+    """Whether ``finding`` is a follow-up a fix on ``fixed_class`` makes possible, not harm (the
+    re-scans of propose and verify accept exactly these new findings): the finding's own
+    recipe decides (:meth:`Recipe.follows_fix_of`)."""
+    from bot.recipes import recipe_named  # the registry imports this module
+
+    recipe = recipe_named(finding.recipe)
+    return recipe is not None and recipe.follows_fix_of(finding, fixed_class)
 
 
 # -- the fix a recipe plans ------------------------------------------------------------------
@@ -242,14 +237,58 @@ class PlanContext:
         return blob_url(self.upstream, ref, path, line)
 
 
+@dataclass(frozen=True)
+class SmokeBuild:
+    """How the smoke check finds the class it builds in one of a recipe's plans: the plan's
+    class, in the file of the edit whose kind declares the interface on it (``declaring``; a
+    plan with a ``set_declaring`` edit, a set of targets sharing a decoder, uses that one),
+    and the kinds whose files hold the set's other targets (each smoke-checked too)."""
+
+    declaring: frozenset[str]
+    set_declaring: str | None = None
+    set_kinds: frozenset[str] = frozenset()
+
+
 class Recipe(Protocol):
     """One fix class: how to find its instances in a tree (and, see :class:`FixingRecipe`,
-    how to fix one). A recipe without ``plan`` is reported, not patched."""
+    how to fix one). A recipe without ``plan`` is reported, not patched.
+
+    A recipe class derives from this protocol, so the members below that it does not set keep
+    their defaults: everything generic code (verify, publish, the report, grouping) asks of a
+    fix class is asked here, never by its name.
+    """
 
     name: str
     description: str
+    # The local checks its plans cannot do without (bot/verify/evidence.py): verify fails a
+    # plan, and publish refuses one, where such a check did not pass.
+    required_checks: tuple[str, ...] = ()
+    # Whether its edit changes what runs, so the engine check gates its plans.
+    engine_gated: bool = False
+    # Edit kinds every one of its plans carries: publish refuses a plan without one.
+    required_edit_kinds: tuple[str, ...] = ()
+    # How the smoke check builds its plans' target; None: its plans get no smoke check.
+    smoke: SmokeBuild | None = None
 
     def detect(self, ctx: ScanContext) -> list[Finding]: ...
+
+    def explain(self, wanted: str, ctx: ScanContext) -> str | None:
+        """Why ``wanted`` (a class or architecture no recipe reported) needs nothing from this
+        recipe, or None when it has nothing to say."""
+        return None
+
+    def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
+        """Whether this recipe's ``finding`` is one a fix on ``fixed_class`` makes possible."""
+        return False
+
+    def evidence_line(self, finding: Finding) -> str:
+        """The finding's evidence in one line of `bot scan`'s table."""
+        return finding.summary
+
+    def group_key(self, finding: Finding) -> str:
+        """The fix shape ``finding`` shares with others of a release (bot/grouping.py); by
+        default its own class, alone."""
+        return f"{finding.recipe}-{finding.class_name}"
 
 
 @dataclass(frozen=True)

@@ -183,3 +183,19 @@ def aux_collection(index: ClassIndex, ref: ClassRef) -> AuxCollection | None:
 
 def external_name(base: ClassRef | External) -> str:
     return base.name if isinstance(base, ClassRef) else base.dotted
+
+
+def decoder_evidence_line(finding: Finding) -> str:
+    """A finding's decoder (and its sibling, and the enable analysis's verdict where it gave
+    one) in one line of `bot scan`'s table."""
+    ev = finding.evidence
+    decoder = ev["decoder"]
+    attribute = decoder.get("attribute", "self.model")
+    text = f"{attribute} = {decoder['name']} ({decoder['path']}:{decoder['line']})"
+    if ev.get("sibling"):
+        text += f"; sibling {ev['sibling']['name']}"
+    if ev.get("refused"):  # why a human is needed, or the decoder's shape
+        text += f"; {ev['refused']}"
+    elif ev.get("shape"):
+        text += f"; {ev['shape']['loop']} loop, {ev['shape']['residual']}"
+    return text

@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from bot.recipes.base import Finding, ScanContext
+from bot.recipes.base import Finding, Recipe, ScanContext
 from bot.recipes.eagle3_analysis import (
     SUPPORTS_EAGLE3,
     class_finding,
@@ -168,9 +168,13 @@ class Verdict:
     holder: ClassRef | None = None  # the decoder the interface's defaults reach
 
 
-class Eagle3BrokenClaim:
+class Eagle3BrokenClaim(Recipe):
     name = NAME
     description = "declares SupportsEagle3 but would fail when used (reported, not patched)"
+
+    def evidence_line(self, finding: Finding) -> str:
+        declared = finding.evidence["declared"]
+        return f"declared {declared['path']}:{declared['line']}; {finding.evidence['why']}"
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         defaults = protocol_defaults(ctx.root)

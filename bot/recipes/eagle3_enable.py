@@ -39,8 +39,10 @@ from bot.recipes.base import (
     FixPlan,
     FixTests,
     PlanContext,
+    Recipe,
     RegistryDecision,
     ScanContext,
+    SmokeBuild,
     WriteUp,
     platform_variant,
     step,
@@ -113,7 +115,7 @@ class Candidate:
         return self.owner or self.decoder
 
 
-class Eagle3Enable:
+class Eagle3Enable(Recipe):
     name = NAME
     description = "teach the decoder to collect aux hidden states and declare SupportsEagle3"
 
@@ -128,6 +130,18 @@ class Eagle3Enable:
     # Every plan carries the contributed test that runs the patched forward: publish refuses
     # a plan without it (dropping it would open a PR whose capture no test exercises).
     required_edit_kinds = ("aux-forward-test",)
+    engine_gated = True
+    smoke = SmokeBuild(
+        # the target in the decoder's file, or declared in its own (a declare-interface edit)
+        frozenset({"enable-decoder-and-declare", "declare-interface"}),
+        set_declaring="enable-shared-decoder",
+        set_kinds=frozenset({"enable-shared-decoder", "declare-shared-interface"}),
+    )
+
+    def evidence_line(self, finding: Finding) -> str:
+        from bot.recipes.eagle3_analysis import decoder_evidence_line
+
+        return decoder_evidence_line(finding)
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [_finding(ctx.index, c) for c in candidates(ctx)]

@@ -19,8 +19,10 @@ from bot.recipes.base import (
     FixPlan,
     FixTests,
     PlanContext,
+    Recipe,
     RegistryDecision,
     ScanContext,
+    SmokeBuild,
     WriteUp,
     platform_variant,
     step,
@@ -33,6 +35,7 @@ from bot.recipes.eagle3_analysis import (
     class_finding,
     constructed,
     declares_eagle3,
+    decoder_evidence_line,
     is_pooling_model,
     locate,
     mixin_chain,
@@ -57,9 +60,18 @@ ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 TEMPLATES = "recipes/eagle3-interface"
 
 
-class Eagle3Interface:
+class Eagle3Interface(Recipe):
     name = NAME
     description = "declare SupportsEagle3 on a model whose decoder already supports EAGLE-3"
+    smoke = SmokeBuild(frozenset({"declare-interface"}))
+
+    def evidence_line(self, finding: Finding) -> str:
+        return decoder_evidence_line(finding)
+
+    def group_key(self, finding: Finding) -> str:
+        from bot.grouping import INTERFACE_ONLY
+
+        return INTERFACE_ONLY
 
     @property
     def publish_rules(self) -> Mapping[str, PublishRule]:

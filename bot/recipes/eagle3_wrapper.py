@@ -22,6 +22,7 @@ from bot.recipes.base import (
     FixPlan,
     FixTests,
     PlanContext,
+    Recipe,
     RegistryDecision,
     ScanContext,
     WriteUp,
@@ -63,9 +64,40 @@ SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 WRAPPER_TEST = "wrapper-forward-test"
 
 
-class Eagle3Wrapper:
+class Eagle3Wrapper(Recipe):
     name = NAME
     description = "multimodal wrapper whose language model already supports EAGLE-3"
+    engine_gated = True  # the wrapper forwards the capture to its language model
+
+    def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
+        """A wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
+        to declare it too, also when the wrapper's code pins several language models and
+        ``fixed_class`` was the last of them not capable yet (Glm4v's Glm4 and Glm4Moe)."""
+        language_model = finding.evidence.get("language_model")
+        if not isinstance(language_model, dict):
+            return False
+        pinned = language_model.get("pinned")
+        return language_model.get("name") == fixed_class or (
+            isinstance(pinned, list) and fixed_class in pinned
+        )
+
+    def evidence_line(self, finding: Finding) -> str:
+        lm = finding.evidence["language_model"]
+        return f"{lm['attribute']} = {lm['name']} ({lm['path']}:{lm['line']})"
+
+    def group_key(self, finding: Finding) -> str:
+        """``interface-only`` with the plain declarations, else by shape and family."""
+        from bot.grouping import INTERFACE_ONLY
+
+        shape = str(finding.evidence.get("shape") or "unknown")
+        if shape == "interface":
+            return INTERFACE_ONLY
+        if shape == "runtime":
+            # The language model is the checkpoint's choice: one family, the tree's guard.
+            return "wrapper-runtime"
+        language_model = finding.evidence.get("language_model")
+        named = language_model.get("name") if isinstance(language_model, dict) else None
+        return f"wrapper-{shape}-{named or 'unknown'}"
 
     @property
     def publish_rules(self) -> Mapping[str, PublishRule]:

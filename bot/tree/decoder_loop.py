@@ -1,9 +1,9 @@
 """The syntactic shape of a decoder's ``forward``: its loop over the layers, as plain data.
 
 Extracted with ``ast`` together with the rest of a file's facts (and cached with them by content
-hash), so the eagle3-enable analysis reads dictionaries, never source. Nothing here decides
-whether a shape is safe to patch: :mod:`bot.recipes.eagle3_enable_analysis` does, from these
-facts and the layer's own ``forward``.
+hash), so the decoder-enabling recipe's analysis reads dictionaries, never source. Nothing here
+decides whether a shape is safe to patch: :mod:`bot.recipes.eagle3_enable_analysis` does, from
+these facts and the layer's own ``forward``.
 """
 
 from __future__ import annotations

@@ -437,7 +437,7 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
     if func.name == "forward":
-        # The decoder loop's shape (eagle3-enable), cached with the rest of the file's facts.
+        # The decoder loop's shape (bot/tree/decoder_loop.py), cached with the file's facts.
         if fors and (shape := forward_shape(func, fors)) is not None:
             facts["shape"] = shape
         elif (delegated := delegation(func)) is not None:

@@ -65,10 +65,10 @@ def confinement_check(planned: PlanDir, tree: Path, patch_file: Path, files: lis
 def _created_files(planned: PlanDir) -> set[str]:
     """The paths the plan declares new files at: its edits whose kind's publish rule
     re-derives a whole new file (the rule itself still checks the content)."""
-    from bot.recipes import recipe_named
+    from bot.recipes import fixes, recipe_named
 
-    recipe = recipe_named(planned.plan.recipe)
-    rules = getattr(recipe, "publish_rules", None) or {}
+    recipe = recipe_named(planned.plan.recipe) if planned.plan.recipe else None
+    rules = recipe.publish_rules if recipe is not None and fixes(recipe) else {}
     return {
         str(edit.get("path"))
         for edit in planned.plan.edits

@@ -1,13 +1,14 @@
 """The evidence a recipe requires before its plan counts as verified, and publish may push it.
 
-A recipe names the local checks it cannot do without (``required_checks``, e.g. eagle3-enable's
-``smoke``: the patched model's CPU forward collects one aux state per requested layer and is
-unchanged without them). ``bot verify`` fails a plan whose required check did not pass (a check
-that could not run is not evidence), and ``bot publish`` refuses a ready plan whose recorded
-verification lacks it, so an edit that changes a model's forward never reaches a PR unproven.
+A recipe names the local checks it cannot do without (``Recipe.required_checks``, e.g. the
+decoder-enabling recipe's ``smoke``: the patched model's CPU forward collects one aux state per
+requested layer and is unchanged without them). ``bot verify`` fails a plan whose required
+check did not pass (a check that could not run is not evidence), and ``bot publish`` refuses a
+ready plan whose recorded verification lacks it, so an edit that changes a model's forward
+never reaches a PR unproven.
 
 The engine check (the real vLLM engine on CPU, EAGLE-3 and DFlash before and after) gates the
-recipes that change behaviour (:data:`ENGINE_GATED`): where the engine ran the target it must
+recipes that change behaviour (``Recipe.engine_gated``): where the engine ran the target it must
 have passed; where it could not, the check says "not checked: <reason>" (shown in the plan and
 the PR) and the smoke check stays the gate. A verification with no engine check at all is
 refused: whether the engine could run it was never asked.
@@ -27,7 +28,15 @@ def required_checks(recipe: str | None) -> tuple[str, ...]:
     from bot.recipes import recipe_named
 
     found = recipe_named(recipe) if recipe else None
-    return tuple(getattr(found, "required_checks", ()))
+    return found.required_checks if found is not None else ()
+
+
+def engine_gated(recipe: str | None) -> bool:
+    """Whether ``recipe``'s edit changes what runs, so the engine check gates its plans."""
+    from bot.recipes import recipe_named
+
+    found = recipe_named(recipe) if recipe else None
+    return found is not None and found.engine_gated
 
 
 def values_proven(check: dict[str, Any]) -> bool:
@@ -39,15 +48,13 @@ def values_proven(check: dict[str, Any]) -> bool:
     return isinstance(record, dict) and record.get("values_proven") is True
 
 
-# Recipes whose edit changes what runs: the decoder's forward, or what a wrapper forwards.
-ENGINE_GATED = frozenset({"eagle3-enable", "eagle3-wrapper"})
 NOT_CHECKED = "not checked: "
 
 
 def missing_engine_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> str | None:
     """Why ``checks`` lack the engine check ``recipe`` needs, or None (passed, or not checked
     with the reason the engine could not run it)."""
-    if recipe not in ENGINE_GATED:
+    if not engine_gated(recipe):
         return None
     found = [c for c in checks if isinstance(c, dict) and c.get("name") == "engine"]
     if not found:
@@ -90,21 +97,21 @@ def missing_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> st
 def evidence_check(recipe: str | None, checks: Sequence[Check]) -> Check | None:
     """A failing ``evidence`` check when a required check did not pass; None when the recipe
     requires nothing."""
-    if not required_checks(recipe) and recipe not in ENGINE_GATED:
+    if not required_checks(recipe) and not engine_gated(recipe):
         return None
     recorded = [c.to_json() for c in checks]
     missing = missing_evidence(recipe, recorded)
     if missing:
         return Check("evidence", False, missing)
     said = [f"{', '.join(required_checks(recipe))} passed"] if required_checks(recipe) else []
-    if recipe in ENGINE_GATED:
+    if engine_gated(recipe):
         said.append(str(engine_line(recorded))[:400])
     return Check("evidence", True, "; ".join(said))
 
 
 def require_evidence(plan: Plan) -> None:
     """For publish: a ready plan of a recipe with required checks carries them, passed."""
-    if plan.status != READY or not (required_checks(plan.recipe) or plan.recipe in ENGINE_GATED):
+    if plan.status != READY or not (required_checks(plan.recipe) or engine_gated(plan.recipe)):
         return
     verification = plan.verification or {}
     checks = verification.get("checks") if isinstance(verification, dict) else None

@@ -7,11 +7,12 @@ reads it without the module that runs the harness.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from bot.plan import Plan
 
-# The recipes whose fix makes a class an EAGLE-3 target the harness can exercise.
-_RECIPES = frozenset({"eagle3-interface", "eagle3-enable"})
+if TYPE_CHECKING:
+    from bot.recipes.base import SmokeBuild
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,14 @@ def module_of(path: str) -> str | None:
     return module if all(part.isidentifier() for part in module.split(".")) else None
 
 
-# The edit kinds that declare the interface on the plan's class, in the file that defines it
-# (``bot publish`` checks exactly that on the base text before it counts a GPU run).
-_DECLARING_KINDS = frozenset({"declare-interface", "enable-decoder-and-declare"})
-# A set of targets sharing a decoder (eagle3-enable): its plan's class declares the interface
-# in the shared decoder's file, the one edit of this kind.
-_SHARED_DECLARING_KIND = "enable-shared-decoder"
+def _smoke_build(plan: Plan) -> SmokeBuild | None:
+    """How the plan's recipe has its target smoke-built (the edit kinds that declare the
+    interface on the plan's class, which ``bot publish`` checks on the base text before it
+    counts a GPU run), or None."""
+    from bot.recipes import recipe_named  # the recipes import the tree scanner: only when used
+
+    recipe = recipe_named(plan.recipe) if isinstance(plan.recipe, str) else None
+    return recipe.smoke if recipe is not None else None
 
 
 def target_of(plan: Plan) -> SmokeTarget | str:
@@ -46,13 +49,15 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     naming another, already working module there would have the check pass on that one)."""
     if plan.recipe is None and plan.members:
         return f"the smoke check builds one class, and this plan is a group of {len(plan.members)}"
-    if plan.recipe not in _RECIPES:
+    build = _smoke_build(plan)
+    if build is None:
         return f"the {plan.recipe} recipe has no smoke check"
     class_name = plan.class_name
     if not (isinstance(class_name, str) and class_name.isidentifier()):
         return "the plan names no class"
     kinds = {edit.get("kind") for edit in plan.edits if isinstance(edit, dict)}
-    declaring = {_SHARED_DECLARING_KIND} if _SHARED_DECLARING_KIND in kinds else _DECLARING_KINDS
+    shared = build.set_declaring
+    declaring = {shared} if shared is not None and shared in kinds else build.declaring
     paths = {
         edit.get("path")
         for edit in plan.edits
@@ -72,12 +77,13 @@ def set_targets_of(plan: Plan) -> list[SmokeTarget]:
     smoke-checked like the plan's class): the set's members from the plan's finding, kept only
     where one of the plan's set edits changes that member's file."""
     primary = target_of(plan)
-    if not isinstance(primary, SmokeTarget):
+    build = _smoke_build(plan)
+    if not isinstance(primary, SmokeTarget) or build is None:
         return []
     edited = {
         edit.get("path")
         for edit in plan.edits
-        if isinstance(edit, dict) and edit.get("kind") in _SET_KINDS
+        if isinstance(edit, dict) and edit.get("kind") in build.set_kinds
     }
     evidence = (plan.finding or {}).get("evidence")
     shared = evidence.get("shared") if isinstance(evidence, dict) else None
@@ -96,6 +102,3 @@ def set_targets_of(plan: Plan) -> list[SmokeTarget]:
         if path.endswith(".py") and all(part.isidentifier() for part in module.split(".")):
             targets.append(SmokeTarget(module, name))
     return targets
-
-
-_SET_KINDS = frozenset({_SHARED_DECLARING_KIND, "declare-shared-interface"})
