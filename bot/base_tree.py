@@ -72,7 +72,7 @@ class CommitTree(CheckedOutTree):
 
     def _export_registry_test(self) -> None:
         """The registry test too, where the commit has it: its platform skips are what a
-        contributed test that imports a model class must keep (eagle3-wrapper's rule)."""
+        contributed test that imports a model class must keep (the wrapper recipe's rule)."""
         shown = subprocess.run(
             ["git", f"--git-dir={self.git_dir}", "show", f"{self.commit}:{REGISTRY_TEST}"],
             stdout=subprocess.PIPE,

@@ -1,11 +1,11 @@
-"""Codemod: a CPU test that runs an ``eagle3-wrapper`` plan's forwarding methods.
+"""Codemod: a CPU test that runs a multimodal wrapper plan's forwarding methods.
 
 Written the way the release's own wrapper test is (``test_qwen3_omni_exposes_eagle3_to_its_
 text_backbone`` in ``tests/model_executor/test_qwen3_omni.py``): the real wrapper class built
 with ``__new__`` and ``nn.Module.__init__`` (no weights, no config), a small stand-in language
 model set as ``self.<attribute>`` that records the layers it is given and answers its default
 layers. A new ``tests/model_executor/test_<module>_eagle3.py`` (the directory a CI job collects,
-where the ``eagle3-enable`` recipe puts its forward test), one ``cpu_test``:
+where an enabled decoder's forward test goes), one ``cpu_test``:
 
 - forwarding (the language model sets its aux layers itself): the wrapper's two protocol
   methods reach the stand-in;
@@ -152,7 +152,7 @@ def create_wrapper_forward_test(source: str, **fields: Any) -> str:
 
 
 def wrapper_test_path(module: str) -> str:
-    """The eagle3-enable forward test's place: one file per model module."""
+    """The enabled decoders' forward test's place: one file per model module."""
     return aux_test_path(module)
 
 

@@ -11,6 +11,7 @@ checked statically only (apply, rescan, compile, ruff) and nothing from it is ex
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from bot.base_tree import CheckedOutTree
 from bot.errors import BotError
@@ -65,25 +66,22 @@ def confinement_check(planned: PlanDir, tree: Path, patch_file: Path, files: lis
 def _created_files(planned: PlanDir) -> set[str]:
     """The paths the plan declares new files at: its edits whose kind's publish rule
     re-derives a whole new file (the rule itself still checks the content)."""
-    from bot.recipes import fixes, recipe_named
-
-    recipe = recipe_named(planned.plan.recipe) if planned.plan.recipe else None
-    rules = recipe.publish_rules if recipe is not None and fixes(recipe) else {}
-    return {
-        str(edit.get("path"))
-        for edit in planned.plan.edits
-        if getattr(rules.get(edit.get("kind")), "creates_file", False)
-    }
+    return _created_by(planned.plan.recipe, planned.plan.edits)
 
 
 def _member_created(member: Member) -> set[str]:
     """A group member's paths whose edit kind creates a new file (see :func:`_created_files`)."""
-    from bot.recipes import recipe_named
+    return _created_by(member.recipe, member.edits)
 
-    rules = getattr(recipe_named(member.recipe), "publish_rules", None) or {}
+
+def _created_by(recipe_name: str | None, edits: list[dict[str, Any]]) -> set[str]:
+    from bot.recipes import fixes, recipe_named
+
+    recipe = recipe_named(recipe_name) if recipe_name else None
+    rules = recipe.publish_rules if recipe is not None and fixes(recipe) else {}
     return {
         str(edit.get("path"))
-        for edit in member.edits
+        for edit in edits
         if getattr(rules.get(edit.get("kind")), "creates_file", False)
     }
 
