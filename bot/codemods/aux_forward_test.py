@@ -48,6 +48,35 @@ _LAYERS: dict[str, str] = {
 # (`hidden_states = hidden_states + residual`), and AddNorm's one-argument call passes it on.
 _LAYERS["explicit-add"] = _LAYERS["residual-stream"]
 RESIDUAL_KINDS = tuple(_LAYERS)
+# The final norm's stand-in. Given the residual, a residual-stream norm adds it (the stream is
+# their sum); a full-stream-pair decoder's stream is the layer's first value alone, so its norm
+# hands the residual back untouched (Cohere's norm classes: ``return hidden_states, residuals``).
+_ADD_NORM = (
+    "    class AddNorm(torch.nn.Module):\n"
+    "        def forward(self, hidden_states, residual=None):\n"
+    "            if residual is None:\n"
+    "                return hidden_states\n"
+    "            return hidden_states + residual, hidden_states + residual\n"
+    "\n"
+)
+_KEEP_NORM = (
+    "    class KeepResidualNorm(torch.nn.Module):\n"
+    "        def forward(self, hidden_states, residual=None):\n"
+    "            if residual is None:\n"
+    "                return hidden_states\n"
+    "            return hidden_states, residual\n"
+    "\n"
+)
+_NORMS = {kind: _KEEP_NORM if kind == "full-stream-pair" else _ADD_NORM for kind in _LAYERS}
+_NORM_CLASS = {
+    kind: "KeepResidualNorm" if kind == "full-stream-pair" else "AddNorm" for kind in _LAYERS
+}
+# Names the test binds itself: a model module imported under one of them would be shadowed
+# (``vllm/models/flint/model.py`` as ``model``, then ``model = model.FlintModel.__new__(...)``).
+_TEST_NAMES = frozenset(
+    {"model", "target", "output", "aux", "hidden", "tap", "taps", "inner", "group", "layer"}
+    | {"monkeypatch", "torch", "pytest", "SimpleNamespace"}
+)
 
 
 def aux_forward_test_name(class_name: str) -> str:
@@ -130,16 +159,7 @@ def aux_forward_test(
         "    class StreamLayer(torch.nn.Module):\n"
         f"{layer}"
         "\n"
-        + (
-            "    class AddNorm(torch.nn.Module):\n"
-            "        def forward(self, hidden_states, residual=None):\n"
-            "            if residual is None:\n"
-            "                return hidden_states\n"
-            "            return hidden_states + residual, hidden_states + residual\n"
-            "\n"
-            if norm is not None
-            else ""
-        )
+        + (_NORMS[residual] if norm is not None else "")
         + (
             "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
             f'    monkeypatch.setattr({pp_alias}, "get_pp_group", lambda: group)\n'
@@ -149,7 +169,7 @@ def aux_forward_test(
         + f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
         + _layers(alias, child)
-        + (f"    model.{norm} = AddNorm()\n" if norm is not None else "")
+        + (f"    model.{norm} = {_NORM_CLASS[residual]}()\n" if norm is not None else "")
         + "    model.do_not_compile = True\n"
         + "".join(f"    model.{name} = 1.0\n" for name in scalars)
         + (
@@ -196,11 +216,20 @@ def _layers(alias: str, child: str | None) -> str:
     )
 
 
+def module_alias(module: str) -> str:
+    """The name the test imports ``module`` under: its last component, or, where the test binds
+    that name itself, the last two joined (``vllm.models.flint.model`` as ``flint_model``)."""
+    require_dotted(module, "module")
+    parts = module.split(".")
+    if parts[-1] not in _TEST_NAMES:
+        return parts[-1]
+    return "_".join(parts[-2:])
+
+
 def aux_test_path(module: str) -> str:
     """Where the test goes: next to upstream's Plamo3 aux-layer test, one file per model
     module (``tests/model_executor`` is collected by a CI job, so the file is tethered)."""
-    require_dotted(module, "module")
-    return f"{AUX_TEST_DIR}/test_{module.rpartition('.')[2]}_eagle3.py"
+    return f"{AUX_TEST_DIR}/test_{module_alias(module)}_eagle3.py"
 
 
 def new_aux_test_file(
@@ -238,9 +267,10 @@ def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) 
     one test per target of ``module``, each as :func:`aux_forward_test` writes it, the modules
     their forwards live in imported in one line."""
     require_dotted(module, "module")
-    package, _, alias = module.rpartition(".")
+    package, _, name = module.rpartition(".")
     if not package or not tests:
         raise CodemodRefused(f"no shared forward test for {module}")
+    alias = module_alias(module)
     aliases = {alias}
     for fields in tests:
         forward = fields.get("forward_module")
@@ -269,11 +299,16 @@ def new_shared_aux_test_file(*, module: str, tests: tuple[dict[str, Any], ...]) 
         + ("from types import SimpleNamespace\n\n" if namespace else "")
         + "import pytest\n"
         "import torch\n"
-        "\n"
-        f"from {package} import {', '.join(sorted(aliases))}\n"
-        "\n"
-        "\n" + "\n\n".join(functions)
+        "\n" + _import_line(package, name, alias, aliases) + "\n\n" + "\n\n".join(functions)
     )
+
+
+def _import_line(package: str, name: str, alias: str, aliases: set[str]) -> str:
+    if alias == name:
+        return f"from {package} import {', '.join(sorted(aliases))}\n"
+    if aliases != {alias}:
+        raise CodemodRefused(f"{package}.{name} shares a test file with another module")
+    return f"from {package} import {name} as {alias}\n"
 
 
 def _alias_of(module: str | None) -> str | None:
