@@ -337,23 +337,27 @@ def created_file(source: str, text: str) -> str:
     return text
 
 
-_CREATED = new_aux_test_file(
+_MIXTRAL = dict(
     module="vllm.model_executor.models.mixtral",
     decoder="MixtralModel",
     target="MixtralForCausalLM",
     residual="residual-stream",
     norm="norm",
 )
+_CREATED = new_aux_test_file(**_MIXTRAL)  # type: ignore[arg-type]
 
 
 def _create(source: str) -> str:
-    return create_aux_forward_test(
-        source,
-        module="vllm.model_executor.models.mixtral",
-        decoder="MixtralModel",
-        target="MixtralForCausalLM",
-        residual="residual-stream",
-        norm="norm",
+    return create_aux_forward_test(source, **_MIXTRAL)
+
+
+def _writes(description: str, fields: dict[str, Any]) -> Case:
+    """A case: no file there, and the codemod writes the file for ``fields``."""
+    return Case(
+        description,
+        lambda s: create_aux_forward_test(s, **fields),
+        "",
+        new_aux_test_file(**fields),
     )
 
 
@@ -450,23 +454,14 @@ CASES: list[Case] = [
         refuses="is not in vllm.model_executor.models",
     ),
     Case("a new file: header, imports, the test", _create, "", _CREATED),
-    Case(
-        "a module without get_pp_group, layers called with their own parameters",
-        lambda s: create_aux_forward_test(s, **_EVERY_LAYER),
-        "",
-        new_aux_test_file(**_EVERY_LAYER),  # type: ignore[arg-type]
-    ),
-    Case(
+    _writes("a module without get_pp_group, layers called with their own parameters", _EVERY_LAYER),
+    _writes(
         "no final norm in the decoder (the target applies it): none set on the stand-in",
-        lambda s: create_aux_forward_test(s, **_TARGET_NORM),
-        "",
-        new_aux_test_file(**_TARGET_NORM),  # type: ignore[arg-type]
+        _TARGET_NORM,
     ),
-    Case(
+    _writes(
         "no final norm in an explicit-add decoder (it returns the sum): none set",
-        lambda s: create_aux_forward_test(s, **{**_EXPLICIT_ADD, "norm": None}),
-        "",
-        new_aux_test_file(**{**_EXPLICIT_ADD, "norm": None}),  # type: ignore[arg-type]
+        {**_EXPLICIT_ADD, "norm": None},
     ),
     Case(
         "no final norm, and a residual the decoder would drop: refuse",
@@ -474,12 +469,7 @@ CASES: list[Case] = [
         "",
         refuses="without a final norm",
     ),
-    Case(
-        "a layer called stream first: the stand-in takes the call's order",
-        lambda s: create_aux_forward_test(s, **_STREAM_FIRST),
-        "",
-        new_aux_test_file(**_STREAM_FIRST),  # type: ignore[arg-type]
-    ),
+    _writes("a layer called stream first: the stand-in takes the call's order", _STREAM_FIRST),
     Case(
         "stand-in parameters without the residual its body uses: refuse",
         lambda s: create_aux_forward_test(
@@ -488,29 +478,16 @@ CASES: list[Case] = [
         "",
         refuses="must name hidden_states and residual",
     ),
-    Case(
-        "a nested decoder: the child holds the stand-in layers",
-        lambda s: create_aux_forward_test(s, **_NESTED),
-        "",
-        new_aux_test_file(**_NESTED),  # type: ignore[arg-type]
-    ),
-    Case(
-        "an explicit-add decoder: the pair's stand-in, the sum left to the decoder",
-        lambda s: create_aux_forward_test(s, **_EXPLICIT_ADD),
-        "",
-        new_aux_test_file(**_EXPLICIT_ADD),  # type: ignore[arg-type]
+    _writes("a nested decoder: the child holds the stand-in layers", _NESTED),
+    _writes(
+        "an explicit-add decoder: the pair's stand-in, the sum left to the decoder", _EXPLICIT_ADD
     ),
     Case(
         "an explicit-add decoder's test already written: no change",
         lambda s: create_aux_forward_test(s, **_EXPLICIT_ADD),
         new_aux_test_file(**_EXPLICIT_ADD),  # type: ignore[arg-type]
     ),
-    Case(
-        "a config value read with a default: an empty stand-in config",
-        lambda s: create_aux_forward_test(s, **_CONFIG_DEFAULT),
-        "",
-        new_aux_test_file(**_CONFIG_DEFAULT),  # type: ignore[arg-type]
-    ),
+    _writes("a config value read with a default: an empty stand-in config", _CONFIG_DEFAULT),
     Case(
         "a config default that is not a name: refuse",
         lambda s: create_aux_forward_test(

@@ -40,6 +40,7 @@ from bot.recipes.publish_rules import (
     functions,
     module_class,
     only_new_imports,
+    require_written_file,
     same_other_statements,
 )
 
@@ -199,9 +200,7 @@ def aux_forward_test(edit: PublishedEdit) -> None:
         raise CodemodRefused(fields.reason)
     if edit.path != aux_test_path(fields["module"]):
         raise CodemodRefused("the forward test is not where the recipe puts it")
-    expected = new_aux_test_file(**fields)
-    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
-        raise CodemodRefused("the forward test is not the one the recipe writes")
+    require_written_file(edit.after, new_aux_test_file(**fields), "forward test")
 
 
 aux_forward_test.creates_file = True  # type: ignore[attr-defined]
@@ -240,8 +239,7 @@ def _shared_forward_test(edit: PublishedEdit) -> None:
         raise CodemodRefused("the forward test is not where the recipe puts it")
     module, tests = planned[edit.path]
     expected = new_shared_aux_test_file(module=module, tests=tests)
-    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
-        raise CodemodRefused("the forward test is not the one the recipe writes")
+    require_written_file(edit.after, expected, "forward test")
 
 
 PUBLISH_RULES: dict[str, PublishRule] = {

@@ -34,6 +34,7 @@ from bot.recipes.publish_rules import (
     dump,
     module_class,
     only_new_imports,
+    require_written_file,
     same_other_statements,
 )
 
@@ -201,9 +202,7 @@ def wrapper_forward_test(edit: PublishedEdit) -> None:
         raise CodemodRefused(f"the recipe writes no forwarding test for {edit.class_name}")
     if edit.path != wrapper_test_path(fields["module"]):
         raise CodemodRefused("the forwarding test is not where the recipe puts it")
-    expected = new_wrapper_test_file(**fields)
-    if dump(ast.parse(edit.after)) != dump(ast.parse(expected)):
-        raise CodemodRefused("the forwarding test is not the one the recipe writes")
+    require_written_file(edit.after, new_wrapper_test_file(**fields), "forwarding test")
 
 
 wrapper_forward_test.creates_file = True  # type: ignore[attr-defined]

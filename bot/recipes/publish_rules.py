@@ -31,6 +31,12 @@ def confined(
     changed_lines_confined(before, after, [*resolve(tuple(spans), before), *extra])
 
 
+def require_written_file(after: str, expected: str, what: str) -> None:
+    """A new file's text is ``expected`` (the recipe's own), compared by its AST."""
+    if dump(ast.parse(after)) != dump(ast.parse(expected)):
+        raise CodemodRefused(f"the {what} is not the one the recipe writes")
+
+
 def dump(node: object) -> str:
     """An AST (or a list of them) as text without positions: equal exactly when the code is."""
     if isinstance(node, list):
