@@ -94,14 +94,27 @@ _NEW_SHAPES = {
         config_defaults=("llama_4_scaling",),
         layer_params=("positions", "hidden_states", "residual", "llama_4_scaling"),
     ),
+    # the same layer call in both branches of `if not layer._is_no_op_attention:`
+    "DeciLMForCausalLM": dict(
+        module="vllm.model_executor.models.nemotron_nas",
+        decoder="DeciModel",
+        residual="residual-stream",
+        norm="norm",
+        layer_flags=("_is_no_op_attention",),
+    ),
 }
+_FLAGS = (
+    "    for tap, layer in enumerate(model.layers):  # each branch of the loop's if runs\n"
+    "        layer._is_no_op_attention = tap >= 2\n"
+)
 
 
 @pytest.mark.parametrize("target", sorted(_NEW_SHAPES))
 def test_publish_derives_the_new_shapes_forward_tests_from_the_base(target: str) -> None:
     """Publish re-derives every field from the base scan: the test the recipe writes for an
-    explicit-add decoder and for a config read with a default passes, one without the empty
-    config (the forward would read a stand-in's missing attribute) is refused."""
+    explicit-add decoder, for a config read with a default and for a loop branching on a layer
+    flag passes; one without the empty config or the flags (the forward would read a
+    stand-in's missing attribute) is refused."""
     fields = {**_NEW_SHAPES[target], "target": target}
     module = str(fields["module"])
     text = new_aux_test_file(**fields)  # type: ignore[arg-type]
@@ -112,7 +125,11 @@ def test_publish_derives_the_new_shapes_forward_tests_from_the_base(target: str)
         return PublishedEdit(path, "aux-forward-test", "", after, target, finding, _base())
 
     aux_forward_test(edit(text))
-    tampered = text.replace("    model.config = SimpleNamespace()\n", "").replace(", idx):", "):")
+    tampered = (
+        text.replace("    model.config = SimpleNamespace()\n", "")
+        .replace(", idx):", "):")
+        .replace(_FLAGS, "")
+    )
     assert tampered != text
     with pytest.raises(CodemodRefused, match="not the one the recipe writes"):
         aux_forward_test(edit(tampered))

@@ -254,20 +254,51 @@ READY = [
     ),
 ]
 
+# DeciLM's loop: the same call in both branches of an `if` on the layer, bookkeeping after it.
+BRANCHED = (
+    "            if not layer.no_op:\n    "
+    + PAIR_CALL
+    + "                kv_cache_index += 1\n"
+    + "            else:\n    "
+    + PAIR_CALL
+)
+READY.append(
+    ("islice", "residual-stream", LAYER_PAIR, decoder(ISLICE + BRANCHED, FUSED_NORM)),
+)
+
 REFUSED = [
     (
-        "the layer called in both branches of an if (DeciLM)",
+        "a different layer call in each branch of an if",
         LAYER_PAIR,
         decoder(
-            ISLICE
-            + "            if not layer.no_op:\n    "
-            + PAIR_CALL
-            + "            else:\n    "
-            + PAIR_CALL,
+            ISLICE + BRANCHED.removesuffix("residual)\n") + "None)\n",
             FUSED_NORM,
         ),
-        "loop at line 27 calls the layer inside `if not layer.no_op:` / `else:` (the same call "
-        "in both branches)",
+        "loop at line 27 calls the layer inside `if not layer.no_op:` / `else:` (a different "
+        "call in each)",
+    ),
+    (
+        "the same call in both branches, but one branch changes the stream",
+        LAYER_PAIR,
+        decoder(
+            ISLICE + BRANCHED.replace("kv_cache_index += 1", "hidden_states = hidden_states * 2"),
+            FUSED_NORM,
+        ),
+        "(the same call in both branches)",
+    ),
+    (
+        "a layer loop inside another loop: each layer runs several times (IQuestLoopCoder)",
+        LAYER_ONE,
+        decoder(
+            "        for loop_idx in range(self.loop_num):\n"
+            + ISLICE.replace("        for", "            for")
+            + "    "
+            + ONE_CALL,
+            PLAIN_NORM,
+            False,
+        ),
+        "loop at line 24 runs inside another loop (`for loop_idx in range(self.loop_num)`, line "
+        "23): every layer runs once per pass of it, several times per token",
     ),
     (
         "a layer method that hands back something else than the stream (AliceAI)",
@@ -334,7 +365,7 @@ REFUSED = [
             + PAIR_CALL,
             FUSED_NORM,
         ),
-        "nested in another statement",
+        "loop at line 28 is nested in `if self.training:` (line 27), a conditional forward path",
     ),
     (
         "every layer of a decoder without stage bounds",
@@ -591,3 +622,88 @@ def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, re
         "which a test on stand-in layers does not set up"
     )
     assert isinstance(_plan(tree, finding), Declined)
+
+
+def test_a_branched_layer_call_is_captured_once_after_the_if(tmp_path: Path) -> None:
+    """DeciLM's loop: the same call in both branches of ``if not layer.no_op:``. The capture
+    goes after the ``if`` (both branches produced the stream), and the contributed test's
+    stand-in layers carry the flag, False on the first half and True on the second, so the
+    taps after layers 0 and 2 come out of different branches."""
+    tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + BRANCHED, FUSED_NORM))
+    (finding,) = _enable_findings(tree)
+    ctx = _ctx(tree, finding)
+    (candidate,) = candidates(ctx.scan)
+    (model_edit,) = _edits(ctx, finding, candidate, candidate.verdict, absolute=False)
+    patched = model_edit.apply((tree / model_edit.path).read_text())
+    assert (
+        "            else:\n"
+        "                hidden_states, residual = layer(positions, hidden_states, residual)\n"
+        "            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, "
+        "residual)\n"
+    ) in patched
+    assert patched.count("self._maybe_add_hidden_state(aux_hidden_states") == 1
+    from bot.codemods.aux_forward_test import create_aux_forward_test
+    from bot.recipes.eagle3_enable import forward_test_fields
+
+    fields = forward_test_fields(ctx.scan, candidate, candidate.verdict)
+    assert isinstance(fields, dict) and fields["layer_flags"] == ("no_op",)
+    assert "        layer.no_op = tap >= 2\n" in create_aux_forward_test("", **fields)
+
+
+ZAYA_LAYER = """
+class Layer(nn.Module):
+    def forward(self, residual, positions, router_states):
+        hidden_states = self.attn(residual)
+        hidden_states, router_states = self.mlp(hidden_states, router_states)
+        return self.scale(hidden_states, residual), router_states
+"""
+ZAYA_LOOP = ISLICE + (
+    "            hidden_states, router_states = layer(hidden_states, positions, router_states)\n"
+)
+
+
+def test_a_target_refusing_speculative_decoding_is_refused_first(tmp_path: Path) -> None:
+    """Zaya's ``__init__`` raises when speculative tokens are configured: the model's own word,
+    named before the decoder's blockers, whatever the decoder's shape."""
+    guarded = TARGET.replace(
+        "        super().__init__()\n",
+        "        super().__init__()\n"
+        "        if vllm_config.num_speculative_tokens:\n"
+        '            raise NotImplementedError("Demo does not support speculative decoding.")\n',
+    )
+    source = HEADER + LAYER_PAIR + "\n\n" + decoder(ISLICE + PAIR_CALL, FUSED_NORM) + "\n\n"
+    tree = make_tree(
+        tmp_path,
+        {"model_executor/models/demo.py": source + guarded},
+        {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}},
+    )
+    (finding,) = _enable_findings(tree)
+    assert finding.evidence["refused"] == (
+        "needs a human: DemoForCausalLM.__init__ refuses speculative decoding itself (line 40: "
+        "`if vllm_config.num_speculative_tokens: raise NotImplementedError('Demo does not "
+        "support speculative decoding.')`), so declaring SupportsEagle3 would promise what the "
+        "model's own code rejects"
+    )
+    assert isinstance(_plan(tree, finding), Declined)
+
+
+def test_a_pair_carried_beside_the_stream_is_named(tmp_path: Path) -> None:
+    """Zaya's loop unpacks ``(hidden_states, router_states)`` and applies the final norm inside
+    the return: the refusal names both, the second value as what it is (carried from layer to
+    layer, read by nothing after the loop), not as a residual."""
+    source = decoder_tail(
+        ZAYA_LOOP, "        return self.norm(hidden_states)\n", init_residual=False
+    ).replace(
+        "        hidden_states = self.embed",
+        "        router_states = None\n        hidden_states = self.embed",
+    )
+    tree = _tree(tmp_path, ZAYA_LAYER, source)
+    (finding,) = _enable_findings(tree)
+    refused = finding.evidence["refused"]
+    assert "applies the final norm inside the return (`return self.norm(hidden_states)`)" in refused
+    assert (
+        "the layers hand back (hidden_states, router_states) and nothing after the loop reads "
+        "router_states: it is carried from layer to layer beside the stream, not a residual the "
+        "decoder adds back, and the layer's forward does not show that hidden_states alone is "
+        "the whole stream"
+    ) in refused

@@ -6,16 +6,22 @@ loaded machine).
 One scratch tree holds all the plans: the tests alone (each must fail), the model edits too
 (each must pass), then the capture sabotaged in the plans named by ``--sabotage`` (each must
 fail again: the residual dropped from the capture, or the captured index shifted by one; for a
-wrapper, the guard's calls dropped, or only the first layer forwarded).
+wrapper, the guard's calls dropped, or only the first layer forwarded). With ``--misplace``, the
+named plans whose capture follows an ``if`` that calls the layer in both branches (DeciLM) are
+restored and run again with the capture moved into the ``if``'s first branch (a fourth run,
+``misplaced``: each must fail, a layer taking the other branch is not captured).
 
-    .venv/bin/python benchmarks/sweeps/contributed_tests.py PLAN_DIR... --sabotage A,B,C --out DIR
+    .venv/bin/python benchmarks/sweeps/contributed_tests.py PLAN_DIR... --sabotage A,B,C \
+        [--misplace A] --out DIR
 
-Prints one row per test and writes the three JUnit files to ``--out``.
+Prints one row per test and writes the JUnit files to ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import itertools
 import re
 import shutil
 import tempfile
@@ -42,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("plans", nargs="+", type=Path)
     parser.add_argument("--sabotage", default="")
+    parser.add_argument("--misplace", default="")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     plans = [read_plan_dir(p) for p in args.plans]
@@ -82,6 +89,10 @@ def main() -> None:
         for patch in patches:
             _apply(tree, patch, "vllm/*")
         run("after")
+        patched = {
+            loaded.plan.class_name: (tree / loaded.plan.finding["path"]).read_text(encoding="utf-8")
+            for loaded in plans
+        }
         for loaded in plans:
             if loaded.plan.class_name in args.sabotage.split(","):
                 path = tree / loaded.plan.finding["path"]
@@ -96,6 +107,33 @@ def main() -> None:
                 path.write_text(changed, encoding="utf-8")
                 print(f"sabotaged {loaded.plan.class_name}", flush=True)
         run("sabotaged")
+        misplaced = [p for p in plans if p.plan.class_name in args.misplace.split(",")]
+        for loaded in misplaced:
+            path = tree / loaded.plan.finding["path"]
+            path.write_text(_into_first_branch(patched[loaded.plan.class_name]), encoding="utf-8")
+            print(f"misplaced {loaded.plan.class_name}", flush=True)
+        if misplaced:
+            run("misplaced")
+
+
+def _into_first_branch(text: str) -> str:
+    """The capture that follows an ``if`` calling the layer in both branches, moved to the end
+    of the ``if``'s first branch (indented one level deeper): the other branch's layers are
+    then never captured."""
+    lines = text.splitlines(keepends=True)
+    for loop in (n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.For)):
+        for branch, capture in itertools.pairwise(loop.body):
+            if (
+                isinstance(branch, ast.If)
+                and branch.orelse
+                and "_maybe_add_hidden_state" in ast.unparse(capture)
+            ):
+                assert capture.end_lineno is not None and branch.body[-1].end_lineno is not None
+                moved = ["    " + line for line in lines[capture.lineno - 1 : capture.end_lineno]]
+                del lines[capture.lineno - 1 : capture.end_lineno]
+                at = branch.body[-1].end_lineno
+                return "".join(lines[:at] + moved + lines[at:])
+    raise AssertionError("no capture after an if that calls the layer in both branches")
 
 
 def _sabotage_wrapper(text: str, patch: str) -> str:

@@ -7,8 +7,11 @@ Before the layer loop, ``aux_hidden_states = self._maybe_add_hidden_state([], <f
 aux layers returns exactly what it did. ``r`` is the residual name or ``None`` (decided by the
 analysis, passed in); ``absolute`` chooses ``enumerate(..., start=self.start_layer)`` with
 ``self.start_layer`` as the first index (the tree's convention when its decoders use it) over a
-count from ``0``. The mixin in the class's bases and its import are the ``bases`` and ``imports``
-codemods' job. Anything but the one loop shape described refuses.
+count from ``0``. A layer called by the same statement in both branches of an ``if`` (DeciLM's
+``if not layer._is_no_op_attention:``) is captured once, after the ``if``, where both branches
+have produced the stream (as upstream's Qwen3-VL captures after the ``if`` that ends its
+step). The mixin in the class's bases and its import are the ``bases`` and ``imports``
+codemods' job. Anything but the loop shapes described refuses.
 """
 
 from __future__ import annotations
@@ -247,7 +250,26 @@ def _call_position(loop: cst.For, first: int, layer: str | None = None) -> int:
     for position in range(first, len(statements)):
         if m.matches(statements[position], call):
             return position
+    for position in range(first, len(statements)):
+        if _branched_call(statements[position], call) is not None:
+            return position  # the capture goes after the `if`, where both branches meet
     raise CodemodRefused(f"the loop never assigns a call of {layer}")
+
+
+def _branched_call(
+    stmt: cst.BaseStatement, call: m.BaseMatcherNode
+) -> cst.SimpleStatementLine | None:
+    """The layer call opening both branches of ``if ...: h, r = layer(...) else: h, r =
+    layer(...)`` (DeciLM's), when the two are the same statement; None otherwise."""
+    if not (isinstance(stmt, cst.If) and isinstance(stmt.orelse, cst.Else)):
+        return None
+    then, other = stmt.body.body, stmt.orelse.body.body
+    if not (then and other and m.matches(then[0], call) and m.matches(other[0], call)):
+        return None
+    assert isinstance(then[0], cst.SimpleStatementLine)
+    assert isinstance(other[0], cst.SimpleStatementLine)
+    code = cst.Module([]).code_for_node
+    return then[0] if code(then[0].body[0]) == code(other[0].body[0]) else None
 
 
 def _stream_name(loop: cst.For, call_at: int) -> str:
@@ -256,6 +278,8 @@ def _stream_name(loop: cst.For, call_at: int) -> str:
     if not isinstance(body, cst.IndentedBlock) or len(body.body) <= call_at:
         raise CodemodRefused("the loop's body is not a block with the layer call")
     stmt = body.body[call_at]
+    if isinstance(stmt, cst.If) and stmt.body.body:
+        stmt = stmt.body.body[0]  # both branches open with the same call (_branched_call)
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1):
         raise CodemodRefused("the layer call is not a statement of its own")
     assign = stmt.body[0]
@@ -567,5 +591,38 @@ CASES += [
             "        hidden_states = self.norm",
         ),
         refuses="2 loops over every layer",
+    ),
+]
+
+_CALL = "            hidden_states, residual = layer(positions, hidden_states, residual)\n"
+# DeciLM's step: the same call in both branches of an `if` on the layer
+_IF_CALL = (
+    "            if not layer.no_op_attention:\n"
+    f"    {_CALL}"
+    "                kv_cache_index += 1\n"
+    "            else:\n"
+    f"    {_CALL}"
+)
+_BRANCHED = _SLICE.replace(_CALL, _IF_CALL)
+_BRANCHED_AFTER = _SLICE_AFTER.replace(_CALL, _IF_CALL)
+
+CASES += [
+    Case(
+        "the same layer call in both branches of an if: one capture after the if",
+        _capture("M", "residual"),
+        _BRANCHED,
+        _BRANCHED_AFTER,
+    ),
+    Case("branched call already collecting: no change", _capture("M", "residual"), _BRANCHED_AFTER),
+    Case(
+        "a different layer call in each branch: refuse",
+        _capture("M", "residual"),
+        _BRANCHED.replace(
+            "            else:\n"
+            "                hidden_states, residual = layer(positions, hidden_states, residual)\n",
+            "            else:\n"
+            "                hidden_states, residual = layer(positions, hidden_states, None)\n",
+        ),
+        refuses="never assigns a call of layer",
     ),
 ]

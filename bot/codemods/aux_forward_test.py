@@ -98,8 +98,13 @@ def aux_forward_test(
     child: str | None = None,
     pp_group: bool = True,
     layer_params: tuple[str, ...] = (),
+    layer_flags: tuple[str, ...] = (),
 ) -> str:
     """The test function's source (identifiers only come in; each is checked).
+
+    ``layer_flags``: the layer attributes the decoder's loop branches on (DeciLM's
+    ``if not layer._is_no_op_attention:``, the same call in both branches): False on the first
+    half of the stand-in layers, True on the second, so a tap comes out of each branch.
 
     ``pp_group``: whether the module binds ``get_pp_group`` (monkeypatched to one rank).
     ``layer_params``: the stand-in layer's parameters where the decoder's layer call does not
@@ -142,6 +147,10 @@ def aux_forward_test(
         raise CodemodRefused("no stand-in for a decoder without a final norm that keeps a residual")
     for name in layer_params:
         require_identifier(name, "layer parameter")
+    for name in layer_flags:
+        require_identifier(name, "layer flag")
+    if layer_flags and child is not None:
+        raise CodemodRefused("no stand-in for a nested decoder whose loop branches on its layers")
     layer = _LAYERS[residual]
     if layer_params:
         needed = {"hidden_states"} | (set() if residual == "no-residual" else {"residual"})
@@ -169,6 +178,7 @@ def aux_forward_test(
         + f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
         + _layers(alias, child)
+        + _flags(layer_flags)
         + (f"    model.{norm} = {_NORM_CLASS[residual]}()\n" if norm is not None else "")
         + "    model.do_not_compile = True\n"
         + "".join(f"    model.{name} = 1.0\n" for name in scalars)
@@ -216,6 +226,19 @@ def _layers(alias: str, child: str | None) -> str:
     )
 
 
+def _flags(layer_flags: tuple[str, ...]) -> str:
+    """Each flag False on the first half of the stand-in layers and True on the second: the
+    taps after layer 0 and after layer 2 come out of different branches of the loop's ``if``
+    (alternating flags would put both in one, and a capture in one branch only would pass)."""
+    if not layer_flags:
+        return ""
+    half = LAYERS // 2
+    return (
+        "    for tap, layer in enumerate(model.layers):  # each branch of the loop's if runs\n"
+        + "".join(f"        layer.{name} = tap >= {half}\n" for name in layer_flags)
+    )
+
+
 def module_alias(module: str) -> str:
     """The name the test imports ``module`` under: its last component, or, where the test binds
     that name itself, the last two joined (``vllm.models.flint.model`` as ``flint_model``)."""
@@ -245,6 +268,7 @@ def new_aux_test_file(
     child: str | None = None,
     pp_group: bool = True,
     layer_params: tuple[str, ...] = (),
+    layer_flags: tuple[str, ...] = (),
 ) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
     fields = {
@@ -258,6 +282,7 @@ def new_aux_test_file(
         "child": child,
         "pp_group": pp_group,
         "layer_params": layer_params,
+        **({"layer_flags": layer_flags} if layer_flags else {}),
     }
     return new_shared_aux_test_file(module=module, tests=(fields,))
 
@@ -416,6 +441,15 @@ _EVERY_LAYER = dict(
     layer_params=("hidden_states", "original_hidden_states", "positions"),
 )
 
+_BRANCHED = dict(
+    module="vllm.model_executor.models.nemotron_nas",
+    decoder="DeciModel",
+    target="DeciLMForCausalLM",
+    residual="residual-stream",
+    norm="norm",
+    layer_flags=("_is_no_op_attention",),
+)
+
 _NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
 _SHARED_TESTS: tuple[dict[str, Any], ...] = (
     {
@@ -488,6 +522,18 @@ CASES: list[Case] = [
         new_aux_test_file(**_EXPLICIT_ADD),  # type: ignore[arg-type]
     ),
     _writes("a config value read with a default: an empty stand-in config", _CONFIG_DEFAULT),
+    _writes("a loop branching on a layer flag: each half of the layers takes a branch", _BRANCHED),
+    Case(
+        "a layer flag's test already written: no change",
+        lambda s: create_aux_forward_test(s, **_BRANCHED),
+        new_aux_test_file(**_BRANCHED),  # type: ignore[arg-type]
+    ),
+    Case(
+        "a layer flag that is not a name: refuse",
+        lambda s: create_aux_forward_test(s, **{**_BRANCHED, "layer_flags": ("x = 1;",)}),
+        "",
+        refuses="layer flag",
+    ),
     Case(
         "a config default that is not a name: refuse",
         lambda s: create_aux_forward_test(

@@ -392,6 +392,8 @@ def forward_test_fields(
     if isinstance(fit, Declined):
         return fit
     fields.update(fit)
+    if flags := _layer_flags(scan.index, candidate.captured):
+        fields["layer_flags"] = flags
     if candidate.captured.module != candidate.ref.module:
         fields["forward_module"] = candidate.captured.module
     return fields
@@ -430,6 +432,15 @@ def _stand_in_fit(
         f"needs a human: no contributed forward test: the layer call passes ({listed}), which "
         "a stand-in layer cannot take by the same names"
     )
+
+
+def _layer_flags(index: ClassIndex, decoder: ClassRef) -> tuple[str, ...]:
+    """The layer attributes the loop's ``if`` reads where the same call opens both branches
+    (DeciLM's ``_is_no_op_attention``): the stand-in layers carry them, so both branches run."""
+    facts = index.class_facts(decoder) or {}
+    shape = facts.get("methods", {}).get("forward", {}).get("shape") or {}
+    call = (shape.get("loops") or [{}])[0].get("call") or {}
+    return tuple(call.get("branched", {}).get("layer_reads", []))
 
 
 def _takes(params: list[str], call: dict[str, Any], stream: str) -> bool:
@@ -648,6 +659,8 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
                 _embedding_refusal(index, decoder, embedding),
                 _layers_attr_refusal(shape),
             )
+        if (refuses := _speculative_refusal(index, ref)) is not None:
+            verdict = _all_blockers(refuses, verdict)  # the model's own word first
         construction = constructions[0]
         found.append(
             Candidate(
@@ -700,6 +713,21 @@ def _all_blockers(shape: DecoderShape | Refusal, *others: Refusal | None) -> Dec
     if not reasons:
         return shape
     return Refusal("; and ".join(dict.fromkeys(reasons)))
+
+
+def _speculative_refusal(index: ClassIndex, ref: ClassRef) -> Refusal | None:
+    """A target whose ``__init__`` raises when speculative decoding is configured (Zaya's
+    ``NotImplementedError("ZAYA1 does not support speculative decoding.")``): declaring
+    ``SupportsEagle3`` would promise what the model's own code rejects."""
+    init = index.find_method(ref, "__init__")
+    if init is None or not (guards := init[1].get("refuses_speculative", [])):
+        return None
+    first = guards[0]
+    return Refusal(
+        f"{init[0].name}.__init__ refuses speculative decoding itself (line {first['line']}: "
+        f"`if {first['test']}: raise {first['raises']}`), so declaring SupportsEagle3 would "
+        "promise what the model's own code rejects"
+    )
 
 
 def _layers_attr_refusal(shape: DecoderShape | Refusal) -> Refusal | None:

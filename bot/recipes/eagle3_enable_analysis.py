@@ -22,6 +22,10 @@ Loop kinds (how the layers are iterated):
 A loop may also rebind the stream from the layer's output right after the call
 (``layer_outputs = layer(...)`` then ``hidden_states = layer_outputs``): the stream is that name.
 
+A loop may call its layer by the same statement in both branches of an ``if`` on the layer
+(DeciLM's ``if not layer._is_no_op_attention:``), the rest of each branch bookkeeping: one layer
+call per step, captured after the ``if``.
+
 A loop may start with bookkeeping the stream cannot depend on (``if isinstance(layer, X):
 num_attn += 1``, counting into a name nothing reads) before the layer call.
 
@@ -185,6 +189,9 @@ def _loop_shape(
         for c in shape.get("casts", [])
         if c["name"] == stream
     ]
+    carried = _carried_beside(index, decoder, loop["attr"], shape, call)
+    if isinstance(tail, Refusal) and carried:
+        casts.append(carried)  # named with the tail's blockers: the norm question never comes
     if casts:
         reasons = [tail.reason] if isinstance(tail, Refusal) else []
         return Refusal("; and ".join([*reasons, *casts]))
@@ -231,6 +238,28 @@ def _loop_shape(
         final_norm=(
             "target" if norm is None else "when-residual" if norm.get("optional") else "decoder"
         ),
+    )
+
+
+def _carried_beside(
+    index: ClassIndex, decoder: ClassRef, attr: str, shape: dict[str, Any], call: dict[str, Any]
+) -> str | None:
+    """Why a pair the loop unpacks is not the stream and its residual, where nothing after the
+    loop reads the second value and the layer does not show its first is the whole stream
+    (Zaya's ``hidden_states, router_states = layer(...)``: the router's state for the next
+    layer's router); None otherwise."""
+    if len(call["targets"]) != 2:
+        return None
+    stream, second = call["targets"]
+    if any(second in s.get("reads", [second]) for s in shape["after"]):
+        return None
+    returns = [_layer_returns(index, cls) for cls in _layer_classes(index, decoder, attr)]
+    if returns and all(r is not None and r["summed_first"] for r in returns):
+        return None
+    return (
+        f"the layers hand back ({stream}, {second}) and nothing after the loop reads {second}: "
+        f"it is carried from layer to layer beside the stream, not a residual the decoder adds "
+        f"back, and the layer's forward does not show that {stream} alone is the whole stream"
     )
 
 
@@ -365,6 +394,18 @@ def _loop_refusal(
 ) -> str | None:
     where = f"{decoder.name}.forward's loop at line {loop['line']}"
     if not loop["top_level"]:
+        outer = loop.get("enclosing") or {}
+        if outer.get("kind") in ("for", "while"):
+            return (
+                f"{where} runs inside another loop (`{outer['header']}`, line {outer['line']}): "
+                "every layer runs once per pass of it, several times per token, so there is no "
+                "one stream per layer to capture"
+            )
+        if outer.get("kind") == "if":
+            return (
+                f"{where} is nested in `{outer['header']}:` (line {outer['line']}), a "
+                "conditional forward path"
+            )
         return f"{where} is nested in another statement (a conditional forward path)"
     if loop["form"] == "whole" and not stage_bounds and staged:
         return (

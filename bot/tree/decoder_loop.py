@@ -121,6 +121,12 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
         return None
     call_at = next((i for i, stmt in enumerate(body) if _layer_call(stmt, layer) is not None), None)
     call = _layer_call(body[call_at], layer) if call_at is not None else None
+    if call is None:
+        # the same call in both branches of an `if` on the layer (DeciLM): one call per step
+        call_at = next(
+            (i for i, s in enumerate(body) if _branched_call(s, layer, index, loaded)), None
+        )
+        call = _branched_call(body[call_at], layer, index, loaded) if call_at is not None else None
     bookkeeping = call_at or 0
     alias = _alias(body, call_at, call)
     late: dict[str, Any] | None = None  # the layer call, when what comes before it is not inert
@@ -154,6 +160,41 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
     }
 
 
+def _branched_call(
+    stmt: ast.stmt, layer: str, index: str | None, loaded: frozenset[str]
+) -> dict[str, Any] | None:
+    """``if <test on the layer>: h, r = layer(...) [bookkeeping] else: h, r = layer(...)``
+    (DeciLM's ``if not layer._is_no_op_attention:``): the same call opening both branches, the
+    rest of each branch inert and the test calling nothing, so either way the step is one layer
+    call and the stream after the ``if`` is the layer's output. The call's facts, with the
+    ``if``'s line, its test and the layer attributes the test reads."""
+    if not (isinstance(stmt, ast.If) and stmt.body and stmt.orelse):
+        return None
+    then, other = _layer_call(stmt.body[0], layer), _layer_call(stmt.orelse[0], layer)
+    if then is None or other is None or _without_line(then) != _without_line(other):
+        return None
+    if any(isinstance(n, ast.Call) for n in ast.walk(stmt.test)):
+        return None
+    kept = {*then["targets"], layer, index}
+    for rest in (stmt.body[1:], stmt.orelse[1:]):
+        if _inert_statements(loaded, kept, rest) < len(rest):
+            return None
+    reads = sorted(
+        {
+            n.attr
+            for n in ast.walk(stmt.test)
+            if isinstance(n, ast.Attribute) and _dotted(n.value) == layer
+        }
+    )
+    return then | {
+        "branched": {"line": stmt.lineno, "test": _short(stmt.test), "layer_reads": reads}
+    }
+
+
+def _without_line(call: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in call.items() if k != "line"}
+
+
 def _other_call(body: list[ast.stmt], layer: str) -> dict[str, Any] | None:
     """How a loop without a plain layer call reaches its layer, for the refusal to say: the
     same call in both branches of an ``if`` (DeciLM's ``if not layer._is_no_op_attention``),
@@ -162,9 +203,7 @@ def _other_call(body: list[ast.stmt], layer: str) -> dict[str, Any] | None:
     if isinstance(first, ast.If) and first.body and first.orelse:
         then, other = _layer_call(first.body[0], layer), _layer_call(first.orelse[0], layer)
         if then is not None and other is not None:
-            same = {k: v for k, v in then.items() if k != "line"} == {
-                k: v for k, v in other.items() if k != "line"
-            }
+            same = _without_line(then) == _without_line(other)
             return {"kind": "branched", "test": _short(first.test), "same": same}
     if isinstance(first, ast.Assign) and isinstance(first.value, ast.Call):
         callee = _dotted(first.value.func) or ""
@@ -272,10 +311,16 @@ def _statements(stmt: ast.stmt) -> list[dict[str, Any]]:
     """A top-level statement after the loop as the facts it stands for: a pipeline exit with an
     ``else`` is the exit followed by the ``else``'s statements (they run on the last stage
     only, as the code after a plain exit does)."""
-    fact = _statement(stmt)
+    fact = _statement(stmt) | {"reads": _names_read(stmt)}
     if fact["kind"] == "pp-exit" and isinstance(stmt, ast.If) and stmt.orelse:
         return [fact, *(f for s in stmt.orelse for f in _statements(s))]
     return [fact]
+
+
+def _names_read(node: ast.AST) -> list[str]:
+    return sorted(
+        {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    )
 
 
 def _pp_exit_test(test: ast.expr) -> bool:
@@ -423,7 +468,12 @@ def forward_shape(
     }
     returns = sum(1 for node in ast.walk(func) if isinstance(node, ast.Return))
     return {
-        "loops": [loop | {"top_level": node in func.body} for node, loop in loops],
+        "loops": [
+            loop | {"top_level": True}
+            if node in func.body
+            else loop | {"top_level": False, "enclosing": _enclosing(func, node)}
+            for node, loop in loops
+        ],
         "after": after,
         "assigned": sorted(n for n in assigned if n),
         "returns": returns,
@@ -431,6 +481,18 @@ def forward_shape(
         "yields": any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(func)),
         **({"casts": casts} if casts else {}),
     }
+
+
+def _enclosing(func: ast.FunctionDef | ast.AsyncFunctionDef, loop: ast.For) -> dict[str, Any]:
+    """The top-level statement of ``func`` a nested layer loop sits in, as a reader would quote
+    its header (``for loop_idx in range(self.loop_num)``, ``if self.training``)."""
+    outer = next(s for s in func.body if any(n is loop for n in ast.walk(s)))
+    header = type(outer).__name__.lower()
+    if isinstance(outer, ast.For):
+        header = f"for {_short(outer.target)} in {_short(outer.iter)}"
+    elif isinstance(outer, ast.If | ast.While):
+        header = f"{header} {_short(outer.test)}"
+    return {"kind": type(outer).__name__.lower(), "line": outer.lineno, "header": header}
 
 
 def _float32_cast(stmt: ast.stmt) -> dict[str, Any] | None:
@@ -654,3 +716,18 @@ def _helper_classes(helper: ast.FunctionDef, refs: dict[str, str]) -> set[str]:
             if callee.split(".")[-1][:1].isupper():
                 names.add(callee)
     return names
+
+
+def speculative_refusals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any]]:
+    """The ``raise`` statements of a target's ``__init__`` under a test that reads the
+    speculative configuration (Zaya's ``if vllm_config.num_speculative_tokens: raise
+    NotImplementedError("ZAYA1 does not support speculative decoding.")``): the model refuses
+    to run with a drafter at all. Each with its line, the test and the message as written."""
+    found: list[dict[str, Any]] = []
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.If) and "speculative" in ast.unparse(node.test)):
+            continue
+        for raised in (n for s in node.body for n in ast.walk(s) if isinstance(n, ast.Raise)):
+            exc = _short(raised.exc, 120) if raised.exc is not None else "the active exception"
+            found.append({"line": raised.lineno, "test": _short(node.test), "raises": exc})
+    return found

@@ -13,10 +13,16 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from bot.tree.decoder_loop import built_from, delegation, forward_shape, layer_returns
+from bot.tree.decoder_loop import (
+    built_from,
+    delegation,
+    forward_shape,
+    layer_returns,
+    speculative_refusals,
+)
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 41  # 9-21, 23-31 and 33-40 kept free for parallel branches sharing this cache
+EXTRACT_VERSION = 42  # 9-21, 23-31 and 33-40 kept free for parallel branches sharing this cache
 
 FileFacts = dict[str, Any]
 
@@ -449,6 +455,8 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     elif func.name == "__init__":
         helpers = {s.name: s for s in func.body if isinstance(s, ast.FunctionDef)}
         facts["built_from"] = _built_from(self_assigns, local_refs, helpers, _appended(func))
+        if refusals := speculative_refusals(func):
+            facts["refuses_speculative"] = refusals
     return facts
 
 
