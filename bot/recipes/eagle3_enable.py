@@ -176,6 +176,9 @@ class Eagle3Enable(Recipe):
         edits.append(test_edit)
         claims = _broken_claims_fixed(ctx, candidate)
         context = _writeup_context(ctx, finding, shape, absolute)
+        if branched := _branched_step(ctx.scan.index, candidate.captured):
+            path = ctx.scan.index.path_of(candidate.captured)
+            context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
         context["broken_claims"] = [
             {"cls": c.class_name, "why": c.evidence.get("why", "")} for c in claims
         ]
@@ -434,13 +437,19 @@ def _stand_in_fit(
     )
 
 
-def _layer_flags(index: ClassIndex, decoder: ClassRef) -> tuple[str, ...]:
-    """The layer attributes the loop's ``if`` reads where the same call opens both branches
-    (DeciLM's ``_is_no_op_attention``): the stand-in layers carry them, so both branches run."""
+def _branched_step(index: ClassIndex, decoder: ClassRef) -> dict[str, Any]:
+    """Where ``decoder``'s loop calls its layer by the same statement in both branches of an
+    ``if`` (DeciLM's): that ``if``'s line, test and the layer attributes it reads; else empty."""
     facts = index.class_facts(decoder) or {}
     shape = facts.get("methods", {}).get("forward", {}).get("shape") or {}
     call = (shape.get("loops") or [{}])[0].get("call") or {}
-    return tuple(call.get("branched", {}).get("layer_reads", []))
+    return dict(call.get("branched", {}))
+
+
+def _layer_flags(index: ClassIndex, decoder: ClassRef) -> tuple[str, ...]:
+    """The layer attributes the loop's ``if`` reads where the same call opens both branches
+    (DeciLM's ``_is_no_op_attention``): the stand-in layers carry them, so both branches run."""
+    return tuple(_branched_step(index, decoder).get("layer_reads", []))
 
 
 def _takes(params: list[str], call: dict[str, Any], stream: str) -> bool:
