@@ -284,7 +284,7 @@ REFUSED = [
             ISLICE + BRANCHED.replace("kv_cache_index += 1", "hidden_states = hidden_states * 2"),
             FUSED_NORM,
         ),
-        "(the same call in both branches)",
+        "(the same call in both branches), but a branch does more than bookkeeping",
     ),
     (
         "a layer loop inside another loop: each layer runs several times (IQuestLoopCoder)",

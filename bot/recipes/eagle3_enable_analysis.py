@@ -432,12 +432,13 @@ def _loop_refusal(
         return _late_call_refusal(where, late)
     other = loop.get("other_call") if loop["call"] is None else None
     if other and other["kind"] == "branched":
-        same = "the same call in both branches" if other["same"] else "a different call in each"
-        return (
-            f"{where} calls the layer inside `if {other['test']}:` / `else:` ({same}), and the "
-            "bot's capture edit only places a capture after a layer call that is a statement of "
-            "the loop itself"
+        why = (
+            "(the same call in both branches), but a branch does more than bookkeeping (or the "
+            "test calls something): the stream may change between layers"
+            if other["same"]
+            else "(a different call in each): the step is not one layer call"
         )
+        return f"{where} calls the layer inside `if {other['test']}:` / `else:` {why}"
     if other and other["kind"] == "method":
         return (
             f"{where} calls {other['callee']}(...), which hands back "

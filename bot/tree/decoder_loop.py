@@ -196,9 +196,10 @@ def _without_line(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def _other_call(body: list[ast.stmt], layer: str) -> dict[str, Any] | None:
-    """How a loop without a plain layer call reaches its layer, for the refusal to say: the
-    same call in both branches of an ``if`` (DeciLM's ``if not layer._is_no_op_attention``),
-    or a call of one of the layer's methods (AliceAI's ``layer.forward_attn_res(...)``)."""
+    """How a loop without a plain layer call reaches its layer, for the refusal to say: a
+    layer call in both branches of an ``if`` that :func:`_branched_call` does not take (a
+    different call in each, or a branch that does more than bookkeeping), or a call of one of
+    the layer's methods (AliceAI's ``layer.forward_attn_res(...)``)."""
     first = body[0] if body else None
     if isinstance(first, ast.If) and first.body and first.orelse:
         then, other = _layer_call(first.body[0], layer), _layer_call(first.orelse[0], layer)
