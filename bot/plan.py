@@ -188,9 +188,11 @@ def _type_name(hint: Any) -> str:
     return str(hint).replace("typing.", "").replace("NoneType", "null")
 
 
-@dataclass
-class PlanDir:
-    path: Path
+@dataclass(frozen=True)
+class PlanContents:
+    """A plan directory's three files in memory: the plan, the patch and the write-up (``pr.md``:
+    the PR title, a blank line, the body). What propose makes and ``write_plan_dir`` writes."""
+
     plan: Plan
     patch: str
     pr_markdown: str
@@ -202,6 +204,13 @@ class PlanDir:
     @property
     def pr_body(self) -> str:
         return split_pr_markdown(self.pr_markdown)[1]
+
+
+@dataclass(frozen=True)
+class PlanDir(PlanContents):
+    """A plan directory read back from disk: its contents and where it is."""
+
+    path: Path
 
 
 def split_pr_markdown(text: str) -> tuple[str, str]:

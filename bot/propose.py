@@ -31,6 +31,7 @@ from bot.contribution import contribution_context, render_blocks
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
 from bot.identity import branch_name
+from bot.plan import PlanContents
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.base import FileEdit, follows_from
 from bot.scan import ScanResult, scan
@@ -52,15 +53,6 @@ class AppliedFix:
 
     patch: str
     edits: tuple[FileEdit, ...]
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """What propose hands to the plan directory: the plan, the patch and the write-up."""
-
-    plan: plans.Plan
-    patch: str
-    pr_markdown: str
 
 
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:
@@ -159,7 +151,7 @@ def proposal_for(
     class_name: str | None,
     upstream: str,
     catalogue: DraftCatalogue,
-) -> Proposal:
+) -> PlanContents:
     base_commit = head_commit(repo)
     version = tree_version(repo)
     issue_number = _issue_number(issue)
@@ -183,7 +175,7 @@ def proposal_for(
         questions = list(triage.missing) or [
             "Which model architecture (config.json `architectures`) were you serving?"
         ]
-        return Proposal(
+        return PlanContents(
             plans.Plan(status=plans.NEEDS_INFO, reason=reason, questions=questions, **common),
             "",
             "",
@@ -204,7 +196,7 @@ def proposal_for(
             plan = plans.Plan(
                 status=plans.NEEDS_HUMAN, reason=reason, class_name=matches[0].class_name, **common
             )
-            return Proposal(plan, "", "")
+            return PlanContents(plan, "", "")
         return _nothing(common, class_name or arch, reason)
     finding = fixable[0]
     group = tuple(
@@ -229,7 +221,7 @@ def proposal_for(
         plan = plans.Plan(
             status=plans.NEEDS_HUMAN, reason=fix.reason, class_name=finding.class_name, **common
         )
-        return Proposal(plan, "", "")
+        return PlanContents(plan, "", "")
     applied = apply_fix(repo, base_commit, fix, result.findings)
     return _ready(repo, common, fix, applied)
 
@@ -242,12 +234,12 @@ def _silent_reason(triage: Triage) -> str:
     return f"triage: the issue is not the bot's to act on ({why[-1] if why else 'no reason'})"
 
 
-def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> Proposal:
+def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> PlanContents:
     plan = plans.Plan(status=plans.NOTHING_TO_FIX, reason=reason, class_name=class_name, **common)
-    return Proposal(plan, "", "")
+    return PlanContents(plan, "", "")
 
 
-def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix) -> Proposal:
+def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix) -> PlanContents:
     finding, entry = fix.finding, fix.registry.entry
     fingerprint = identity.fingerprint(
         fix.recipe, finding.class_name, fix.variant, common["base_commit"]
@@ -273,7 +265,7 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         repo, plan, applied.patch, fix.commit_title, context, fix.writeup.sections
     )
     plan.title = plans.split_pr_markdown(pr_markdown)[0]
-    return Proposal(plan, applied.patch, pr_markdown)
+    return PlanContents(plan, applied.patch, pr_markdown)
 
 
 def render_markdown(

@@ -24,9 +24,9 @@ from bot.drafts import DraftCatalogue
 from bot.errors import BotError
 from bot.gitrepo import Repo
 from bot.grouping import FindingGroup
+from bot.plan import PlanContents
 from bot.propose import (
     SCRATCH_PATHS,
-    Proposal,
     _apply_edit,
     _ready,
     apply_fix,
@@ -57,7 +57,7 @@ class LeftOut:
 
 @dataclass(frozen=True)
 class GroupProposal:
-    proposal: Proposal
+    proposal: PlanContents
     left_out: tuple[LeftOut, ...]
 
 
@@ -272,7 +272,7 @@ def _group_plan(
     members: Sequence[plans.Member],
     patch: str,
     left_out: Sequence[LeftOut],
-) -> Proposal:
+) -> PlanContents:
     fingerprints = [m.fingerprint for m in members]
     fingerprint = identity.group_fingerprint(name, fingerprints, common["base_commit"])
     title = group_title(name, [m.title for m in members])
@@ -321,7 +321,7 @@ def _group_plan(
     )
     pr_markdown = render_markdown(repo, plan, patch, title, context, GROUP_TEMPLATES)
     plan.title = plans.split_pr_markdown(pr_markdown)[0]
-    return Proposal(plan, patch, pr_markdown)
+    return PlanContents(plan, patch, pr_markdown)
 
 
 def group_title(name: str, titles: Sequence[str]) -> str:
@@ -330,11 +330,11 @@ def group_title(name: str, titles: Sequence[str]) -> str:
     return f"[Model][Spec Decode] EAGLE-3 support for {len(titles)} model classes ({name})"
 
 
-def _nothing(common: dict[str, Any], name: str, left_out: Sequence[LeftOut]) -> Proposal:
+def _nothing(common: dict[str, Any], name: str, left_out: Sequence[LeftOut]) -> PlanContents:
     listed = "; ".join(item.line() for item in left_out) or "no findings"
     plan = plans.Plan(
         status=plans.NOTHING_TO_FIX,
         reason=f"nothing left to propose in group {name}: {listed}",
         **common,
     )
-    return Proposal(plan, "", "")
+    return PlanContents(plan, "", "")

@@ -127,7 +127,10 @@ def _now() -> str:
 
 
 @dataclass
-class Proposal:
+class ProposalRecord:
+    """A proposal as the journal keeps it: its copy of the plan directory's files (the plan as
+    JSON), where it stands in review, and what GitHub has for it."""
+
     id: int
     fingerprint: str
     state: str
@@ -596,18 +599,18 @@ class Journal:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def proposal(self, proposal_id: int) -> Proposal:
+    def proposal(self, proposal_id: int) -> ProposalRecord:
         with self._connect() as conn:
             return _proposal(self._row(conn, proposal_id))
 
-    def proposal_by_fingerprint(self, fingerprint: str) -> Proposal | None:
+    def proposal_by_fingerprint(self, fingerprint: str) -> ProposalRecord | None:
         with self._connect() as conn:
             row = conn.execute(
                 "SELECT * FROM proposals WHERE fingerprint = ?", (fingerprint,)
             ).fetchone()
         return _proposal(row) if row else None
 
-    def proposals(self, states: Iterable[str] | None = None) -> list[Proposal]:
+    def proposals(self, states: Iterable[str] | None = None) -> list[ProposalRecord]:
         query, params = "SELECT * FROM proposals", ()
         if states is not None:
             wanted = tuple(states)
@@ -718,7 +721,7 @@ class Journal:
         write_plan_dir(target, plan, proposal.patch, proposal.pr_markdown)
         return target
 
-    def as_published(self, proposal_id: int) -> Proposal:
+    def as_published(self, proposal_id: int) -> ProposalRecord:
         """The proposal with patch.diff, pr.md and plan.json as :meth:`materialise` would hand
         them to publishing (read from the plan directory when it is still this proposal's):
         what the dashboard shows for review, so that the review is of exactly what ships."""
@@ -785,7 +788,7 @@ class Journal:
         )
 
 
-def _original_plan_dir(proposal: Proposal) -> PlanDir | None:
+def _original_plan_dir(proposal: ProposalRecord) -> PlanDir | None:
     """The plan directory the proposal was recorded from, if it still holds this proposal."""
     if not proposal.plan_path:
         return None
@@ -798,7 +801,7 @@ def _original_plan_dir(proposal: Proposal) -> PlanDir | None:
     return loaded
 
 
-def _proposal(row: sqlite3.Row) -> Proposal:
+def _proposal(row: sqlite3.Row) -> ProposalRecord:
     data = dict(row)
     data["plan"] = json.loads(data.pop("plan_json"))
-    return Proposal(**data)
+    return ProposalRecord(**data)

@@ -28,7 +28,7 @@ from bot.identity import (
 )
 from bot.markdown import inline
 from bot.published import pull_state
-from bot.store import PENDING, Journal, Proposal
+from bot.store import PENDING, Journal, ProposalRecord
 
 if TYPE_CHECKING:
     from bot.publish import PublishResult
@@ -156,18 +156,18 @@ def render_dashboard(
     return "\n".join(lines) + "\n"
 
 
-def _box_of(journal: Journal, proposal: Proposal) -> tuple[str, str]:
+def _box_of(journal: Journal, proposal: ProposalRecord) -> tuple[str, str]:
     """(fingerprint, review hash) of what approving ``proposal`` would publish."""
     shown = journal.as_published(proposal.id)
     return proposal.fingerprint, review_hash(shown.patch, shown.pr_markdown, shown.plan)
 
 
-def box_line(journal: Journal, proposal: Proposal) -> str:
+def box_line(journal: Journal, proposal: ProposalRecord) -> str:
     """The unticked line the bot renders for ``proposal``: what it shows, and its marker."""
     return _line(proposal, _box_of(journal, proposal), ticked=False)
 
 
-def _line(proposal: Proposal, box: tuple[str, str], *, ticked: bool) -> str:
+def _line(proposal: ProposalRecord, box: tuple[str, str], *, ticked: bool) -> str:
     title = inline(proposal.title, limit=200)
     issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
     mark = "x" if ticked else " "

@@ -301,7 +301,7 @@ def _enable_plan_dir(tmp_path: Path, kind: str) -> PlanDir:
         finding=_mixtral_finding(),
         edits=[{"path": aux_test_path(MIXTRAL), "kind": kind, "description": ""}],
     )
-    return PlanDir(tmp_path, plan, "", "")
+    return PlanDir(plan=plan, patch="", pr_markdown="", path=tmp_path)
 
 
 def test_publish_takes_a_new_file_only_for_a_kind_that_rederives_it(tmp_path: Path) -> None:

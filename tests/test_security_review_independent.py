@@ -158,7 +158,7 @@ def test_the_enable_rule_refuses_a_decorator_on_the_target_class(
 
 def _body_check(body: str) -> None:
     plan = Plan(status=READY, reason="r", issue_number=33329)
-    check_pr_body(PlanDir(Path("."), plan, "", f"Title\n\n{body}\n"))
+    check_pr_body(PlanDir(plan=plan, patch="", pr_markdown=f"Title\n\n{body}\n", path=Path(".")))
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel
 
 from bot.errors import BotError
-from bot.store import STATES, FindingFilter, FindingRow, Journal, Proposal, Summary
+from bot.store import STATES, FindingFilter, FindingRow, Journal, ProposalRecord, Summary
 
 # Summary and FindingRow are the store's own dataclasses: FastAPI documents them as they are.
 router = APIRouter(prefix="/api", tags=["journal"])
@@ -61,7 +61,7 @@ def _journal(request: Request) -> Journal:
     return request.app.state.journal
 
 
-def _brief(proposal: Proposal) -> ProposalOut:
+def _brief(proposal: ProposalRecord) -> ProposalOut:
     return ProposalOut(
         **{k: v for k, v in proposal.to_json().items() if k in ProposalOut.model_fields}
     )

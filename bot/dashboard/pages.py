@@ -30,7 +30,7 @@ from bot.store import (
     FindingFilter,
     FindingRow,
     Journal,
-    Proposal,
+    ProposalRecord,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -57,7 +57,7 @@ def error_page(request: Request, status_code: int, detail: str) -> HTMLResponse:
     return render(request, "error.html", status_code=status_code, status=status_code, detail=detail)
 
 
-def _proposal_or_404(journal: Journal, proposal_id: int) -> Proposal:
+def _proposal_or_404(journal: Journal, proposal_id: int) -> ProposalRecord:
     try:
         return journal.proposal(proposal_id)
     except BotError as exc:
