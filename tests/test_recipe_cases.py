@@ -190,3 +190,5 @@ def test_every_recipe_carries_its_cases() -> None:
         assert cases.valid, f"{recipe.name} has no valid case"
         other = cases.invalid if fixes(recipe) else cases.quiet
         assert other, f"{recipe.name} has no {'invalid' if fixes(recipe) else 'quiet'} case"
+        for case in cases.invalid:
+            assert case.valid in cases.valid, f"{case.name}: not one of {recipe.name}'s valid cases"
