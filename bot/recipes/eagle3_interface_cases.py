@@ -3,7 +3,8 @@
 ``Foo`` is the gap the recipe exists for: its decoder has ``EagleModelMixin`` and collects the
 aux hidden states, the model loaded for generation lacks ``SupportsEagle3``, and the model
 package has a test file that already imports ``supports_eagle3`` (the regression test goes
-there).
+there). ``Qwen3`` is the same gap under an architecture the draft catalogue has a published
+EAGLE-3 draft for (bot/data/drafts.json), so its plan also adds the test registry's entry.
 """
 
 from __future__ import annotations
@@ -63,6 +64,55 @@ def foo_tree(model: str) -> SyntheticTree:
     )
 
 
+TEST_REGISTRY = "tests/models/registry.py"
+TEST_REGISTRY_TEXT = """class _HfExamplesInfo:
+    def __init__(self, default, **kwargs):
+        self.default = default
+
+
+_TEXT_GENERATION_EXAMPLE_MODELS = {
+    # [Decoder-only]
+    "Qwen3ForCausalLM": _HfExamplesInfo("Qwen/Qwen3-8B"),
+}
+
+_SPECULATIVE_DECODING_EXAMPLE_MODELS = {
+    # [Eagle]
+    "EagleLlamaForCausalLM": _HfExamplesInfo(
+        "meta-llama/Meta-Llama-3-8B-Instruct",
+        speculative_model="yuhuili/EAGLE-LLaMA3-Instruct-8B",
+        trust_remote_code=True,
+    ),
+    "Eagle3LlamaForCausalLM": _HfExamplesInfo(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    ),
+}
+"""
+
+
+def qwen3_tree() -> SyntheticTree:
+    foo = foo_tree(IMPORTS + READY_DECODER + TARGET)
+    files = {
+        path.replace("foo", "qwen3"): text.replace("Foo", "Qwen3")
+        for path, text in foo.files.items()
+    }
+    return SyntheticTree(
+        files={**files, TEST_REGISTRY: TEST_REGISTRY_TEXT},
+        registry={TEXT: {"Qwen3ForCausalLM": ("qwen3", "Qwen3ForCausalLM")}},
+        interfaces=foo.interfaces,
+    )
+
+
+WITH_ENTRY = Valid(
+    "a gap with a published EAGLE-3 draft: the test registry gains its entry",
+    qwen3_tree(),
+    "Qwen3ForCausalLM",
+    adds=(
+        "class Qwen3ForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        '    "Eagle3Qwen3DraftModel": _HfExamplesInfo(',
+        '        speculative_model="AngelSlim/Qwen3-8B_eagle3",',
+    ),
+)
 GAP = Valid(
     "a ready decoder under a model that lacks the declaration",
     foo_tree(IMPORTS + READY_DECODER + TARGET),
@@ -76,7 +126,7 @@ GAP = Valid(
 )
 
 CASES = RecipeCases(
-    valid=(GAP,),
+    valid=(GAP, WITH_ENTRY),
     invalid=(
         Invalid(
             "the interface declared, its import missing",
@@ -121,6 +171,34 @@ CASES = RecipeCases(
             PACKAGE_TEST,
             ("    assert supports_eagle3(FooForCausalLM)", "    assert FooForCausalLM"),
             refuses="is not the regression test the recipe writes",
+        ),
+        Invalid(
+            "the registry entry trusts remote code its sibling does not",
+            WITH_ENTRY,
+            TEST_REGISTRY,
+            (
+                '        speculative_model="AngelSlim/Qwen3-8B_eagle3",\n',
+                '        speculative_model="AngelSlim/Qwen3-8B_eagle3",\n'
+                "        trust_remote_code=True,\n",
+            ),
+            refuses="sets trust_remote_code, which upstream's own entry",
+        ),
+        Invalid(
+            "the registry entry names a draft the catalogue does not have",
+            WITH_ENTRY,
+            TEST_REGISTRY,
+            ('"AngelSlim/Qwen3-8B_eagle3"', '"someone/Qwen3-8B_eagle3"'),
+            refuses="is not in the bot's draft catalogue",
+        ),
+        Invalid(
+            "the registry edit also changes an existing entry",
+            WITH_ENTRY,
+            TEST_REGISTRY,
+            (
+                'speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"',
+                'speculative_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-70B"',
+            ),
+            refuses="changes an existing registry entry",
         ),
     ),
     quiet=(
