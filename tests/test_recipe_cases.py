@@ -29,7 +29,6 @@ from bot.scan import scan
 from bot.subprocess_env import minimal_env
 from tests.synthetic import make_tree
 
-INTERFACES = "vllm/model_executor/models/interfaces.py"
 RUFF_SETTINGS = "[tool.ruff]\nline-length = 88\n"
 IDENTITY = {
     "GIT_AUTHOR_NAME": "t",
@@ -60,8 +59,8 @@ def build(tree: SyntheticTree, root: Path) -> Path:
     """The skeleton (tests/synthetic.py) with the case's files, committed to a git repository."""
     models = {p.removeprefix("vllm/"): t for p, t in tree.files.items() if p.startswith("vllm/")}
     make_tree(root, models, {k: dict(v) for k, v in tree.registry.items()})
-    interfaces = root / INTERFACES
-    interfaces.write_text(interfaces.read_text() + tree.interfaces)
+    for rel, text in tree.appended.items():
+        (root / rel).write_text((root / rel).read_text() + text)
     others = {p: t for p, t in tree.files.items() if not p.startswith("vllm/")}
     for rel, text in {"pyproject.toml": RUFF_SETTINGS, **others}.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

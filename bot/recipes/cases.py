@@ -20,15 +20,33 @@ from dataclasses import dataclass, field
 Registry = Mapping[str, Mapping[str, tuple[str, str]]]
 
 
+INTERFACES = "vllm/model_executor/models/interfaces.py"
+MODEL_REGISTRY = "vllm/model_executor/models/registry.py"
+# What a plan's regression test needs beyond the skeleton: the interfaces' helper it asserts
+# with, and a model package test that already imports it (where the test goes).
+SUPPORTS_EAGLE3_HELPER = """
+
+def supports_eagle3(model):
+    return getattr(model, "supports_eagle3", False)
+"""
+PACKAGE_TEST_TEXT = (
+    "from vllm.model_executor.models.interfaces import supports_eagle3\n\n\n"
+    "def test_helper_exists():\n"
+    "    assert supports_eagle3 is not None\n"
+)
+
+
 @dataclass(frozen=True)
 class SyntheticTree:
     """``files`` by path from the tree root (whole texts); ``registry`` maps a registry dict
-    (``_TEXT_GENERATION_MODELS``) to ``{arch: (module, class)}``; ``interfaces`` is appended to
-    the skeleton's interfaces module (a helper such as ``supports_eagle3`` a plan needs)."""
+    (``_TEXT_GENERATION_MODELS``) to ``{arch: (module, class)}``; ``appended`` is text added
+    to the end of a skeleton file, by path (the ``supports_eagle3`` helper a plan needs)."""
 
     files: Mapping[str, str]
     registry: Registry
-    interfaces: str = ""
+    appended: Mapping[str, str] = field(
+        default_factory=lambda: {INTERFACES: SUPPORTS_EAGLE3_HELPER}
+    )
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,24 @@
 ``Demo`` is the standard shape: layers returning ``(hidden_states, residual)``, a loop over
 this stage's layers, the fused final norm. Its plan gives the decoder ``EagleModelMixin`` and
 the aux capture, declares ``SupportsEagle3`` on the target, extends the package's regression
-test and contributes the forward test (a new file).
+test and contributes the forward test (a new file). In ``shared_tree`` three targets build that
+decoder (``DemoNgramModel`` inherits its forward from another file): one plan, led by the
+first by name, fixes them together.
 """
 
 from __future__ import annotations
 
-from bot.recipes.cases import Invalid, Quiet, RecipeCases, SyntheticTree, Valid
+from bot.recipes.cases import (
+    INTERFACES,
+    MODEL_REGISTRY,
+    PACKAGE_TEST_TEXT,
+    SUPPORTS_EAGLE3_HELPER,
+    Invalid,
+    Quiet,
+    RecipeCases,
+    SyntheticTree,
+    Valid,
+)
 
 MODEL = "vllm/model_executor/models/demo.py"
 PACKAGE_TEST = "tests/models/demo/test_eagle3.py"
@@ -66,16 +78,6 @@ class DemoForCausalLM(nn.Module, SupportsPP):
     def forward(self, input_ids, positions, intermediate_tensors=None):
         return self.model(input_ids, positions, intermediate_tensors)
 """
-EXISTING_TEST = (
-    "from vllm.model_executor.models.interfaces import supports_eagle3\n\n\n"
-    "def test_helper_exists():\n"
-    "    assert supports_eagle3 is not None\n"
-)
-SUPPORTS_EAGLE3_HELPER = """
-
-def supports_eagle3(model):
-    return getattr(model, "supports_eagle3", False)
-"""
 
 
 def demo_tree(model: str) -> SyntheticTree:
@@ -84,11 +86,68 @@ def demo_tree(model: str) -> SyntheticTree:
             MODEL: model,
             "vllm/models/__init__.py": "",
             "tests/models/__init__.py": "",
-            PACKAGE_TEST: EXISTING_TEST,
+            PACKAGE_TEST: PACKAGE_TEST_TEXT,
             "tests/model_executor/__init__.py": "",
         },
         registry={TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}},
-        interfaces=SUPPORTS_EAGLE3_HELPER,
+    )
+
+
+NGRAM = "vllm/model_executor/models/demo_ngram.py"
+NGRAM_SOURCE = (
+    "from torch import nn\n\nfrom .demo import DemoModel\nfrom .interfaces import SupportsPP\n\n"
+    "\nclass DemoNgramModel(DemoModel):\n"
+    '    def __init__(self, *, vllm_config, prefix=""):\n'
+    "        super().__init__(vllm_config=vllm_config, prefix=prefix)\n"
+    "        self.ngram = None\n"
+    + TARGET.replace("DemoForCausalLM", "DemoNgramForCausalLM").replace(
+        "DemoModel(", "DemoNgramModel("
+    )
+)
+REGISTRY_TEST = "tests/models/test_registry.py"
+REGISTRY_TEST_TEXT = """import pytest
+
+from vllm.model_executor.models.registry import ModelRegistry
+
+
+@pytest.mark.parametrize("model_arch", ["DemoForCausalLM"])
+def test_registry_imports(model_arch):
+    assert ModelRegistry._try_load_model_cls(model_arch) is not None
+"""
+# The registry test loads classes by architecture: the skeleton's registry gains the loader.
+LOADER = """
+
+class _ModelRegistry:
+    def _try_load_model_cls(self, model_arch):
+        return None
+
+
+ModelRegistry = _ModelRegistry()
+"""
+
+
+def shared_tree() -> SyntheticTree:
+    chat = TARGET.replace("DemoForCausalLM", "DemoChatForCausalLM")
+    return SyntheticTree(
+        files={
+            MODEL: HEADER + LAYER + DECODER + TARGET + chat,
+            NGRAM: NGRAM_SOURCE,
+            "vllm/models/__init__.py": "",
+            "tests/models/__init__.py": "",
+            REGISTRY_TEST: REGISTRY_TEST_TEXT,
+            "tests/model_executor/__init__.py": "",
+        },
+        registry={
+            TEXT: {
+                name: (module, name)
+                for module, name in (
+                    ("demo", "DemoForCausalLM"),
+                    ("demo", "DemoChatForCausalLM"),
+                    ("demo_ngram", "DemoNgramForCausalLM"),
+                )
+            }
+        },
+        appended={INTERFACES: SUPPORTS_EAGLE3_HELPER, MODEL_REGISTRY: LOADER},
     )
 
 
@@ -121,8 +180,20 @@ STANDARD = Valid(
     ),
 )
 
+SHARED = Valid(
+    "three targets sharing one decoder: one plan for the set",
+    shared_tree(),
+    "DemoChatForCausalLM",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoChatForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "class DemoNgramForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+    ),
+)
+
 CASES = RecipeCases(
-    valid=(STANDARD,),
+    valid=(STANDARD, SHARED),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
@@ -191,6 +262,46 @@ CASES = RecipeCases(
             PACKAGE_TEST,
             ("    assert supports_eagle3(DemoForCausalLM)", "    assert DemoForCausalLM"),
             refuses="is not the regression test the recipe writes",
+        ),
+        Invalid(
+            "one target of the set left undeclared",
+            SHARED,
+            MODEL,
+            (
+                "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+                "class DemoForCausalLM(nn.Module, SupportsPP):",
+            ),
+            refuses="is not what the recipe writes for the set",
+        ),
+        Invalid(
+            "the other module's target declared without its import",
+            SHARED,
+            NGRAM,
+            (
+                "from .interfaces import SupportsEagle3, SupportsPP",
+                "from .interfaces import SupportsPP",
+            ),
+            refuses="is not what the recipe writes for the set",
+        ),
+        Invalid(
+            "the registry test leaves one member of the set out",
+            SHARED,
+            REGISTRY_TEST,
+            (
+                '["DemoChatForCausalLM", "DemoForCausalLM", "DemoNgramForCausalLM"]',
+                '["DemoChatForCausalLM", "DemoForCausalLM"]',
+            ),
+            refuses="does not add exactly the set's architectures",
+        ),
+        Invalid(
+            "the inheriting module's forward test patches the wrong pipeline group",
+            SHARED,
+            "tests/model_executor/test_demo_ngram_eagle3.py",
+            (
+                'monkeypatch.setattr(demo, "get_pp_group"',
+                'monkeypatch.setattr(demo_ngram, "get_pp_group"',
+            ),
+            refuses="the forward test is not the one the recipe writes",
         ),
     ),
     quiet=(

@@ -9,7 +9,7 @@ EAGLE-3 draft for (bot/data/drafts.json), so its plan also adds the test registr
 
 from __future__ import annotations
 
-from bot.recipes.cases import Invalid, Quiet, RecipeCases, SyntheticTree, Valid
+from bot.recipes.cases import PACKAGE_TEST_TEXT, Invalid, Quiet, RecipeCases, SyntheticTree, Valid
 
 MODEL = "vllm/model_executor/models/foo.py"
 PACKAGE_TEST = "tests/models/foo/test_eagle3.py"
@@ -39,16 +39,6 @@ class FooForCausalLM(nn.Module, SupportsPP):
         return self.model(input_ids, positions)
 """
 IMPORTS = "from torch import nn\n\nfrom .interfaces import EagleModelMixin, SupportsPP\n"
-EXISTING_TEST = (
-    "from vllm.model_executor.models.interfaces import supports_eagle3\n\n\n"
-    "def test_helper_exists():\n"
-    "    assert supports_eagle3 is not None\n"
-)
-SUPPORTS_EAGLE3_HELPER = """
-
-def supports_eagle3(model):
-    return getattr(model, "supports_eagle3", False)
-"""
 
 
 def foo_tree(model: str) -> SyntheticTree:
@@ -57,10 +47,9 @@ def foo_tree(model: str) -> SyntheticTree:
             MODEL: model,
             "vllm/models/__init__.py": "",
             "tests/models/__init__.py": "",
-            PACKAGE_TEST: EXISTING_TEST,
+            PACKAGE_TEST: PACKAGE_TEST_TEXT,
         },
         registry={TEXT: {"FooForCausalLM": ("foo", "FooForCausalLM")}},
-        interfaces=SUPPORTS_EAGLE3_HELPER,
     )
 
 
@@ -99,7 +88,6 @@ def qwen3_tree() -> SyntheticTree:
     return SyntheticTree(
         files={**files, TEST_REGISTRY: TEST_REGISTRY_TEXT},
         registry={TEXT: {"Qwen3ForCausalLM": ("qwen3", "Qwen3ForCausalLM")}},
-        interfaces=foo.interfaces,
     )
 
 

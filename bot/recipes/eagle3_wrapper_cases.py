@@ -10,7 +10,7 @@ gets the protocol's two methods behind the clear-error guard of the tree's own w
 
 from __future__ import annotations
 
-from bot.recipes.cases import Invalid, Quiet, RecipeCases, SyntheticTree, Valid
+from bot.recipes.cases import PACKAGE_TEST_TEXT, Invalid, Quiet, RecipeCases, SyntheticTree, Valid
 
 LM_FILE = "vllm/model_executor/models/lm.py"
 MODEL = "vllm/model_executor/models/vl.py"
@@ -69,16 +69,6 @@ class VLForConditionalGeneration(nn.Module, SupportsMultiModal):
         hidden_states = self.language_model.model(input_ids, positions)
         return hidden_states
 """
-EXISTING_TEST = (
-    "from vllm.model_executor.models.interfaces import supports_eagle3\n\n\n"
-    "def test_helper_exists():\n"
-    "    assert supports_eagle3 is not None\n"
-)
-SUPPORTS_EAGLE3_HELPER = """
-
-def supports_eagle3(model):
-    return getattr(model, "supports_eagle3", False)
-"""
 
 
 RUNTIME = """from torch import nn
@@ -125,7 +115,7 @@ def vl_tree(wrapper: str) -> SyntheticTree:
             MODEL: wrapper,
             "vllm/models/__init__.py": "",
             "tests/models/__init__.py": "",
-            PACKAGE_TEST: EXISTING_TEST,
+            PACKAGE_TEST: PACKAGE_TEST_TEXT,
         },
         registry={
             "_TEXT_GENERATION_MODELS": {"LmForCausalLM": ("lm", "LmForCausalLM")},
@@ -133,7 +123,6 @@ def vl_tree(wrapper: str) -> SyntheticTree:
                 "VLForConditionalGeneration": ("vl", "VLForConditionalGeneration")
             },
         },
-        interfaces=SUPPORTS_EAGLE3_HELPER,
     )
 
 
@@ -145,7 +134,7 @@ def runtime_tree(guarded: str) -> SyntheticTree:
             RUNTIME_FILE: RUNTIME,
             "vllm/models/__init__.py": "",
             "tests/models/__init__.py": "",
-            RUNTIME_PACKAGE_TEST: EXISTING_TEST,
+            RUNTIME_PACKAGE_TEST: PACKAGE_TEST_TEXT,
             "tests/model_executor/__init__.py": "",
         },
         registry={
@@ -158,7 +147,6 @@ def runtime_tree(guarded: str) -> SyntheticTree:
                 ),
             },
         },
-        interfaces=SUPPORTS_EAGLE3_HELPER,
     )
 
 
