@@ -87,4 +87,4 @@ class Quiet:
 class RecipeCases:
     valid: tuple[Valid, ...]
     invalid: tuple[Invalid, ...] = ()
-    quiet: tuple[Quiet, ...] = field(default=())
+    quiet: tuple[Quiet, ...] = ()
