@@ -57,7 +57,11 @@ GROUPS: dict[str, Group] = {
     ),
     "recipes": Group(
         paths=("bot/recipes",),
-        tests=("tests/test_scan_synthetic.py", "tests/test_propose_do_no_harm.py"),
+        tests=(
+            "tests/test_scan_synthetic.py",
+            "tests/test_propose_do_no_harm.py",
+            "tests/test_recipe_cases.py",
+        ),
     ),
     "propose": Group(
         paths=("bot/propose.py",),
@@ -81,7 +85,11 @@ GROUPS: dict[str, Group] = {
             "bot/recipes/eagle3_interface_publish.py",
             "bot/recipes/eagle3_wrapper_publish.py",
         ),
-        tests=("tests/test_publish_trust.py", "tests/test_publish_wrapper.py"),
+        tests=(
+            "tests/test_publish_trust.py",
+            "tests/test_publish_wrapper.py",
+            "tests/test_recipe_cases.py",
+        ),
     ),
 }
 

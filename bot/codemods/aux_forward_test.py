@@ -369,21 +369,102 @@ _MIXTRAL = dict(
     residual="residual-stream",
     norm="norm",
 )
-_CREATED = new_aux_test_file(**_MIXTRAL)  # type: ignore[arg-type]
+
+# The standard pair's file written out: what the cases compare the codemod's output with, so a
+# change of the generator shows in a case. Each other shape below is this text with its own
+# differences spelled out (the expected values checked by hand: taps 0, 1, 3 see the stream
+# entering that layer, 7 + tap; the output is 7 + 4 layers).
+_MIXTRAL_FILE = """\
+# SPDX-License-Identifier: Apache-2.0
+# SPDX-FileCopyrightText: Copyright contributors to the vLLM project
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from vllm.model_executor.models import mixtral
+
+
+@pytest.mark.cpu_test
+@pytest.mark.parametrize("taps", [(), (0, 1, 3)])
+def test_mixtral_for_causal_lm_collects_aux_hidden_states(monkeypatch, taps):
+    class StreamLayer(torch.nn.Module):
+        def forward(self, positions, hidden_states, residual):
+            if residual is not None:
+                hidden_states = hidden_states + residual
+            return torch.ones_like(hidden_states), hidden_states
+
+    class AddNorm(torch.nn.Module):
+        def forward(self, hidden_states, residual=None):
+            if residual is None:
+                return hidden_states
+            return hidden_states + residual, hidden_states + residual
+
+    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)
+    monkeypatch.setattr(mixtral, "get_pp_group", lambda: group)
+    model = mixtral.MixtralModel.__new__(mixtral.MixtralModel)
+    torch.nn.Module.__init__(model)
+    model.start_layer, model.end_layer = 0, 4
+    model.layers = torch.nn.ModuleList(StreamLayer() for _ in range(4))
+    model.norm = AddNorm()
+    model.do_not_compile = True
+    target = mixtral.MixtralForCausalLM.__new__(mixtral.MixtralForCausalLM)
+    torch.nn.Module.__init__(target)
+    target.model = model
+    target.set_aux_hidden_state_layers(taps)
+
+    output = target(
+        input_ids=None,
+        positions=torch.arange(2),
+        inputs_embeds=torch.full((2, 8), 7.0),
+    )
+    if taps:
+        output, aux = output
+        for hidden, tap in zip(aux, taps, strict=True):
+            torch.testing.assert_close(hidden, torch.full((2, 8), 7.0 + tap))
+    torch.testing.assert_close(output, torch.full((2, 8), 11.0))
+"""
+_PAIR_SIGNATURE = "        def forward(self, positions, hidden_states, residual):\n"
+_PAIR_BODY = (
+    "            if residual is not None:\n"
+    "                hidden_states = hidden_states + residual\n"
+    "            return torch.ones_like(hidden_states), hidden_states\n"
+)
+_ONE_BODY = "            return hidden_states + 1\n"
+_ONE_RANK = (
+    "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
+    '    monkeypatch.setattr(mixtral, "get_pp_group", lambda: group)\n'
+)
+
+
+def _without_norm(text: str) -> str:
+    """The written-out file for a decoder without a final norm: no norm stand-in, none set."""
+    head, rest = text.split("    class AddNorm(", 1)
+    return head + rest.split("\n\n", 1)[1].replace("    model.norm = AddNorm()\n", "")
+
+
+def _named(text: str, alias: str, test: str, decoder: str, target: str) -> str:
+    """The written-out file for another module's classes (``alias``) and test name."""
+    return (
+        text.replace("test_mixtral_for_causal_lm_", f"test_{test}_")
+        .replace("mixtral.MixtralModel", f"{alias}.{decoder}")
+        .replace("mixtral.MixtralForCausalLM", f"{alias}.{target}")
+        .replace("import mixtral\n", f"import {alias}\n")
+        .replace("(mixtral, ", f"({alias}, ")
+    )
+
+
+_CREATED = _MIXTRAL_FILE
 
 
 def _create(source: str) -> str:
     return create_aux_forward_test(source, **_MIXTRAL)
 
 
-def _writes(description: str, fields: dict[str, Any]) -> Case:
-    """A case: no file there, and the codemod writes the file for ``fields``."""
-    return Case(
-        description,
-        lambda s: create_aux_forward_test(s, **fields),
-        "",
-        new_aux_test_file(**fields),
-    )
+def _writes(description: str, fields: dict[str, Any], expected: str) -> Case:
+    """A case: no file there, and the codemod writes ``expected`` for ``fields``."""
+    return Case(description, lambda s: create_aux_forward_test(s, **fields), "", expected)
 
 
 _TARGET_NORM = dict(
@@ -450,6 +531,93 @@ _BRANCHED = dict(
     layer_flags=("_is_no_op_attention",),
 )
 
+_COHERE = dict(
+    module="vllm.model_executor.models.cohere",
+    decoder="CohereModel",
+    target="CohereForCausalLM",
+    residual="full-stream-pair",
+    norm="norm",
+)
+
+# The other shapes' files, each the standard one with its differences.
+_COHERE_FILE = (
+    _named(_MIXTRAL_FILE, "cohere", "cohere_for_causal_lm", "CohereModel", "CohereForCausalLM")
+    .replace(
+        _PAIR_BODY, "            return hidden_states + 1, torch.full_like(hidden_states, 100.0)\n"
+    )
+    .replace("AddNorm()", "KeepResidualNorm()")
+    .replace("    class AddNorm(", "    class KeepResidualNorm(")
+    .replace(
+        "            return hidden_states + residual, hidden_states + residual\n",
+        "            return hidden_states, residual\n",
+    )
+)
+_HYV3_FILE = _named(
+    _MIXTRAL_FILE, "hy_v3", "hyv3_for_causal_lm", "HYV3Model", "HYV3ForCausalLM"
+).replace(_PAIR_SIGNATURE, "        def forward(self, positions, hidden_states, residual, idx):\n")
+_HYV3_WITHOUT_NORM_FILE = _without_norm(_HYV3_FILE)
+_STEP3P5_FILE = _without_norm(
+    _named(_MIXTRAL_FILE, "step3p5", "step3p5_for_causal_lm", "Step3p5Model", "Step3p5ForCausalLM")
+).replace(
+    _PAIR_SIGNATURE + _PAIR_BODY,
+    "        def forward(self, positions, hidden_states):\n" + _ONE_BODY,
+)
+_ZAMBA2_FILE = (
+    _named(
+        _MIXTRAL_FILE.replace(_ONE_RANK, "").replace("from types import SimpleNamespace\n\n", ""),
+        "zamba2",
+        "zamba2_for_causal_lm",
+        "Zamba2Model",
+        "Zamba2ForCausalLM",
+    )
+    .replace(
+        _PAIR_SIGNATURE + _PAIR_BODY,
+        "        def forward(self, hidden_states, original_hidden_states, positions):\n"
+        + _ONE_BODY,
+    )
+    .replace("    model.norm = AddNorm()\n", "    model.final_layernorm = AddNorm()\n")
+)
+_PARAM2MOE_FILE = _named(
+    _MIXTRAL_FILE,
+    "param2moe",
+    "param2_mo_e_for_causal_lm",
+    "Param2MoEModel",
+    "Param2MoEForCausalLM",
+).replace(_PAIR_SIGNATURE, "        def forward(self, hidden_states, positions, residual):\n")
+_PLAMO3_FILE = _named(
+    _MIXTRAL_FILE, "plamo3", "plamo3_for_causal_lm", "Plamo3Model", "Plamo3ForCausalLM"
+).replace(
+    "    model.start_layer, model.end_layer = 0, 4\n"
+    "    model.layers = torch.nn.ModuleList(StreamLayer() for _ in range(4))\n",
+    "    inner = plamo3.Plamo3Decoder.__new__(plamo3.Plamo3Decoder)\n"
+    "    torch.nn.Module.__init__(inner)\n"
+    "    inner.start_layer, inner.end_layer = 0, 4\n"
+    "    inner.layers = torch.nn.ModuleList(StreamLayer() for _ in range(4))\n"
+    "    model.layers = inner\n",
+)
+_AXK1_FILE = (
+    _named(_MIXTRAL_FILE, "AXK1", "axk1_for_causal_lm", "AXK1Model", "AXK1ForCausalLM")
+    .replace(
+        _PAIR_SIGNATURE,
+        "        def forward(self, positions, hidden_states, residual, llama_4_scaling):\n",
+    )
+    .replace(
+        "    model.do_not_compile = True\n",
+        "    model.do_not_compile = True\n"
+        "    # no config.llama_4_scaling: forward takes its default\n"
+        "    model.config = SimpleNamespace()\n",
+    )
+)
+
+_DECILM_FILE = _named(
+    _MIXTRAL_FILE, "nemotron_nas", "deci_lm_for_causal_lm", "DeciModel", "DeciLMForCausalLM"
+).replace(
+    "    model.norm = AddNorm()\n",
+    "    for tap, layer in enumerate(model.layers):  # each branch of the loop's if runs\n"
+    "        layer._is_no_op_attention = tap >= 2\n"
+    "    model.norm = AddNorm()\n",
+)
+
 _NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
 _SHARED_TESTS: tuple[dict[str, Any], ...] = (
     {
@@ -461,7 +629,17 @@ _SHARED_TESTS: tuple[dict[str, Any], ...] = (
         "forward_module": "vllm.model_executor.models.longcat_flash",
     },
 )
-_SHARED_CREATED = new_shared_aux_test_file(module=_NGRAM, tests=_SHARED_TESTS)
+# The set's file: the decoder's module and the inherited forward's (whose get_pp_group is
+# patched), one import line.
+_SHARED_CREATED = _named(
+    _MIXTRAL_FILE.replace(
+        "import mixtral\n", "import longcat_flash, longcat_flash_ngram\n"
+    ).replace("(mixtral, ", "(longcat_flash, "),
+    "longcat_flash_ngram",
+    "longcat_flash_ngram_for_causal_lm",
+    "FlashNgramModel",
+    "LongcatFlashNgramForCausalLM",
+)
 
 
 def _create_shared(source: str) -> str:
@@ -487,15 +665,21 @@ CASES: list[Case] = [
         "",
         refuses="is not in vllm.model_executor.models",
     ),
-    Case("a new file: header, imports, the test", _create, "", _CREATED),
-    _writes("a module without get_pp_group, layers called with their own parameters", _EVERY_LAYER),
+    Case("a new file, the standard pair: header, imports, the test", _create, "", _CREATED),
+    _writes(
+        "a module without get_pp_group, layers called with their own parameters",
+        _EVERY_LAYER,
+        _ZAMBA2_FILE,
+    ),
     _writes(
         "no final norm in the decoder (the target applies it): none set on the stand-in",
         _TARGET_NORM,
+        _STEP3P5_FILE,
     ),
     _writes(
         "no final norm in an explicit-add decoder (it returns the sum): none set",
         {**_EXPLICIT_ADD, "norm": None},
+        _HYV3_WITHOUT_NORM_FILE,
     ),
     Case(
         "no final norm, and a residual the decoder would drop: refuse",
@@ -503,7 +687,11 @@ CASES: list[Case] = [
         "",
         refuses="without a final norm",
     ),
-    _writes("a layer called stream first: the stand-in takes the call's order", _STREAM_FIRST),
+    _writes(
+        "a layer called stream first: the stand-in takes the call's order",
+        _STREAM_FIRST,
+        _PARAM2MOE_FILE,
+    ),
     Case(
         "stand-in parameters without the residual its body uses: refuse",
         lambda s: create_aux_forward_test(
@@ -512,21 +700,37 @@ CASES: list[Case] = [
         "",
         refuses="must name hidden_states and residual",
     ),
-    _writes("a nested decoder: the child holds the stand-in layers", _NESTED),
+    _writes("a nested decoder: the child holds the stand-in layers", _NESTED, _PLAMO3_FILE),
     _writes(
-        "an explicit-add decoder: the pair's stand-in, the sum left to the decoder", _EXPLICIT_ADD
+        "an explicit-add decoder: the pair's stand-in, the sum left to the decoder",
+        _EXPLICIT_ADD,
+        _HYV3_FILE,
+    ),
+    _writes(
+        "a full-stream-pair decoder: the layer's first value is the stream, the norm keeps the "
+        "residual out",
+        _COHERE,
+        _COHERE_FILE,
     ),
     Case(
         "an explicit-add decoder's test already written: no change",
         lambda s: create_aux_forward_test(s, **_EXPLICIT_ADD),
-        new_aux_test_file(**_EXPLICIT_ADD),  # type: ignore[arg-type]
+        _HYV3_FILE,
     ),
-    _writes("a config value read with a default: an empty stand-in config", _CONFIG_DEFAULT),
-    _writes("a loop branching on a layer flag: each half of the layers takes a branch", _BRANCHED),
+    _writes(
+        "a config value read with a default: an empty stand-in config",
+        _CONFIG_DEFAULT,
+        _AXK1_FILE,
+    ),
+    _writes(
+        "a loop branching on a layer flag: each half of the layers takes a branch",
+        _BRANCHED,
+        _DECILM_FILE,
+    ),
     Case(
         "a layer flag's test already written: no change",
         lambda s: create_aux_forward_test(s, **_BRANCHED),
-        new_aux_test_file(**_BRANCHED),  # type: ignore[arg-type]
+        _DECILM_FILE,
     ),
     Case(
         "a layer flag that is not a name: refuse",

@@ -20,6 +20,7 @@ from bot.tree.model_registry import ModelRegistry
 if TYPE_CHECKING:
     from bot.codemods.spans import Span  # libcst: only what plans and publishes needs it
     from bot.drafts import DraftCatalogue
+    from bot.recipes.cases import RecipeCases
     from bot.registry_plan import RegistryEntryPlan
 
 # Platform sub-packages of vllm/models/<name>/, one of which is chosen at import time.
@@ -269,6 +270,9 @@ class Recipe(Protocol):
     required_edit_kinds: tuple[str, ...] = ()
     # How the smoke check builds its plans' target; None: its plans get no smoke check.
     smoke: SmokeBuild | None = None
+    # Its VALID / INVALID / quiet cases (bot/recipes/cases.py), run by tests/test_recipe_cases.py;
+    # a recipe without them fails that test.
+    cases: RecipeCases | None = None
 
     def detect(self, ctx: ScanContext) -> list[Finding]: ...
 

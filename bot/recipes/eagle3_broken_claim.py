@@ -22,7 +22,7 @@ import ast
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import Finding, Recipe, ScanContext
 from bot.recipes.eagle3_analysis import (
@@ -41,6 +41,9 @@ from bot.recipes.wrapper_analysis import (
 )
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
+
+if TYPE_CHECKING:
+    from bot.recipes.cases import RecipeCases
 
 NAME = "eagle3-broken-claim"
 NO_MIXIN = "no-mixin"
@@ -171,6 +174,12 @@ class Verdict:
 class Eagle3BrokenClaim(Recipe):
     name = NAME
     description = "declares SupportsEagle3 but would fail when used (reported, not patched)"
+
+    @property
+    def cases(self) -> RecipeCases:
+        from bot.recipes.eagle3_broken_claim_cases import CASES
+
+        return CASES
 
     def evidence_line(self, finding: Finding) -> str:
         declared = finding.evidence["declared"]

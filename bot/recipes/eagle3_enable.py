@@ -82,6 +82,7 @@ if TYPE_CHECKING:
 
     from bot.codemods.spans import Span
     from bot.recipes.base import PublishRule
+    from bot.recipes.cases import RecipeCases
 
 NAME = "eagle3-enable"
 BROKEN_CLAIM = "eagle3-broken-claim"
@@ -124,6 +125,12 @@ class Eagle3Enable(Recipe):
         from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
 
         return PUBLISH_RULES
+
+    @property
+    def cases(self) -> RecipeCases:
+        from bot.recipes.eagle3_enable_cases import CASES
+
+        return CASES
 
     # The edit changes the decoder's forward: verify and publish require the CPU forward check.
     required_checks = ("smoke",)

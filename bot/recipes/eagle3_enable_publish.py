@@ -40,6 +40,7 @@ from bot.recipes.publish_rules import (
     functions,
     module_class,
     only_new_imports,
+    require_bound,
     require_written_file,
     same_other_statements,
 )
@@ -82,6 +83,7 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         allowed_classes[class_name] = ast.ClassDef
     confined(before, after, spans)
     only_new_imports(before, after, allowed_imports)
+    require_bound(after, allowed_imports)
     same_other_statements(before, after, allowed=allowed_classes)
     _check_decoder(before, after, capture)
     if declares:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from bot.recipes.base import PublishRule
+    from bot.recipes.cases import RecipeCases
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 
@@ -78,6 +79,12 @@ class Eagle3Interface(Recipe):
         from bot.recipes.eagle3_interface_publish import PUBLISH_RULES
 
         return PUBLISH_RULES
+
+    @property
+    def cases(self) -> RecipeCases:
+        from bot.recipes.eagle3_interface_cases import CASES
+
+        return CASES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         findings: list[Finding] = []

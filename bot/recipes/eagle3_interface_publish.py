@@ -31,6 +31,7 @@ from bot.recipes.publish_rules import (
     functions,
     module_class,
     only_new_imports,
+    require_bound,
     same_other_statements,
     statement_gaps,
 )
@@ -57,6 +58,7 @@ def declare_interface(edit: PublishedEdit) -> None:
         raise CodemodRefused("not a model file; the interface is declared in model files only")
     confined(before, after, [Imports(), ClassHeader(class_name)])
     only_new_imports(before, after, {INTERFACE: from_interfaces})
+    require_bound(after, [INTERFACE])
     old, new = module_class(before, class_name), module_class(after, class_name)
     same_class = (
         dump(old.body) == dump(new.body)

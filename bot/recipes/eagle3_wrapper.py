@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from bot.recipes.base import PublishRule
+    from bot.recipes.cases import RecipeCases
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 NAME = "eagle3-wrapper"
@@ -104,6 +105,12 @@ class Eagle3Wrapper(Recipe):
         from bot.recipes.eagle3_wrapper_publish import PUBLISH_RULES
 
         return PUBLISH_RULES
+
+    @property
+    def cases(self) -> RecipeCases:
+        from bot.recipes.eagle3_wrapper_cases import CASES
+
+        return CASES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]

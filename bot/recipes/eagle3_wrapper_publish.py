@@ -34,6 +34,7 @@ from bot.recipes.publish_rules import (
     dump,
     module_class,
     only_new_imports,
+    require_bound,
     require_written_file,
     same_other_statements,
 )
@@ -70,6 +71,10 @@ def _declare_with_methods(edit: PublishedEdit, guarded: bool) -> None:
     same_other_statements(before, after, allowed={class_name: ast.ClassDef})
     old = module_class(before, class_name)
     added = class_gains(old, module_class(after, class_name), INTERFACE)
+    new_guard = guarded and any(
+        isinstance(s, ast.FunctionDef) and s.name not in PROTOCOL_METHODS for s in added
+    )
+    require_bound(after, [INTERFACE, *([SUPPORTS_EAGLE3_CHECK] if new_guard else [])])
     expected = _expected_methods(old, added, attribute, guarded)
     if dump(added) != dump(expected):
         raise CodemodRefused(

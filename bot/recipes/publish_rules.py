@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import LineRange, changed_lines_confined
@@ -76,6 +76,17 @@ def only_new_imports(before: str, after: str, allowed: dict[str, Callable[[str],
         from_ok = allowed.get(name)
         if alias is not None or from_ok is None or not from_ok(module):
             raise CodemodRefused(f"the patch imports {name} from {module or 'a module'}")
+
+
+def require_bound(source: str, used: Iterable[str]) -> None:
+    """Each name in ``used`` (a base or a helper the patch adds) is bound at module level:
+    imported, or defined there. A declaration without its import fails at import time."""
+    tree = ast.parse(source)
+    bound = {alias or name.split(".")[0] for _, name, alias in imported(source)}
+    bound |= {name for node in tree.body for name in names(node)}
+    for name in used:
+        if name not in bound:
+            raise CodemodRefused(f"the patch uses {name}, which is not imported")
 
 
 StatementKind = type[ast.stmt] | tuple[type[ast.stmt], ...]

@@ -1,0 +1,90 @@
+"""The cases a recipe carries next to its code, Fixit-style (tests/test_recipe_cases.py runs them).
+
+A :class:`Valid` case is a small synthetic vLLM tree where the recipe reports its class; for a
+recipe that plans fixes, the plan is applied with propose's do-no-harm checks and each file the
+patch changes must pass the recipe's publish rule for its edit kind. An :class:`Invalid` case
+alters one file of a valid case's patched result (a missing import, a capture in the wrong
+place, a weakened test) and the publish rule must refuse it with ``refuses`` in its reason.
+A :class:`Quiet` case is a tree where the recipe must report nothing for the class (do no harm).
+
+Trees are built on the test suite's skeleton of a vLLM checkout (tests/synthetic.py: an
+interfaces module with the names the recipes look for, the model registry, a ruff setting); a
+case names only what its recipe reads beyond that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+Registry = Mapping[str, Mapping[str, tuple[str, str]]]
+
+
+INTERFACES = "vllm/model_executor/models/interfaces.py"
+MODEL_REGISTRY = "vllm/model_executor/models/registry.py"
+# What a plan's regression test needs beyond the skeleton: the interfaces' helper it asserts
+# with, and a model package test that already imports it (where the test goes).
+SUPPORTS_EAGLE3_HELPER = """
+
+def supports_eagle3(model):
+    return getattr(model, "supports_eagle3", False)
+"""
+PACKAGE_TEST_TEXT = (
+    "from vllm.model_executor.models.interfaces import supports_eagle3\n\n\n"
+    "def test_helper_exists():\n"
+    "    assert supports_eagle3 is not None\n"
+)
+
+
+@dataclass(frozen=True)
+class SyntheticTree:
+    """``files`` by path from the tree root (whole texts); ``registry`` maps a registry dict
+    (``_TEXT_GENERATION_MODELS``) to ``{arch: (module, class)}``; ``appended`` is text added
+    to the end of a skeleton file, by path (the ``supports_eagle3`` helper a plan needs)."""
+
+    files: Mapping[str, str]
+    registry: Registry
+    appended: Mapping[str, str] = field(
+        default_factory=lambda: {INTERFACES: SUPPORTS_EAGLE3_HELPER}
+    )
+
+
+@dataclass(frozen=True)
+class Valid:
+    """The recipe reports ``class_name`` in ``tree`` (its summary holding ``reports``); a fixing
+    recipe's plan applies, and its publish rules accept every file of the patch, whose added
+    lines include each of ``adds``."""
+
+    name: str
+    tree: SyntheticTree
+    class_name: str
+    reports: str = ""
+    adds: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """``valid``'s patched ``path`` with ``replace[0]`` (found exactly once) turned into
+    ``replace[1]``: the publish rule for that file's edit kind refuses, saying ``refuses``."""
+
+    name: str
+    valid: Valid
+    path: str
+    replace: tuple[str, str]
+    refuses: str
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """The recipe reports nothing for ``class_name`` in ``tree``."""
+
+    name: str
+    tree: SyntheticTree
+    class_name: str
+
+
+@dataclass(frozen=True)
+class RecipeCases:
+    valid: tuple[Valid, ...]
+    invalid: tuple[Invalid, ...] = ()
+    quiet: tuple[Quiet, ...] = ()

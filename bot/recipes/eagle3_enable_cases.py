@@ -1,0 +1,317 @@
+"""The cases of recipe ``eagle3-enable`` and its publish rules (bot/recipes/cases.py).
+
+``Demo`` is the standard shape: layers returning ``(hidden_states, residual)``, a loop over
+this stage's layers, the fused final norm. Its plan gives the decoder ``EagleModelMixin`` and
+the aux capture, declares ``SupportsEagle3`` on the target, extends the package's regression
+test and contributes the forward test (a new file). In ``shared_tree`` three targets build that
+decoder (``DemoNgramModel`` inherits its forward from another file): one plan, led by the
+first by name, fixes them together.
+"""
+
+from __future__ import annotations
+
+from bot.recipes.cases import (
+    INTERFACES,
+    MODEL_REGISTRY,
+    PACKAGE_TEST_TEXT,
+    SUPPORTS_EAGLE3_HELPER,
+    Invalid,
+    Quiet,
+    RecipeCases,
+    SyntheticTree,
+    Valid,
+)
+
+MODEL = "vllm/model_executor/models/demo.py"
+PACKAGE_TEST = "tests/models/demo/test_eagle3.py"
+FORWARD_TEST = "tests/model_executor/test_demo_eagle3.py"
+TEXT = "_TEXT_GENERATION_MODELS"
+
+HEADER = """from itertools import islice
+
+import torch
+from torch import nn
+
+from vllm.distributed import get_pp_group
+from vllm.model_executor.layers.layernorm import RMSNorm
+from vllm.sequence import IntermediateTensors
+
+from .interfaces import SupportsPP
+from .utils import make_layers
+"""
+LAYER = """
+
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states, residual):
+        if residual is None:
+            residual = hidden_states
+        hidden_states = self.mlp(hidden_states)
+        return hidden_states, residual
+"""
+DECODER = """
+
+class DemoModel(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.start_layer, self.end_layer, self.layers = make_layers(
+            4, lambda prefix: Layer(prefix=prefix), prefix=prefix
+        )
+        self.norm = RMSNorm(8)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        hidden_states = self.embed_tokens(input_ids)
+        residual = None
+        for layer in islice(self.layers, self.start_layer, self.end_layer):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+        if not get_pp_group().is_last_rank:
+            return IntermediateTensors({"hidden_states": hidden_states})
+        hidden_states, _ = self.norm(hidden_states, residual)
+        return hidden_states
+"""
+TARGET = """
+
+class DemoForCausalLM(nn.Module, SupportsPP):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = DemoModel(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        return self.model(input_ids, positions, intermediate_tensors)
+"""
+
+
+def demo_tree(model: str) -> SyntheticTree:
+    return SyntheticTree(
+        files={
+            MODEL: model,
+            "vllm/models/__init__.py": "",
+            "tests/models/__init__.py": "",
+            PACKAGE_TEST: PACKAGE_TEST_TEXT,
+            "tests/model_executor/__init__.py": "",
+        },
+        registry={TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}},
+    )
+
+
+NGRAM = "vllm/model_executor/models/demo_ngram.py"
+NGRAM_SOURCE = (
+    "from torch import nn\n\nfrom .demo import DemoModel\nfrom .interfaces import SupportsPP\n\n"
+    "\nclass DemoNgramModel(DemoModel):\n"
+    '    def __init__(self, *, vllm_config, prefix=""):\n'
+    "        super().__init__(vllm_config=vllm_config, prefix=prefix)\n"
+    "        self.ngram = None\n"
+    + TARGET.replace("DemoForCausalLM", "DemoNgramForCausalLM").replace(
+        "DemoModel(", "DemoNgramModel("
+    )
+)
+REGISTRY_TEST = "tests/models/test_registry.py"
+REGISTRY_TEST_TEXT = """import pytest
+
+from vllm.model_executor.models.registry import ModelRegistry
+
+
+@pytest.mark.parametrize("model_arch", ["DemoForCausalLM"])
+def test_registry_imports(model_arch):
+    assert ModelRegistry._try_load_model_cls(model_arch) is not None
+"""
+# The registry test loads classes by architecture: the skeleton's registry gains the loader.
+LOADER = """
+
+class _ModelRegistry:
+    def _try_load_model_cls(self, model_arch):
+        return None
+
+
+ModelRegistry = _ModelRegistry()
+"""
+
+
+def shared_tree() -> SyntheticTree:
+    chat = TARGET.replace("DemoForCausalLM", "DemoChatForCausalLM")
+    return SyntheticTree(
+        files={
+            MODEL: HEADER + LAYER + DECODER + TARGET + chat,
+            NGRAM: NGRAM_SOURCE,
+            "vllm/models/__init__.py": "",
+            "tests/models/__init__.py": "",
+            REGISTRY_TEST: REGISTRY_TEST_TEXT,
+            "tests/model_executor/__init__.py": "",
+        },
+        registry={
+            TEXT: {
+                name: (module, name)
+                for module, name in (
+                    ("demo", "DemoForCausalLM"),
+                    ("demo", "DemoChatForCausalLM"),
+                    ("demo_ngram", "DemoNgramForCausalLM"),
+                )
+            }
+        },
+        appended={INTERFACES: SUPPORTS_EAGLE3_HELPER, MODEL_REGISTRY: LOADER},
+    )
+
+
+CAPTURE_FIRST = (
+    "        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)"
+)
+# As the tree's ruff (line length 88) leaves them.
+LAYER_CALL = "            hidden_states, residual = layer(positions, hidden_states, residual)\n"
+CAPTURE_IN_LOOP = (
+    "            self._maybe_add_hidden_state(\n"
+    "                aux_hidden_states, idx + 1, hidden_states, residual\n"
+    "            )\n"
+)
+
+STANDARD = Valid(
+    "layers return the pair, the fused final norm: mixin, capture, interface, two tests",
+    demo_tree(HEADER + LAYER + DECODER + TARGET),
+    "DemoForCausalLM",
+    reports="DemoModel",
+    adds=(
+        "from .interfaces import EagleModelMixin, SupportsEagle3, SupportsPP",
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        CAPTURE_FIRST,
+        "                aux_hidden_states, idx + 1, hidden_states, residual",
+        "        if len(aux_hidden_states) > 0:",
+        "            return hidden_states, aux_hidden_states",
+        "    assert supports_eagle3(DemoForCausalLM)",
+        "def test_demo_for_causal_lm_collects_aux_hidden_states(monkeypatch, taps):",
+    ),
+)
+
+SHARED = Valid(
+    "three targets sharing one decoder: one plan for the set",
+    shared_tree(),
+    "DemoChatForCausalLM",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoChatForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "class DemoNgramForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+    ),
+)
+
+CASES = RecipeCases(
+    valid=(STANDARD, SHARED),
+    invalid=(
+        Invalid(
+            "the mixin added to the decoder, its import missing",
+            STANDARD,
+            MODEL,
+            (
+                "from .interfaces import EagleModelMixin, SupportsEagle3, SupportsPP",
+                "from .interfaces import SupportsEagle3, SupportsPP",
+            ),
+            refuses="uses EagleModelMixin, which is not imported",
+        ),
+        Invalid(
+            "the capture at the wrong place: before the layer call instead of after it",
+            STANDARD,
+            MODEL,
+            (LAYER_CALL + CAPTURE_IN_LOOP, CAPTURE_IN_LOOP + LAYER_CALL),
+            refuses="is not the mixin and the aux capture the recipe writes",
+        ),
+        Invalid(
+            "the capture dropped from the loop",
+            STANDARD,
+            MODEL,
+            (CAPTURE_IN_LOOP, ""),
+            refuses="is not the mixin and the aux capture the recipe writes",
+        ),
+        Invalid(
+            "the decoder without the mixin",
+            STANDARD,
+            MODEL,
+            ("class DemoModel(nn.Module, EagleModelMixin):", "class DemoModel(nn.Module):"),
+            refuses="is not the mixin and the aux capture the recipe writes",
+        ),
+        Invalid(
+            "the target left undeclared",
+            STANDARD,
+            MODEL,
+            (
+                "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+                "class DemoForCausalLM(nn.Module, SupportsPP):",
+            ),
+            refuses="is more than adding SupportsEagle3",
+        ),
+        Invalid(
+            "a weakened forward test: the aux values no longer compared",
+            STANDARD,
+            FORWARD_TEST,
+            (
+                "            torch.testing.assert_close(hidden, torch.full((2, 8), 7.0 + tap))\n",
+                "            pass\n",
+            ),
+            refuses="the forward test is not the one the recipe writes",
+        ),
+        Invalid(
+            "a weakened forward test: no taps asked for",
+            STANDARD,
+            FORWARD_TEST,
+            (
+                '@pytest.mark.parametrize("taps", [(), (0, 1, 3)])',
+                '@pytest.mark.parametrize("taps", [()])',
+            ),
+            refuses="the forward test is not the one the recipe writes",
+        ),
+        Invalid(
+            "a weakened regression test",
+            STANDARD,
+            PACKAGE_TEST,
+            ("    assert supports_eagle3(DemoForCausalLM)", "    assert DemoForCausalLM"),
+            refuses="is not the regression test the recipe writes",
+        ),
+        Invalid(
+            "one target of the set left undeclared",
+            SHARED,
+            MODEL,
+            (
+                "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+                "class DemoForCausalLM(nn.Module, SupportsPP):",
+            ),
+            refuses="is not what the recipe writes for the set",
+        ),
+        Invalid(
+            "the other module's target declared without its import",
+            SHARED,
+            NGRAM,
+            (
+                "from .interfaces import SupportsEagle3, SupportsPP",
+                "from .interfaces import SupportsPP",
+            ),
+            refuses="is not what the recipe writes for the set",
+        ),
+        Invalid(
+            "the registry test leaves one member of the set out",
+            SHARED,
+            REGISTRY_TEST,
+            (
+                '["DemoChatForCausalLM", "DemoForCausalLM", "DemoNgramForCausalLM"]',
+                '["DemoChatForCausalLM", "DemoForCausalLM"]',
+            ),
+            refuses="does not add exactly the set's architectures",
+        ),
+        Invalid(
+            "the inheriting module's forward test patches the wrong pipeline group",
+            SHARED,
+            "tests/model_executor/test_demo_ngram_eagle3.py",
+            (
+                'monkeypatch.setattr(demo, "get_pp_group"',
+                'monkeypatch.setattr(demo_ngram, "get_pp_group"',
+            ),
+            refuses="the forward test is not the one the recipe writes",
+        ),
+    ),
+    quiet=(
+        Quiet(
+            "registered for embedding only: never a generation target",
+            SyntheticTree(
+                files={MODEL: HEADER + LAYER + DECODER + TARGET},
+                registry={"_EMBEDDING_MODELS": {"DemoForCausalLM": ("demo", "DemoForCausalLM")}},
+            ),
+            "DemoForCausalLM",
+        ),
+    ),
+)

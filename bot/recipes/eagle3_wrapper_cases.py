@@ -1,0 +1,266 @@
+"""The cases of recipe ``eagle3-wrapper`` and its publish rules (bot/recipes/cases.py).
+
+``VL`` is a multimodal wrapper whose language model (named in the registry call) already
+declares ``SupportsEagle3`` over a decoder that collects the aux hidden states; this tree's
+protocol follows ``get_language_model()``, so declaring the interface on the wrapper is the
+whole fix. ``RuntimeVL`` builds its language model from the checkpoint's ``text_config``: it
+gets the protocol's two methods behind the clear-error guard of the tree's own wrapper
+(``GuardVL``, Pixtral's shape), and the contributed test that calls them on stand-ins.
+"""
+
+from __future__ import annotations
+
+from bot.recipes.cases import PACKAGE_TEST_TEXT, Invalid, Quiet, RecipeCases, SyntheticTree, Valid
+
+LM_FILE = "vllm/model_executor/models/lm.py"
+MODEL = "vllm/model_executor/models/vl.py"
+PACKAGE_TEST = "tests/models/vl/test_eagle3.py"
+GUARD_FILE = "vllm/model_executor/models/guard_vl.py"
+RUNTIME_FILE = "vllm/model_executor/models/runtime_vl.py"
+RUNTIME_PACKAGE_TEST = "tests/models/runtime_vl/test_eagle3.py"
+FORWARDING_TEST = "tests/model_executor/test_runtime_vl_eagle3.py"
+
+IMPORTS = """from torch import nn
+
+from .interfaces import EagleModelMixin, SupportsEagle3, SupportsMultiModal, SupportsPP
+from .utils import init_vllm_registered_model
+"""
+LM = (
+    IMPORTS
+    + """
+
+class LmModel(nn.Module, EagleModelMixin):
+    def forward(self, input_ids, positions):
+        hidden_states, residual = input_ids, None
+        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)
+        for idx, layer in enumerate(self.layers):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
+        if aux_hidden_states:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+
+
+class LmForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.model = LmModel(vllm_config=vllm_config, prefix=prefix)
+
+    def forward(self, input_ids, positions):
+        return self.model(input_ids, positions)
+"""
+)
+WRAPPER = """from torch import nn
+
+from .interfaces import SupportsMultiModal
+from .utils import init_vllm_registered_model
+
+
+class VLForConditionalGeneration(nn.Module, SupportsMultiModal):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.language_model = init_vllm_registered_model(
+            vllm_config=vllm_config,
+            hf_config=vllm_config.text_config,
+            architectures=["LmForCausalLM"],
+        )
+
+    def forward(self, input_ids, positions):
+        hidden_states = self.language_model.model(input_ids, positions)
+        return hidden_states
+"""
+
+
+RUNTIME = """from torch import nn
+
+from .interfaces import SupportsMultiModal
+from .utils import init_vllm_registered_model
+
+
+class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.language_model = init_vllm_registered_model(
+            vllm_config=vllm_config, hf_config=vllm_config.text_config
+        )
+
+    def forward(self, input_ids, positions):
+        hidden_states = self.language_model.model(input_ids, positions)
+        return hidden_states
+"""
+
+
+# The tree's own guarded wrapper: the guard is what the recipe copies, word for word.
+GUARDED = RUNTIME.replace(
+    "from .interfaces import SupportsMultiModal\n",
+    "from .interfaces import SupportsEagle3, SupportsMultiModal, supports_eagle3\n",
+).replace(
+    "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal):",
+    "class GuardVLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):",
+) + (
+    "\n"
+    "    def _require_language_model_eagle3(self) -> None:\n"
+    "        if not supports_eagle3(self.language_model):\n"
+    "            raise RuntimeError(\n"
+    '                f"EAGLE-3 speculative decoding requires the language model to "\n'
+    '                f"support EAGLE-3, but {type(self.language_model).__name__} does not."\n'
+    "            )\n"
+)
+
+
+def vl_tree(wrapper: str) -> SyntheticTree:
+    return SyntheticTree(
+        files={
+            LM_FILE: LM,
+            MODEL: wrapper,
+            "vllm/models/__init__.py": "",
+            "tests/models/__init__.py": "",
+            PACKAGE_TEST: PACKAGE_TEST_TEXT,
+        },
+        registry={
+            "_TEXT_GENERATION_MODELS": {"LmForCausalLM": ("lm", "LmForCausalLM")},
+            "_MULTIMODAL_MODELS": {
+                "VLForConditionalGeneration": ("vl", "VLForConditionalGeneration")
+            },
+        },
+    )
+
+
+def runtime_tree(guarded: str) -> SyntheticTree:
+    return SyntheticTree(
+        files={
+            LM_FILE: LM,
+            GUARD_FILE: guarded,
+            RUNTIME_FILE: RUNTIME,
+            "vllm/models/__init__.py": "",
+            "tests/models/__init__.py": "",
+            RUNTIME_PACKAGE_TEST: PACKAGE_TEST_TEXT,
+            "tests/model_executor/__init__.py": "",
+        },
+        registry={
+            "_TEXT_GENERATION_MODELS": {"LmForCausalLM": ("lm", "LmForCausalLM")},
+            "_MULTIMODAL_MODELS": {
+                "GuardVLForConditionalGeneration": ("guard_vl", "GuardVLForConditionalGeneration"),
+                "RuntimeVLForConditionalGeneration": (
+                    "runtime_vl",
+                    "RuntimeVLForConditionalGeneration",
+                ),
+            },
+        },
+    )
+
+
+DECLARED = "class VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):"
+INTERFACE_ONLY = Valid(
+    "the language model is EAGLE-3 capable and the protocol follows get_language_model()",
+    vl_tree(WRAPPER),
+    "VLForConditionalGeneration",
+    reports="LmForCausalLM",
+    adds=(
+        "from .interfaces import SupportsEagle3, SupportsMultiModal",
+        DECLARED,
+        "    assert supports_eagle3(VLForConditionalGeneration)",
+    ),
+)
+
+GUARD_CALL = "        self._require_language_model_eagle3()\n"
+BEHIND_THE_GUARD = Valid(
+    "a language model chosen at run time: both methods behind the tree's own guard",
+    runtime_tree(GUARDED),
+    "RuntimeVLForConditionalGeneration",
+    reports="text_config",
+    adds=(
+        "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):",
+        "    def _require_language_model_eagle3(self) -> None:",
+        "        if not supports_eagle3(self.language_model):",
+        "            raise RuntimeError(",
+        GUARD_CALL.rstrip("\n"),
+        "        self.language_model.set_aux_hidden_state_layers(layers)",
+        "    with pytest.raises(RuntimeError):",
+    ),
+)
+
+CASES = RecipeCases(
+    valid=(INTERFACE_ONLY, BEHIND_THE_GUARD),
+    invalid=(
+        Invalid(
+            "the interface declared on the wrapper, its import missing",
+            INTERFACE_ONLY,
+            MODEL,
+            (
+                "from .interfaces import SupportsEagle3, SupportsMultiModal",
+                "from .interfaces import SupportsMultiModal",
+            ),
+            refuses="uses SupportsEagle3, which is not imported",
+        ),
+        Invalid(
+            "a method slipped into the wrapper beside the declaration",
+            INTERFACE_ONLY,
+            MODEL,
+            (
+                DECLARED + "\n",
+                DECLARED + "\n    def load_weights(self, weights):\n        return set()\n\n",
+            ),
+            refuses="is more than adding SupportsEagle3",
+        ),
+        Invalid(
+            "a weakened regression test",
+            INTERFACE_ONLY,
+            PACKAGE_TEST,
+            (
+                "    assert supports_eagle3(VLForConditionalGeneration)",
+                "    assert VLForConditionalGeneration",
+            ),
+            refuses="is not the regression test the recipe writes",
+        ),
+        Invalid(
+            "the guard's helper imported by nobody: supports_eagle3 missing",
+            BEHIND_THE_GUARD,
+            RUNTIME_FILE,
+            (
+                "from .interfaces import SupportsEagle3, SupportsMultiModal, supports_eagle3",
+                "from .interfaces import SupportsEagle3, SupportsMultiModal",
+            ),
+            refuses="uses supports_eagle3, which is not imported",
+        ),
+        Invalid(
+            "a guard that no longer raises",
+            BEHIND_THE_GUARD,
+            RUNTIME_FILE,
+            ("        if not supports_eagle3(self.language_model):\n", "        if False:\n"),
+            refuses="is more than raising a clear error",
+        ),
+        Invalid(
+            "a method that skips the guard",
+            BEHIND_THE_GUARD,
+            RUNTIME_FILE,
+            (
+                GUARD_CALL + "        self.language_model.set_aux_hidden_state_layers(layers)\n",
+                "        self.language_model.set_aux_hidden_state_layers(layers)\n",
+            ),
+            refuses="are not the delegation the recipe writes",
+        ),
+        Invalid(
+            "a weakened forwarding test: the guard's error no longer required",
+            BEHIND_THE_GUARD,
+            FORWARDING_TEST,
+            (
+                "    with pytest.raises(RuntimeError):\n"
+                "        model.set_aux_hidden_state_layers((1, 3))\n",
+                "",
+            ),
+            refuses="the forwarding test is not the one the recipe writes",
+        ),
+    ),
+    quiet=(
+        Quiet(
+            "the wrapper post-processes what its language model returns",
+            vl_tree(
+                WRAPPER.replace(
+                    "        return hidden_states\n", "        return hidden_states * 2\n"
+                )
+            ),
+            "VLForConditionalGeneration",
+        ),
+    ),
+)
