@@ -11,9 +11,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bot.errors import BotError
 from bot.recipes import RECIPES, Finding, ScanContext
-from bot.tree.index import ClassIndex, build_index, is_vllm_tree
+from bot.tree.index import ClassIndex, build_index, require_vllm_tree
 from bot.tree.model_registry import load_model_registry
 from bot.tree.version import tree_version
 
@@ -42,13 +41,9 @@ class ScanResult:
 
 def scan_context(root: Path, *, use_cache: bool = True) -> ScanContext:
     root = Path(root)
-    if not root.is_dir():
-        raise BotError(f"{root}: no such directory")
-    if not is_vllm_tree(root):
-        raise BotError(
-            f"{root} is not a vLLM tree (no vllm/model_executor/models); "
-            "pass the root of a vLLM checkout, or run `bot fetch VERSION` to get one"
-        )
+    require_vllm_tree(
+        root, "pass the root of a vLLM checkout, or run `bot fetch VERSION` to get one"
+    )
     index: ClassIndex = build_index(root, use_cache=use_cache)
     return ScanContext(root=root.resolve(), index=index, registry=load_model_registry(root))
 
