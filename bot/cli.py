@@ -618,8 +618,9 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
 def cmd_triage(args: argparse.Namespace) -> int:
     if args.paths:
         return _triage_files(args)
+    from bot.pipeline import record_demand
     from bot.tree.index import require_vllm_tree
-    from bot.triage_search import find_issues, record_candidates, record_demand
+    from bot.triage_search import find_issues, record_candidates
 
     tree = Path(args.tree)
     require_vllm_tree(tree, "give --tree DIR")

@@ -353,16 +353,6 @@ def _record(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any], journ
     markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
     write_atomic(plan_dir / "pr.md", markdown)
     if journal:
-        _journal(plan_dir, loaded, verification)
+        from bot.pipeline import record_verification
 
-
-def _journal(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any]) -> None:
-    from bot.store import Journal, plan_fingerprint
-
-    journal = Journal()
-    existing = journal.proposal_by_fingerprint(plan_fingerprint(loaded.plan, loaded.patch))
-    # The journal's copy follows the plan directory (plan.json and pr.md with the results),
-    # then the run moves the proposal's state.
-    proposal_id = journal.record_proposal(plan_dir)
-    if existing is not None:
-        journal.record_verification(proposal_id, verification)
+        record_verification(plan_dir, plan, loaded.patch, verification)
