@@ -107,7 +107,9 @@ def propose(
     repo = Path(repo).resolve()
     result = scan(repo)
     catalogue = load_catalogue()
-    triage = triage_issue(issue, repo, catalogue) if issue is not None else None
+    triage = None
+    if issue is not None:  # read against the scan just made, not a second one of the path
+        triage = triage_issue(issue, repo, catalogue, scan=result.context)
     proposal = proposal_for(
         repo,
         result,
