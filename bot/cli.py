@@ -618,11 +618,12 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
 def cmd_triage(args: argparse.Namespace) -> int:
     if args.paths:
         return _triage_files(args)
-    from bot.triage_search import find_issues, record_candidates, record_demand
+    from bot.pipeline import record_demand
+    from bot.tree.index import require_vllm_tree
+    from bot.triage_search import find_issues, record_candidates
 
     tree = Path(args.tree)
-    if not (tree / "vllm" / "model_executor").is_dir():
-        raise BotError(f"{tree}: not a vLLM tree (give --tree DIR)")
+    require_vllm_tree(tree, "give --tree DIR")
     found = find_issues(tree)
     candidates = [candidate for candidate, _ in found]
     path = record_candidates(candidates)
@@ -652,11 +653,11 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
 
 def _triage_files(args: argparse.Namespace) -> int:
+    from bot.tree.index import require_vllm_tree
     from bot.triage_files import table, triage_files
 
     tree = Path(args.tree)
-    if not (tree / "vllm").is_dir():
-        raise BotError(f"{tree}: not a vLLM tree (give --tree DIR)")
+    require_vllm_tree(tree, "give --tree DIR")
     results, skipped = triage_files([Path(p) for p in args.paths], tree)
     for path in skipped:
         print(f"bot: skipped {path}: not an issue object", file=sys.stderr)

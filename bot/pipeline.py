@@ -6,25 +6,68 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 
 from __future__ import annotations
 
+import os
+import subprocess
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
-from bot.scan import scan as scan  # the first stage; `bot scan` calls it from here
+from bot.scan import ScanResult
+from bot.scan import scan as scan_tree
 
 if TYPE_CHECKING:
     from bot.grouping import FindingGroup
     from bot.priority import Ranked
     from bot.publish import PublishResult
     from bot.recipes import Finding
-    from bot.store import Journal
+    from bot.store import Journal, TriagedIssue
+    from bot.triage_search import Candidate
 
 
 def _journal() -> Journal:
     from bot.store import Journal
 
     return Journal()
+
+
+def scan(root: Path, *, use_cache: bool = True, record: bool = False) -> ScanResult:
+    """The first stage (:func:`bot.scan.scan`); ``record`` also keeps the findings in the
+    journal, under the tree's HEAD commit and release."""
+    from bot.tree.version import tree_version
+
+    result = scan_tree(root, use_cache=use_cache)
+    if record:
+        _journal().record_findings(
+            [f.to_json() for f in result.findings],
+            result.root,
+            _head_or_none(result.root) or "",
+            tree_version(result.root),
+        )
+    return result
+
+
+def _head_or_none(root: Path) -> str | None:
+    """The checkout's HEAD commit, or None for a plain directory (findings are still worth
+    keeping). One ``git rev-parse`` instead of GitPython: importing it costs more than the
+    whole warm scan's index load."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--show-toplevel", "HEAD"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.split("\n")
+    if done.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != root.resolve():
+        return None  # not a checkout, or a directory inside another one
+    return lines[1].strip() or None
 
 
 def prioritise(findings: tuple[Finding, ...] | list[Finding]) -> list[Ranked]:
@@ -64,7 +107,9 @@ def propose(
     repo = Path(repo).resolve()
     result = scan(repo)
     catalogue = load_catalogue()
-    triage = triage_issue(issue, repo, catalogue) if issue is not None else None
+    triage = None
+    if issue is not None:  # read against the scan just made, not a second one of the path
+        triage = triage_issue(issue, repo, catalogue, scan=result.context)
     proposal = proposal_for(
         repo,
         result,
@@ -82,23 +127,32 @@ def propose(
     return proposal.plan
 
 
-def _record_triage(issue: dict[str, Any], architecture: str | None) -> None:
+def _record_triage(issue: dict[str, Any], architecture: str | None) -> TriagedIssue | None:
     """The issue's triage, as demand for the findings of ``architecture`` (bot/priority.py)."""
     from bot.store import TriagedIssue
 
     number = issue.get("number")
     if not isinstance(number, int):
-        return
+        return None
     state = issue.get("state") if issue.get("state") in ("open", "closed") else "unknown"
-    _journal().record_triaged_issue(
-        TriagedIssue(
-            number=number,
-            title=str(issue.get("title") or ""),
-            url=str(issue.get("html_url") or ""),
-            state=str(state),
-            architecture=architecture,
-        )
+    entry = TriagedIssue(
+        number=number,
+        title=str(issue.get("title") or ""),
+        url=str(issue.get("html_url") or ""),
+        state=str(state),
+        architecture=architecture,
     )
+    _journal().record_triaged_issue(entry)
+    return entry
+
+
+def record_demand(found: list[tuple[Candidate, dict[str, Any]]], tree: Path) -> list[TriagedIssue]:
+    """Each issue ``bot triage`` found, triaged, in the journal with the class it clearly
+    names: the demand ``bot scan`` orders its findings by."""
+    from bot.triage_search import demand
+
+    recorded = [_record_triage(issue, architecture) for issue, architecture in demand(found, tree)]
+    return [entry for entry in recorded if entry is not None]
 
 
 def propose_top(
@@ -232,19 +286,38 @@ def publish(
 
     result = publish_plan(plan_dir, reviewer=reviewer, expected_issue=expected_issue)
     journal = _journal()
-    proposal_id = journal.record_proposal(plan_dir)
+    record_published(journal, journal.record_proposal(plan_dir), result, reviewer or "bot")
+    return result
+
+
+def record_published(journal: Journal, proposal_id: int, result: PublishResult, actor: str) -> bool:
+    """What publishing reached on GitHub, in the journal (the dashboard's approval records it
+    here too): the PR, in the state :data:`bot.publish.PR_STATE_AFTER` maps the outcome to, or
+    the sticky comment alone; False when nothing reached GitHub."""
     if result.pr_state:
         journal.record_pr(
-            proposal_id,
-            result.pr_number,
-            result.pr_url,
-            result.pr_state,
-            reviewer or "bot",
-            result.comment_url,
+            proposal_id, result.pr_number, result.pr_url, result.pr_state, actor, result.comment_url
         )
     elif result.comment_url:
-        journal.record_comment(proposal_id, result.comment_url, reviewer or "bot")
-    return result
+        journal.record_comment(proposal_id, result.comment_url, actor)
+    else:
+        return False
+    return True
+
+
+def record_verification(
+    plan_dir: Path, plan: Plan, patch: str, verification: dict[str, Any]
+) -> None:
+    """A verification run (``bot verify`` records it here): the journal's copy follows the plan
+    directory (plan.json and pr.md with the results), then the run moves the state of a
+    proposal the journal already had."""
+    from bot.store import plan_fingerprint
+
+    journal = _journal()
+    existing = journal.proposal_by_fingerprint(plan_fingerprint(plan, patch))
+    proposal_id = journal.record_proposal(plan_dir)
+    if existing is not None:
+        journal.record_verification(proposal_id, verification)
 
 
 def verify_for_submission(plan_dir: Path) -> dict[str, Any]:

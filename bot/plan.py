@@ -42,7 +42,8 @@ class Member:
     ``patch`` is this member's commit on the group's branch (applied in order on the base
     commit, the members' patches add up to patch.diff); empty in a group of one, whose one
     commit is patch.diff. ``issues`` are the triaged issues the member resolves (each gets the
-    sticky comment pointing at the PR).
+    sticky comment pointing at the PR). ``resolves`` are the keys (recipe, class, path) of the
+    findings the member's fix makes disappear, which verify's re-scan checks.
     """
 
     class_name: str
@@ -58,6 +59,7 @@ class Member:
     reason: str = ""
     issue_comment: str | None = None
     patch: str = ""
+    resolves: list[dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: object) -> Member:
@@ -91,6 +93,7 @@ class Plan:
     verification: dict[str, Any] | None = None
     group: str | None = None  # a group plan's key (recipe/shape), None for a single class
     members: list[Member] = field(default_factory=list)
+    resolves: list[dict[str, str]] = field(default_factory=list)  # as Member.resolves
     schema: int = PLAN_SCHEMA
 
     def __post_init__(self) -> None:
@@ -116,6 +119,7 @@ class Plan:
             title=self.title or "",
             reason=self.reason,
             issue_comment=self.issue_comment,
+            resolves=self.resolves,
         )
 
     @property

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bot import identity
+from bot import identity, rescan
 from bot import plan as plans
 from bot.codemods.base import CodemodRefused
 from bot.codemods.safety import (
@@ -33,7 +33,7 @@ from bot.errors import BotError
 from bot.identity import branch_name
 from bot.plan import PlanContents
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
-from bot.recipes.base import FileEdit, follows_from
+from bot.recipes.base import FileEdit
 from bot.scan import ScanResult, scan
 from bot.tree.index import MODEL_PACKAGES
 from bot.tree.version import tree_version
@@ -62,7 +62,7 @@ def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Find
         applied = tuple(edit for edit in fix.edits if _apply_edit(tree, edit))
         paths = list(dict.fromkeys(edit.path for edit in applied))
         patch = diff_worktree(tree, paths)
-        check_rescan(scan(tree).findings, fix, scanned)
+        check_rescan(scan(tree).findings, [fix], scanned)
     return AppliedFix(patch, applied)
 
 
@@ -102,19 +102,21 @@ def _create_file(tree: Path, edit: FileEdit) -> bool:
     return True
 
 
-def check_rescan(after: Sequence[Finding], fix: FixPlan, before: Sequence[Finding]) -> None:
-    """Refuse unless every finding the fix resolves is gone and no new finding appeared."""
-    now = {f.key for f in after}
-    still = [f for f in fix.resolves if f.key in now]
-    if still:
-        raise BotError(f"refused: {still[0].class_name} is still reported after the edit")
-    known = {f.key for f in before}
-    fixed = fix.finding.class_name
-    new = [f for f in after if f.key not in known and not follows_from(f, fixed)]
-    if new:
+def check_rescan(
+    after: Sequence[Finding], fixes: Sequence[FixPlan], before: Sequence[Finding]
+) -> None:
+    """Refuse unless every finding the fixes resolve is gone and no new finding appeared
+    (:func:`bot.rescan.compare`, the comparison verify records too)."""
+    resolves = [f.key for fix in fixes for f in fix.resolves]
+    found = rescan.compare((f.key for f in before), after, resolves)
+    edit, makes = ("edit", "makes") if len(fixes) == 1 else ("edits", "make")
+    if found.still:
+        raise BotError(f"refused: {found.still[0][1]} is still reported after the {edit}")
+    if found.new:
+        new = found.new[0]
         raise BotError(
-            f"refused: the edit makes {new[0].recipe} report {new[0].class_name} "
-            f"({new[0].path}), which the unpatched tree did not"
+            f"refused: the {edit} {makes} {new.recipe} report {new.class_name} "
+            f"({new.path}), which the unpatched tree did not"
         )
 
 
@@ -259,6 +261,7 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
         fingerprint=fingerprint,
         title=fix.commit_title,
         issue_comment=fix.issue_comment,
+        resolves=resolved_keys(fix),
         **common,
     )
     pr_markdown = render_markdown(
@@ -283,6 +286,11 @@ def render_markdown(
         plan=plan, patch=patch, rules=rules, search=None, submitter=None, review=None, trailer=None
     )
     return render_pr(title, context, sections, rules.template_style, render_blocks(preview))
+
+
+def resolved_keys(fix: FixPlan) -> list[dict[str, str]]:
+    """What the plan records of the findings ``fix`` resolves: verify's re-scan checks them."""
+    return [rescan.key_json(f.key) for f in fix.resolves]
 
 
 def plan_reason(fix: FixPlan) -> str:

@@ -30,13 +30,14 @@ from bot.propose import (
     _apply_edit,
     _ready,
     apply_fix,
+    check_rescan,
     plan_reason,
     render_markdown,
+    resolved_keys,
     writeup_context,
 )
 from bot.published import PublishedPull
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
-from bot.recipes.base import follows_from
 from bot.scan import ScanResult, scan
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
@@ -194,7 +195,7 @@ def _apply_members(
             paths = list(dict.fromkeys(edit.path for edit in changed))
             patch = _diff_and_stage(tree, paths)
             applied.append(_Applied(fix, tuple(e.to_json() for e in changed), patch))
-        check_group_rescan(scan(tree).findings, [a.fix for a in applied], scanned)
+        check_rescan(scan(tree).findings, [a.fix for a in applied], scanned)
         total = diff_worktree(
             tree, list(dict.fromkeys(e["path"] for a in applied for e in a.edits))
         )
@@ -223,27 +224,6 @@ def _diff_and_stage(tree: Path, paths: Sequence[str]) -> str:
     return text + "\n" if text else ""
 
 
-def check_group_rescan(
-    after: Sequence[Finding], fixes: Sequence[FixPlan], before: Sequence[Finding]
-) -> None:
-    """Every member's findings are gone and nothing new appeared (but the follow-ups a fix on
-    one of the members' classes makes possible)."""
-    now = {f.key for f in after}
-    still = [f for fix in fixes for f in fix.resolves if f.key in now]
-    if still:
-        raise BotError(f"refused: {still[0].class_name} is still reported after the edits")
-    known = {f.key for f in before}
-    fixed = [fix.finding.class_name for fix in fixes]
-    new = [
-        f for f in after if f.key not in known and not any(follows_from(f, name) for name in fixed)
-    ]
-    if new:
-        raise BotError(
-            f"refused: the edits make {new[0].recipe} report {new[0].class_name} "
-            f"({new[0].path}), which the unpatched tree did not"
-        )
-
-
 def _member(applied: _Applied, base_commit: str, issues: list[int]) -> plans.Member:
     fix = applied.fix
     entry = fix.registry.entry
@@ -261,6 +241,7 @@ def _member(applied: _Applied, base_commit: str, issues: list[int]) -> plans.Mem
         reason=plan_reason(fix),
         issue_comment=fix.issue_comment,
         patch=applied.patch,
+        resolves=resolved_keys(fix),
     )
 
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
@@ -35,6 +35,9 @@ from bot.triage_text import (
     url_repo_ids,
 )
 from bot.triage_tree import broken_claim, config_model_types, draft_archs
+
+if TYPE_CHECKING:
+    from bot.recipes.base import ScanContext
 
 THRESHOLD = 0.7
 PROPOSE, ASK, SILENT = "propose", "ask", "silent"
@@ -191,17 +194,20 @@ def triage_issue(
     catalogue: DraftCatalogue | None = None,
     *,
     lacking: frozenset[str] | None = None,
+    scan: ScanContext | None = None,
 ) -> Triage:
     """Read ``issue`` against the tree at ``tree_root``.
 
     ``lacking``: the architectures the tree's scan reports without the interface (read from the
     tree when needed and not given); it decides whether a plan may cover a text class and a
-    multimodal class that share a checkpoint.
+    multimodal class that share a checkpoint. ``scan``: the tree's scan context, where the
+    caller has made one (``pipeline.propose`` has); else it is built when first needed.
     """
     if not isinstance(issue, dict):
         raise BotError("an issue must be a JSON object (GitHub's REST issue shape)")
     catalogue = catalogue if catalogue is not None else load_catalogue()
     root = tree_root.resolve()
+    tree = _Tree(root, scan)
     known = load_known_models(root)
     reasons: list[str] = []
     parts = _issue_parts(issue, reasons)
@@ -253,14 +259,14 @@ def triage_issue(
     _drop_drafts(root, evidence, reasons)
     _merge_aliases(root, evidence, reasons)
     _prefer_served(evidence, reasons)
-    _drop_fixed_candidates(root, evidence, reasons)
+    _drop_fixed_candidates(tree, evidence, reasons)
 
     architecture, confidence, alternatives = _decide(evidence)
     architectures: tuple[str, ...] = (architecture,) if architecture else ()
     modality_question = None
     if architecture and alternatives:
         decided = _modality_decision(
-            root, text, architecture, alternatives, evidence, catalogue, mentions, lacking, reasons
+            tree, text, architecture, alternatives, evidence, catalogue, mentions, lacking, reasons
         )
         if decided is not None:
             architectures, confidence, modality_question = decided
@@ -284,15 +290,15 @@ def triage_issue(
     ours = _ours(issue, title, raw_text, signature, reasons)
     confident = confidence >= THRESHOLD
     candidates = [*architectures, *alternatives]
-    broken = _broken_claims(root, candidates, reasons) if ours else {}
+    broken = _broken_claims(tree, candidates, reasons) if ours else {}
     # "Already fixed" is said only of the class the checkpoint surely loads, and only when its
     # claim holds; a class matched loosely, or whose claim the tree shows broken, is asked about.
     # A release the tree does not list, matched through its family's class naming, is enough
     # to propose a fix for a class that lacks the interface, never to call the issue fixed.
     guessed = [a for a in candidates if evidence.scores.get(a, 0.0) <= evidence.guess_of(a)]
     surely = (confident and not guessed) or not (evidence.loose & set(candidates))
-    fixed = _already_fixed(root, candidates, reasons) if ours and surely and not broken else False
-    if ours and confident and guessed and _already_fixed(root, guessed, []):
+    fixed = _already_fixed(tree, candidates, reasons) if ours and surely and not broken else False
+    if ours and confident and guessed and _already_fixed(tree, guessed, []):
         reasons.append(
             f"{', '.join(guessed)} already has the interface, but the release named is not one "
             "the tree lists: asked, not called fixed"
@@ -348,13 +354,13 @@ def _ours(
     return False
 
 
-def _already_fixed(root: Path, archs: list[str], reasons: list[str]) -> bool:
+def _already_fixed(tree: _Tree, archs: list[str], reasons: list[str]) -> bool:
     """True when every candidate class has the interface on every platform variant; a class
     fixed on one platform only has its missing variants recorded as the finding."""
     if not archs:
         return False
     try:
-        ctx = _scan_context(root)
+        ctx = tree.context()
     except BotError:
         return False
     from bot.recipes.interface_status import already_fixed, missing_variants
@@ -371,14 +377,14 @@ def _already_fixed(root: Path, archs: list[str], reasons: list[str]) -> bool:
     return False
 
 
-def _drop_fixed_candidates(root: Path, evidence: _Evidence, reasons: list[str]) -> None:
+def _drop_fixed_candidates(tree: _Tree, evidence: _Evidence, reasons: list[str]) -> None:
     """Of several candidate classes, those with the interface on every platform are not what
     the issue is about when others lack it: users name working models for contrast, and a
     class that has the interface cannot raise the missing-interface error."""
     if len(evidence.scores) < 2:
         return
     try:
-        ctx = _scan_context(root)
+        ctx = tree.context()
     except BotError:
         return
     from bot.recipes.interface_status import already_fixed
@@ -450,12 +456,12 @@ def _prefer_served(evidence: _Evidence, reasons: list[str]) -> None:
         reasons.append(f"set aside, named only outside the serve command: {', '.join(prose_only)}")
 
 
-def _broken_claims(root: Path, archs: list[str], reasons: list[str]) -> dict[str, str]:
+def _broken_claims(tree: _Tree, archs: list[str], reasons: list[str]) -> dict[str, str]:
     """Candidates that declare the interface but that the tree shows would fail when used."""
     if not archs:
         return {}
     try:
-        ctx = _scan_context(root)
+        ctx = tree.context()
     except BotError:
         return {}
     from bot.recipes.interface_status import already_fixed
@@ -481,8 +487,22 @@ def _claim_question(broken: dict[str, str]) -> str | None:
     )
 
 
+@dataclass
+class _Tree:
+    """The tree triage reads: its root, and its scan context: the caller's, or (for a caller
+    with only a path) built when first asked, once per tree."""
+
+    root: Path
+    scan: ScanContext | None = None
+
+    def context(self) -> ScanContext:
+        if self.scan is None:
+            self.scan = _scan_context(self.root)
+        return self.scan
+
+
 @lru_cache(maxsize=4)
-def _scan_context(root: Path) -> Any:
+def _scan_context(root: Path) -> ScanContext:
     from bot.scan import scan_context
 
     return scan_context(root)
@@ -1054,12 +1074,12 @@ def _categories(tree_root: Path) -> dict[str, str]:
     }
 
 
-def _without_interface(root: Path, archs: list[str]) -> frozenset[str]:
+def _without_interface(tree: _Tree, archs: list[str]) -> frozenset[str]:
     """Those of ``archs`` that lack the interface on at least one platform variant."""
     from bot.recipes.interface_status import already_fixed
 
     try:
-        ctx = _scan_context(root)
+        ctx = tree.context()
     except BotError:
         return frozenset()
     return frozenset(a for a in archs if not already_fixed(ctx, a))
@@ -1077,7 +1097,7 @@ def _decide(evidence: _Evidence) -> tuple[str | None, float, list[str]]:
 
 
 def _modality_decision(
-    root: Path,
+    tree: _Tree,
     text: str,
     best: str,
     rivals: list[str],
@@ -1092,7 +1112,7 @@ def _modality_decision(
 
     Returns (architectures, confidence, question) or None when the tie is not of that kind.
     """
-    categories = _categories(root)
+    categories = _categories(tree.root)
     tied = [best, *rivals]
     kinds = [_is_multimodal(a, categories) for a in tied]
     if len(tied) != 2 or sorted(kinds) != [False, True]:
@@ -1116,7 +1136,7 @@ def _modality_decision(
         reasons.append(f"the issue serves text only ({', '.join(text_only[:2])}): {text_arch}")
         return (text_arch,), score + _TIE_RESOLVED, None
     if lacking is None:
-        lacking = _without_interface(root, tied)
+        lacking = _without_interface(tree, tied)
     if text_arch in lacking and mm_arch in lacking:
         reasons.append(
             f"{text_arch} and {mm_arch} share the checkpoint and both lack the interface: "

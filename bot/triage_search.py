@@ -4,7 +4,8 @@ Issues are found two ways: by the error messages the vLLM tree raises when a mod
 EAGLE-3 interface (read from the tree, see ``bot.tree.signatures``), and by the label the
 GitHub Action applies. Each one found is then read by triage (:mod:`bot.triage`, which treats
 the text as data) and recorded in the journal with the class it names, if it names one clearly:
-that is the demand ``bot scan`` orders its findings by (:mod:`bot.priority`).
+that is the demand ``bot scan`` orders its findings by (:mod:`bot.priority`); the pipeline
+records it (:func:`bot.pipeline.record_demand`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from bot.github import GitHubClient, RetryPolicy
 from bot.tree.signatures import error_signatures
 
 if TYPE_CHECKING:
-    from bot.store import TriagedIssue
+    pass
 
 _MIN_SIGNATURE = 12  # shorter prefixes match too much unrelated text
 # Triage is a read-only sweep that runs again on schedule: a GitHub that does not answer within
@@ -85,29 +86,20 @@ def find_issues(
     ]
 
 
-def record_demand(found: list[tuple[Candidate, dict[str, Any]]], tree: Path) -> list[TriagedIssue]:
-    """Triage each issue and record it in the journal with the class it clearly names (the
-    ``propose`` outcome), or with none: a question or an unrelated issue is no demand."""
+def demand(
+    found: list[tuple[Candidate, dict[str, Any]]], tree: Path
+) -> list[tuple[dict[str, Any], str | None]]:
+    """Triage each issue: the class it clearly names (the ``propose`` outcome), or none (a
+    question or an unrelated issue is no demand)."""
     from bot.drafts import load_catalogue
-    from bot.store import Journal, TriagedIssue
     from bot.triage import PROPOSE, triage_issue
 
     catalogue = load_catalogue()
-    journal = Journal()
-    recorded = []
-    for candidate, issue in found:
+    named = []
+    for _, issue in found:
         triage = triage_issue(issue, tree, catalogue)
-        state = issue.get("state") if issue.get("state") in ("open", "closed") else "unknown"
-        entry = TriagedIssue(
-            number=candidate.number,
-            title=candidate.title,
-            url=candidate.html_url,
-            state=str(state),
-            architecture=triage.architecture if triage.outcome == PROPOSE else None,
-        )
-        journal.record_triaged_issue(entry)
-        recorded.append(entry)
-    return recorded
+        named.append((issue, triage.architecture if triage.outcome == PROPOSE else None))
+    return named
 
 
 def candidates_path() -> Path:

@@ -106,7 +106,8 @@ def broken_claim(ctx: ScanContext, arch: str) -> str | None:
     """Why the class ``arch`` loads declares ``SupportsEagle3`` but would fail when used (the
     :mod:`bot.recipes.eagle3_broken_claim` judgement on each platform variant), or None when
     the claim holds or cannot be judged."""
-    from bot.recipes.eagle3_broken_claim import judge, protocol_defaults
+    from bot.recipes.eagle3_broken_claim import judge
+    from bot.recipes.wrapper_analysis import protocol_defaults
     from bot.tree.index import ClassRef
 
     defaults = protocol_defaults(ctx.root)

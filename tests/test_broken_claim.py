@@ -15,8 +15,8 @@ from bot.recipes.eagle3_broken_claim import (
     NAME,
     NO_CAPTURE,
     NO_MIXIN,
-    protocol_defaults,
 )
+from bot.recipes.wrapper_analysis import protocol_defaults, protocol_follows_language_model
 from bot.scan import scan
 from bot.tree.fetch import release_tree
 from tests.synthetic import READY_DECODER, make_tree
@@ -234,6 +234,25 @@ def test_the_tree_says_how_its_defaults_unwrap() -> None:
     assert old.follows_get_language_model and new.follows_get_language_model
     interfaces = release_tree("0.34.0") / "vllm/model_executor/models/interfaces.py"
     assert "EagleModelMixin" in interfaces.read_text().splitlines()[new.assert_line - 1]
+
+
+def test_one_parse_of_the_protocol_answers_both_recipes(tmp_path: Path) -> None:
+    # The wrapper recipe asks whether both default methods follow get_language_model(); the
+    # broken-claim recipe how set_aux_hidden_state_layers finds the decoder. One parse.
+    root = make_tree(tmp_path / "tree", {}, {})
+    both = protocol_defaults(root)
+    assert both is not None and both.methods_follow_get_language_model
+    assert (both.unwrap, both.follows_get_language_model) == ("optional", True)
+    assert protocol_follows_language_model(root)
+    interfaces = root / "vllm/model_executor/models/interfaces.py"
+    text = interfaces.read_text()
+    default_layers = text.index("def get_eagle3_default_aux_hidden_state_layers")
+    rest = text[default_layers:].replace("self.get_language_model()", "self.language_model", 1)
+    interfaces.write_text(text[:default_layers] + rest)
+    one = protocol_defaults(root)
+    assert one is not None and not one.methods_follow_get_language_model
+    assert (one.unwrap, one.line) == (both.unwrap, both.line)  # the set_aux defaults, unchanged
+    assert not protocol_follows_language_model(root)
 
 
 def test_real_reports_on_0_34_0_point_at_the_lines_they_name() -> None:

@@ -18,7 +18,7 @@ from bot.codemods.aux_forward_test import create_shared_aux_forward_test
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import add_registry_eagle3_test
 from bot.plan import Plan
-from bot.recipes.base import PublishedEdit
+from bot.recipes.base import Finding, PublishedEdit
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
 from bot.recipes.eagle3_enable_shared import (
     SHARED_DECODER,
@@ -29,7 +29,7 @@ from bot.recipes.eagle3_enable_shared import (
 )
 from bot.scan import scan
 from bot.verify.check import Check
-from bot.verify.checks import fixed_together, group_rescan_check
+from bot.verify.checks import rescan_check, resolved_by
 from bot.verify.smoke import set_smoke_check
 from bot.verify.smoke_target import set_targets_of, target_of
 from tests.synthetic import make_tree
@@ -381,10 +381,13 @@ def test_the_sets_smoke_check_passes_only_when_every_member_passes() -> None:
 
 
 def test_the_rescan_wants_every_member_gone() -> None:
-    members = fixed_together(_set_plan().finding)
-    keys = [("eagle3-enable", m["class"], m["path"]) for m in members]
-    assert group_rescan_check(members, keys, []).passed is True
-    still = group_rescan_check(members, keys, [keys[2]])
+    # A plan written before plans recorded what they resolve: the set is read from its finding.
+    keys = resolved_by(_set_plan())
+    assert [cls for _, cls, _ in keys] == list(TARGETS)
+    assert rescan_check(keys, keys, []).passed is True
+    recipe, cls, path = keys[2]
+    left = Finding(recipe, cls, "demo_ngram", path, 1, (cls,), {}, "still a gap")
+    still = rescan_check(keys, keys, [left])
     assert still.passed is False
     assert "DemoNgramForCausalLM (eagle3-enable) is still found" in still.detail
 

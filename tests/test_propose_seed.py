@@ -15,6 +15,7 @@ from bot.tree.fetch import release_tree
 from tests.cli import propose_class, propose_issue
 
 pytestmark = pytest.mark.vllm_tree
+QWEN3_NEXT = "vllm/model_executor/models/qwen3_next.py"
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +118,9 @@ def test_plan_and_writeup(seed_plan: Path) -> None:
     assert plan["status"] == "ready"
     assert plan["branch"] == "bot/eagle3-interface/qwen3-next-for-causal-lm"
     assert plan["fingerprint"].startswith("eagle3-interface:Qwen3NextForCausalLM:")
+    # What the fix resolves, for verify's re-scan (tests/test_verify_do_no_harm.py).
+    resolves = [{"recipe": "eagle3-interface", "class": "Qwen3NextForCausalLM", "path": QWEN3_NEXT}]
+    assert plan["resolves"] == plan["members"][0]["resolves"] == resolves
     assert plan["triage"]["architecture"] == "Qwen3NextForCausalLM"
     assert plan["tests"]["gpu"] == [
         "tests/models/test_initialization.py::test_can_initialize_large_subset"

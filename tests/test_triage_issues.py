@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.drafts import DraftCatalogue, load_catalogue
+from bot.scan import scan_context
 from bot.tree.fetch import release_tree
 from bot.tree.known_models import load_known_models
 from bot.triage import MAX_PART_CHARS, THRESHOLD, core_name, triage_issue
@@ -236,3 +237,13 @@ def test_known_models_give_ids_and_entry_kwargs() -> None:
 
 def test_default_catalogue_is_the_shipped_one() -> None:
     assert load_catalogue(include_user=False).find("z-lab/Qwen3-Coder-Next-DFlash") is not None
+
+
+def test_triage_reads_the_scan_it_is_given_not_a_second_one_of_the_path() -> None:
+    # The path is 0.34.0, where Qwen3-Next has the interface; the scan handed in is 0.23.0's,
+    # where it lacks it. What triage says about the interface comes from the scan it is given.
+    issue = _serve("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert triage_issue(issue, release_tree("0.34.0")).outcome == "silent"
+    given = scan_context(release_tree("0.23.0"))
+    result = triage_issue(issue, release_tree("0.34.0"), scan=given)
+    assert (result.outcome, result.architecture) == ("propose", "Qwen3NextForCausalLM")

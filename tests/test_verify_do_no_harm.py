@@ -10,10 +10,12 @@ must fail, and the verdict must be a failure. A patch the recipe would not make 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bot.plan import READY, Plan, write_plan_dir
+from bot.rescan import key_json
 from bot.verify import VerifyOptions, verify_plan
 from tests.synthetic import make_tree
 from tests.test_verify_local import (
@@ -29,6 +31,7 @@ MODEL = "vllm/model_executor/models/foo.py"
 REGISTRY = "vllm/model_executor/models/registry.py"
 DECLARE = ("(nn.Module, SupportsPP):", "(nn.Module, SupportsPP, SupportsEagle3):")
 # A second gap the patch brings in: a new registered class over the same ready decoder.
+FOO_KEY, BAR_KEY = ("eagle3-interface", "FooForCausalLM"), ("eagle3-interface", "BarForCausalLM")
 NEW_GAP = """
 
 class BarForCausalLM(nn.Module, SupportsPP):
@@ -43,18 +46,29 @@ def bot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("BOT_HOME", str(tmp_path / "bot-home"))
 
 
-def gap_repo(root: Path) -> tuple[Path, str]:
+def gap_repo(
+    root: Path, model: str = FOO_MODEL, classes: tuple[str, ...] = ("FooForCausalLM",)
+) -> tuple[Path, str]:
+    """A tree whose foo.py is ``model``, registering ``classes``; and its commit."""
     make_tree(
         root,
-        {"model_executor/models/foo.py": FOO_MODEL},
-        {"_TEXT_GENERATION_MODELS": {"FooForCausalLM": ("foo", "FooForCausalLM")}},
+        {"model_executor/models/foo.py": model},
+        {"_TEXT_GENERATION_MODELS": {name: ("foo", name) for name in classes}},
     )
     return root, commit_all(root)
 
 
-def verify(tmp_path: Path, edits: list[tuple[str, str, str]], patch: str | None = None) -> dict:
-    """Verify (no GPU) a plan for FooForCausalLM whose patch makes ``edits`` (or is ``patch``)."""
-    repo, base = gap_repo(tmp_path / "vllm-synthetic")
+def verify(
+    tmp_path: Path,
+    edits: list[tuple[str, str, str]],
+    patch: str | None = None,
+    *,
+    resolves: list[dict[str, str]] | None = None,
+    **tree: Any,
+) -> dict:
+    """Verify (no GPU) a plan for FooForCausalLM whose patch makes ``edits`` (or is ``patch``),
+    on the tree :func:`gap_repo` makes of ``tree``; the plan records ``resolves``, if given."""
+    repo, base = gap_repo(tmp_path / "vllm-synthetic", **tree)
     plan = Plan(
         status=READY,
         reason="only the declaration is missing",
@@ -65,6 +79,7 @@ def verify(tmp_path: Path, edits: list[tuple[str, str, str]], patch: str | None 
         finding=finding_for(repo, "FooForCausalLM"),
         tests={"gpu": [], "cpu": []},
         edits=[{"path": MODEL, "kind": "declare-interface"}],
+        resolves=resolves or [],
     )
     write_plan_dir(tmp_path / "plan", plan, patch or make_patch(repo, base, edits), PR_MARKDOWN)
     return verify_plan(tmp_path / "plan", VerifyOptions(gpu="skip", journal=False))
@@ -149,6 +164,22 @@ def test_a_patch_that_brings_a_new_finding_fails_rescan(tmp_path: Path) -> None:
     assert failed(verification) == ["confined", "rescan"]
     detail = checks_by_name(verification)["rescan"]["detail"]
     assert detail == f"new findings after the patch: BarForCausalLM in {MODEL} (eagle3-interface)"
+
+
+def test_the_rescan_checks_every_finding_the_plan_resolves(tmp_path: Path) -> None:
+    # Two gaps, and a plan that says its fix resolves both: declaring the interface on one
+    # leaves the other, which verify's re-scan must name (not only the plan's own finding).
+    foo = ("class FooForCausalLM" + DECLARE[0], "class FooForCausalLM" + DECLARE[1])
+    verification = verify(
+        tmp_path,
+        [(MODEL, *foo)],
+        model=FOO_MODEL + NEW_GAP,
+        classes=("FooForCausalLM", "BarForCausalLM"),
+        resolves=[key_json((*FOO_KEY, MODEL)), key_json((*BAR_KEY, MODEL))],
+    )
+    assert failed(verification) == ["rescan"]
+    detail = checks_by_name(verification)["rescan"]["detail"]
+    assert detail == "BarForCausalLM (eagle3-interface) is still found after the patch"
 
 
 def test_a_patch_that_does_not_compile_fails_py_compile(tmp_path: Path) -> None:

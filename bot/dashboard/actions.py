@@ -81,14 +81,11 @@ def approve(
         if isinstance(exc, BotError):
             return Outcome(False, f"Publishing failed: {detail}")
         return Outcome(False, f"Publishing failed ({type(exc).__name__}): {detail}")
+    from bot.pipeline import record_published
+
     message = redact(str(result.message or "published"))
-    if result.pr_state:  # the one mapping from publishing outcomes (bot.publish.PR_STATE_AFTER)
-        journal.record_pr(
-            proposal_id, result.pr_number, result.pr_url, result.pr_state, login, result.comment_url
-        )
-    elif result.comment_url:
-        journal.record_comment(proposal_id, result.comment_url, login)
-    else:  # nothing reached GitHub (rate-limited, nothing to do): hand the proposal back
+    if not record_published(journal, proposal_id, result, login):
+        # Nothing reached GitHub (rate-limited, nothing to do): hand the proposal back.
         _hand_back(journal, proposal_id, left, f"not published: {message}")
         return Outcome(False, f"Not published: {message}")
     journal.add_event(proposal_id, login, "published", message)

@@ -13,8 +13,10 @@ from bot.recipes.base import Finding
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef, External
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
 
-SUPPORTS_EAGLE3 = ClassRef(INTERFACES_MODULE, "SupportsEagle3")
-EAGLE_MODEL_MIXIN = ClassRef(INTERFACES_MODULE, "EagleModelMixin")
+INTERFACE = "SupportsEagle3"  # what a target declares to be loadable for EAGLE-3
+MIXIN = "EagleModelMixin"  # what its decoder takes to collect the aux hidden states
+SUPPORTS_EAGLE3 = ClassRef(INTERFACES_MODULE, INTERFACE)
+EAGLE_MODEL_MIXIN = ClassRef(INTERFACES_MODULE, MIXIN)
 
 # Interfaces and flags that mark pooling / embedding / reward / ranking models.
 _POOLING_BASES = frozenset(

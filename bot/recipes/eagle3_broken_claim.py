@@ -18,10 +18,7 @@ language model is chosen at run time, or whose decoder the bot cannot resolve is
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import Finding, Recipe, ScanContext
@@ -35,9 +32,13 @@ from bot.recipes.eagle3_analysis import (
     mixin_chain,
 )
 from bot.recipes.wrapper_analysis import (
+    DECODER_ATTRIBUTE,
     INTERFACES_PATH,
+    LANGUAGE_MODEL_ATTRIBUTE,
     PROTOCOL_METHODS,
+    ProtocolDefaults,
     language_model_sources,
+    protocol_defaults,
 )
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
@@ -49,98 +50,6 @@ NAME = "eagle3-broken-claim"
 NO_MIXIN = "no-mixin"
 NO_CAPTURE = "no-capture"
 FORWARD_DROPS = "forward-drops"
-DECODER_ATTRIBUTE = "model"
-LANGUAGE_MODEL_ATTRIBUTE = "language_model"
-
-
-# -- what this tree's SupportsEagle3 defaults do ------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProtocolDefaults:
-    """How ``SupportsEagle3.set_aux_hidden_state_layers`` finds the decoder in this tree.
-
-    ``unwrap``: ``optional`` for ``getattr(parent_ref, "model", parent_ref)`` (0.31+), ``required``
-    for ``parent_ref.model`` (older releases), ``none`` when the parent itself is the holder.
-    """
-
-    follows_get_language_model: bool
-    follows_language_model: bool
-    unwrap: str
-    line: int  # of set_aux_hidden_state_layers in interfaces.py (the evidence)
-    assert_line: int  # of the isinstance(..., EagleModelMixin) check, 0 when none
-
-
-def protocol_defaults(root: Path) -> ProtocolDefaults | None:
-    try:
-        source = (Path(root) / INTERFACES_PATH).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    return _read_defaults(source)
-
-
-@cache
-def _read_defaults(source: str) -> ProtocolDefaults | None:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    protocol = next(
-        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == SUPPORTS_EAGLE3.name),
-        None,
-    )
-    method = next(
-        (
-            n
-            for n in (protocol.body if protocol else [])
-            if isinstance(n, ast.FunctionDef) and n.name == PROTOCOL_METHODS[0]
-        ),
-        None,
-    )
-    if method is None:
-        return None
-    nodes = list(ast.walk(method))
-    self_attrs = {
-        n.attr
-        for n in nodes
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
-    }
-    optional = any(
-        isinstance(n, ast.Call)
-        and isinstance(n.func, ast.Name)
-        and n.func.id == "getattr"
-        and len(n.args) == 3
-        and isinstance(n.args[1], ast.Constant)
-        and n.args[1].value == DECODER_ATTRIBUTE
-        for n in nodes
-    )
-    required = any(
-        isinstance(n, ast.Attribute)
-        and n.attr == DECODER_ATTRIBUTE
-        and isinstance(n.value, ast.Name)
-        and n.value.id != "self"
-        for n in nodes
-    )
-    assert_line = next(
-        (
-            n.lineno
-            for n in nodes
-            if isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Name)
-            and n.func.id == "isinstance"
-            and len(n.args) == 2
-            and isinstance(n.args[1], ast.Name)
-            and n.args[1].id == "EagleModelMixin"
-        ),
-        0,
-    )
-    return ProtocolDefaults(
-        follows_get_language_model="get_language_model" in self_attrs,
-        follows_language_model=LANGUAGE_MODEL_ATTRIBUTE in self_attrs,
-        unwrap="optional" if optional else "required" if required else "none",
-        line=method.lineno,
-        assert_line=assert_line,
-    )
 
 
 # -- one class's claim ----------------------------------------------------------------------

@@ -49,6 +49,8 @@ from bot.recipes.base import (
 )
 from bot.recipes.eagle3_analysis import (
     EAGLE_MODEL_MIXIN,
+    INTERFACE,
+    MIXIN,
     aux_collection,
     class_finding,
     constructed,
@@ -64,7 +66,6 @@ from bot.recipes.eagle3_enable_analysis import (
     decoder_shape,
 )
 from bot.recipes.eagle3_interface import (
-    INTERFACE,
     _declare_interface,
     _interfaces_module,
     _regression_test,
@@ -86,7 +87,6 @@ if TYPE_CHECKING:
 
 NAME = "eagle3-enable"
 BROKEN_CLAIM = "eagle3-broken-claim"
-MIXIN = "EagleModelMixin"
 TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
 # Where a decoder under another name lives: reported, and refused (see _elsewhere_refusal).

@@ -24,9 +24,9 @@ from bot.codemods.nested_capture import add_capture
 from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
+from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
 from bot.recipes.eagle3_enable_shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface_publish import (
-    INTERFACE,
     _archs_of,
     declare_interface,
     from_interfaces,
@@ -48,8 +48,6 @@ from bot.recipes.publish_rules import (
 if TYPE_CHECKING:
     from bot.recipes.eagle3_enable import Capture
     from bot.recipes.eagle3_enable_shared import SharedSet
-
-MIXIN = "EagleModelMixin"
 
 
 def enable_decoder(edit: PublishedEdit) -> None:

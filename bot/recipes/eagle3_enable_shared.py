@@ -268,8 +268,8 @@ def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
     from bot.codemods.imports import add_import_name
     from bot.codemods.nested_capture import add_capture
     from bot.codemods.spans import ClassBody, ClassHeader, Imports
-    from bot.recipes.eagle3_enable import MIXIN
-    from bot.recipes.eagle3_interface import INTERFACE, _interfaces_module
+    from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
+    from bot.recipes.eagle3_interface import _interfaces_module
 
     index, capture, owner = scan.index, found.capture, found.owner
     by_path: dict[str, list[str]] = {}

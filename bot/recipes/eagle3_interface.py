@@ -28,6 +28,7 @@ from bot.recipes.base import (
     step,
 )
 from bot.recipes.eagle3_analysis import (
+    INTERFACE,
     SUPPORTS_EAGLE3,
     AuxCollection,
     Construction,
@@ -56,7 +57,6 @@ if TYPE_CHECKING:
 
 NAME = "eagle3-interface"
 DECODER_ATTRIBUTE = "model"
-INTERFACE = "SupportsEagle3"
 ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 TEMPLATES = "recipes/eagle3-interface"
 

@@ -22,6 +22,7 @@ from bot.codemods.regression_test import (
 )
 from bot.codemods.spans import ClassHeader, Imports, TopLevel
 from bot.recipes.base import PLATFORMS, PublishedEdit, PublishRule
+from bot.recipes.eagle3_analysis import INTERFACE
 from bot.recipes.publish_rules import (
     IDENTIFIER,
     MODEL_FILE,
@@ -39,8 +40,6 @@ from bot.recipes.publish_rules import names as names_of
 from bot.recipes.registry_edit import check_derived_entry
 from bot.registry_plan import DICT_NAME as REGISTRY_DICT
 from bot.registry_plan import REGISTRY_FILE
-
-INTERFACE = "SupportsEagle3"
 
 
 def from_interfaces(module: str) -> bool:

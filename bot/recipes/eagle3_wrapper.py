@@ -29,9 +29,14 @@ from bot.recipes.base import (
     platform_variant,
     step,
 )
-from bot.recipes.eagle3_analysis import class_finding, declares_eagle3, is_pooling_model, locate
-from bot.recipes.eagle3_interface import (
+from bot.recipes.eagle3_analysis import (
     INTERFACE,
+    class_finding,
+    declares_eagle3,
+    is_pooling_model,
+    locate,
+)
+from bot.recipes.eagle3_interface import (
     _declare_interface,
     _regression_test,
     is_multimodal,

@@ -19,8 +19,8 @@ from bot.codemods.base import CodemodRefused
 from bot.codemods.delegate_methods import PROTOCOL_METHODS, delegating_method
 from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports
 from bot.recipes.base import Finding, PublishedEdit, PublishRule, ScanContext
+from bot.recipes.eagle3_analysis import INTERFACE
 from bot.recipes.eagle3_interface_publish import (
-    INTERFACE,
     declare_interface,
     from_interfaces,
     registry_entry,

@@ -18,6 +18,8 @@ from typing import Any
 
 from bot.recipes.base import ScanContext
 from bot.recipes.eagle3_analysis import (
+    EAGLE_MODEL_MIXIN,
+    SUPPORTS_EAGLE3,
     aux_collection,
     constructed,
     declares_eagle3,
@@ -30,6 +32,7 @@ from bot.tree.model_registry import GENERATION_CATEGORIES
 # Where wrappers in the tree keep their language model, in the order tried.
 LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "llm", "model", "decoder", "text_model")
 DECODER_ATTRIBUTE = "model"
+LANGUAGE_MODEL_ATTRIBUTE = LANGUAGE_MODEL_ATTRIBUTES[0]  # what the protocol's defaults may follow
 SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's answer counts
 INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
 PROTOCOL_METHODS = ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")
@@ -436,34 +439,102 @@ def capable_language_models(ctx: ScanContext) -> list[str]:
 # -- the release's protocol ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ProtocolDefaults:
+    """What this tree's ``SupportsEagle3`` default methods do, read once from interfaces.py.
+
+    ``methods_follow_get_language_model``: both protocol methods call
+    ``self.get_language_model()``, so a wrapper's declaration reaches its language model.
+    How ``set_aux_hidden_state_layers`` finds the decoder: ``unwrap`` is ``optional`` for
+    ``getattr(parent_ref, "model", parent_ref)`` (0.31+), ``required`` for ``parent_ref.model``
+    (older releases), ``none`` when the parent itself is the holder.
+    """
+
+    methods_follow_get_language_model: bool
+    follows_get_language_model: bool
+    follows_language_model: bool
+    unwrap: str
+    line: int  # of set_aux_hidden_state_layers in interfaces.py (the evidence)
+    assert_line: int  # of the isinstance(..., EagleModelMixin) check, 0 when none
+
+
+def protocol_defaults(root: Path) -> ProtocolDefaults | None:
+    """This tree's protocol defaults; None without a readable ``SupportsEagle3`` that has
+    ``set_aux_hidden_state_layers``."""
+    try:
+        source = (Path(root) / INTERFACES_PATH).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    return _read_defaults(source)
+
+
 def protocol_follows_language_model(root: Path) -> bool:
     """Whether this release's SupportsEagle3 default methods follow get_language_model()."""
-    path = Path(root) / INTERFACES_PATH
-    try:
-        return _protocol_follows(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return False
+    defaults = protocol_defaults(root)
+    return defaults is not None and defaults.methods_follow_get_language_model
 
 
 @cache
-def _protocol_follows(source: str) -> bool:
+def _read_defaults(source: str) -> ProtocolDefaults | None:
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return False
+        return None
     protocol = next(
-        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "SupportsEagle3"),
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == SUPPORTS_EAGLE3.name),
         None,
     )
-    if protocol is None:
-        return False
     methods = {
         n.name: n
-        for n in protocol.body
+        for n in (protocol.body if protocol else [])
         if isinstance(n, ast.FunctionDef) and n.name in PROTOCOL_METHODS
     }
-    return len(methods) == len(PROTOCOL_METHODS) and all(
-        _calls_self_method(method, "get_language_model") for method in methods.values()
+    method = methods.get(PROTOCOL_METHODS[0])
+    if method is None:
+        return None
+    nodes = list(ast.walk(method))
+    self_attrs = {
+        n.attr
+        for n in nodes
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+    }
+    optional = any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id == "getattr"
+        and len(n.args) == 3
+        and isinstance(n.args[1], ast.Constant)
+        and n.args[1].value == DECODER_ATTRIBUTE
+        for n in nodes
+    )
+    required = any(
+        isinstance(n, ast.Attribute)
+        and n.attr == DECODER_ATTRIBUTE
+        and isinstance(n.value, ast.Name)
+        and n.value.id != "self"
+        for n in nodes
+    )
+    assert_line = next(
+        (
+            n.lineno
+            for n in nodes
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id == "isinstance"
+            and len(n.args) == 2
+            and isinstance(n.args[1], ast.Name)
+            and n.args[1].id == EAGLE_MODEL_MIXIN.name
+        ),
+        0,
+    )
+    return ProtocolDefaults(
+        methods_follow_get_language_model=len(methods) == len(PROTOCOL_METHODS)
+        and all(_calls_self_method(m, "get_language_model") for m in methods.values()),
+        follows_get_language_model="get_language_model" in self_attrs,
+        follows_language_model=LANGUAGE_MODEL_ATTRIBUTE in self_attrs,
+        unwrap="optional" if optional else "required" if required else "none",
+        line=method.lineno,
+        assert_line=assert_line,
     )
 
 

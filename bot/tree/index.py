@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.errors import BotError
 from bot.tree import facts_cache
 from bot.tree.extract import EXTRACT_VERSION, FileFacts, extract_file
 
@@ -192,8 +193,13 @@ class ClassIndex:
 # -- building -------------------------------------------------------------------------------
 
 
-def is_vllm_tree(root: Path) -> bool:
-    return (root / "vllm" / "__init__.py").is_file() and (root / MODEL_PACKAGES[0]).is_dir()
+def require_vllm_tree(root: Path, next_step: str) -> None:
+    """Refuse ``root`` unless it is the root of a vLLM checkout (the package and its models);
+    ``next_step`` ends the one-line error."""
+    if not root.is_dir():
+        raise BotError(f"{root}: no such directory")
+    if not ((root / "vllm" / "__init__.py").is_file() and (root / MODEL_PACKAGES[0]).is_dir()):
+        raise BotError(f"{root} is not a vLLM tree (no {MODEL_PACKAGES[0]}); {next_step}")
 
 
 def model_files(root: Path) -> list[Path]:

@@ -7,39 +7,52 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bot import rescan
+from bot.plan import Plan
+from bot.recipes.base import Finding
+from bot.rescan import FindingKey, finding_key
 from bot.subprocess_env import minimal_env
 from bot.verify.check import Check
 from bot.verify.junit import TestRun
 
-FindingKey = tuple[str, str, str]  # recipe, class, path
 
-
-def finding_key(finding: dict[str, Any]) -> FindingKey:
-    return (str(finding.get("recipe")), str(finding.get("class")), str(finding.get("path")))
+def resolved_by(plan: Plan) -> list[FindingKey]:
+    """Every finding the plan resolves: each member's own and those its plan recorded (a plan
+    written before plans recorded them: for a set of targets sharing a decoder, the set's)."""
+    keys: list[FindingKey] = []
+    for owner in plan.members if plan.is_group else [plan]:
+        recorded = [finding_key(r) for r in owner.resolves]
+        own = [finding_key(owner.finding)] if owner.finding else []
+        keys += own + (recorded or [finding_key(f) for f in fixed_together(owner.finding)])
+    return list(dict.fromkeys(keys))
 
 
 def rescan_check(
-    target: dict[str, Any] | None, before: list[FindingKey], after: list[FindingKey]
+    resolves: list[FindingKey], before: Iterable[FindingKey], after: Sequence[Finding]
 ) -> Check:
-    """The plan's finding is gone after the patch, and no finding appeared that wasn't there."""
-    problems: list[str] = []
-    if target is not None:
-        key = finding_key(target)
-        if key not in before:
-            problems.append(f"{key[1]} ({key[0]}) is not found on the unpatched tree")
-        if key in after:
-            problems.append(f"{key[1]} ({key[0]}) is still found after the patch")
-    new = sorted(set(after) - set(before))
-    if new:
+    """Everything the plan resolves is gone after the patch, and no finding appeared that
+    wasn't there (:func:`bot.rescan.compare`, the comparison propose refuses on)."""
+    found = rescan.compare(before, after, resolves)
+    problems = [
+        f"{cls} ({recipe}) is not found on the unpatched tree" for recipe, cls, _ in found.unknown
+    ]
+    problems += [
+        f"{cls} ({recipe}) is still found after the patch" for recipe, cls, _ in found.still
+    ]
+    if found.new:
+        new = sorted(f.key for f in found.new)
         listed = ", ".join(f"{cls} in {path} ({recipe})" for recipe, cls, path in new[:5])
         problems.append(f"new findings after the patch: {listed}")
     if problems:
         return Check("rescan", False, "; ".join(problems))
-    fixed = f"{target.get('class')} no longer found; " if target else ""
-    return Check("rescan", True, f"{fixed}{len(after)} findings left, none new")
+    names = list(dict.fromkeys(cls for _, cls, _ in resolves))
+    fixed = f"{', '.join(names)} no longer found; " if 0 < len(names) <= 3 else ""
+    fixed = fixed or (f"{len(names)} classes no longer found; " if names else "")
+    return Check("rescan", True, f"{fixed}{found.left} findings left, none new")
 
 
 def fixed_together(finding: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -53,21 +66,6 @@ def fixed_together(finding: dict[str, Any] | None) -> list[dict[str, Any]]:
         return []
     recipe = (finding or {}).get("recipe")
     return [{"recipe": recipe, "class": n, "path": p} for n, p in zip(names, paths, strict=True)]
-
-
-def group_rescan_check(
-    targets: list[dict[str, Any]], before: list[FindingKey], after: list[FindingKey]
-) -> Check:
-    """A group: every member's finding is gone, and nothing new appeared."""
-    results = [rescan_check(target, before, after) for target in targets]
-    failed = [r.detail for r in results if not r.passed]
-    if failed:
-        return Check("rescan", False, "; ".join(dict.fromkeys(failed)))
-    return Check(
-        "rescan",
-        True,
-        f"{len(targets)} member findings no longer found; {len(after)} left, none new",
-    )
 
 
 def compile_check(tree: Path, files: list[str]) -> Check:

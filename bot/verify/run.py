@@ -15,11 +15,12 @@ from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
+from bot.recipes.base import Finding
 from bot.redact import redact
 from bot.subprocess_env import refuse_beside_credentials
 from bot.tree.worktree import scratch_worktree
 from bot.verify import checks, runtime, scratch, smoke
-from bot.verify.checks import Check, FindingKey
+from bot.verify.checks import Check
 from bot.verify.confine import confinement_check
 from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gpu_run, wait_for_run
 from bot.verify.engine import engine_checkpoints_of
@@ -196,7 +197,7 @@ def _checks_in_tree(
     confined = confinement_check(loaded, tree, patch_file, files)
     # Nothing from the tree is run unless the patch is exactly what the recipe makes.
     runs_code = confined.passed is True
-    before = _scan_keys(tree)
+    before = _scan(tree)
     ruff_before = checks.ruff_violations(tree, files)
     before_run = None
     if options.gpu == "local" and options.before and runs_code:
@@ -212,19 +213,13 @@ def _checks_in_tree(
     if failure:
         return [Check("apply", False, failure)], {}, None
     result = [Check("apply", True, f"patch applies at {plan.base_commit[:12]}"), confined]
-    fixed = [m.class_name for m in plan.members] if plan.is_group else [plan.class_name or ""]
-    together = checks.fixed_together(plan.finding)  # a set of targets sharing a decoder
-    fixed += [str(member["class"]) for member in together]
-    after = _scan_keys(tree, follow_ups_of=tuple(fixed))
+    after = _scan(tree)
     if isinstance(before, str) or isinstance(after, str):
         reason = before if isinstance(before, str) else after
         result.append(Check("rescan", False, str(reason)))
-    elif plan.is_group:
-        result.append(checks.group_rescan_check([m.finding for m in plan.members], before, after))
-    elif together:
-        result.append(checks.group_rescan_check(together, before, after))
     else:
-        result.append(checks.rescan_check(plan.finding, before, after))
+        keys = [f.key for f in before]
+        result.append(checks.rescan_check(checks.resolved_by(plan), keys, after))
     result.append(checks.compile_check(tree, files))
     result.append(checks.ruff_check(ruff_before, checks.ruff_violations(tree, files)))
     result.extend(stage.run_after(tree, work))
@@ -237,19 +232,14 @@ def _checks_in_tree(
     return result, local_gpu, stage
 
 
-def _scan_keys(tree: Path, follow_ups_of: tuple[str, ...] = ()) -> list[FindingKey] | str:
-    """The scan's finding keys; with ``follow_ups_of``, without the follow-ups a fix on one of
-    those classes makes possible (:func:`bot.recipes.base.follows_from`)."""
-    from bot.recipes.base import follows_from
+def _scan(tree: Path) -> tuple[Finding, ...] | str:
+    """The scan's findings, or why the scan failed."""
     from bot.scan import scan
 
     try:
-        found = scan(tree, use_cache=True).findings
+        return scan(tree, use_cache=True).findings
     except BotError as exc:
         return f"scan failed: {exc}"
-    if follow_ups_of:
-        found = tuple(f for f in found if not any(follows_from(f, name) for name in follow_ups_of))
-    return [checks.finding_key(f.to_json()) for f in found]
 
 
 def _local_result(after: TestRun, before: TestRun | None) -> dict[str, Any]:
@@ -363,16 +353,6 @@ def _record(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any], journ
     markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
     write_atomic(plan_dir / "pr.md", markdown)
     if journal:
-        _journal(plan_dir, loaded, verification)
+        from bot.pipeline import record_verification
 
-
-def _journal(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any]) -> None:
-    from bot.store import Journal, plan_fingerprint
-
-    journal = Journal()
-    existing = journal.proposal_by_fingerprint(plan_fingerprint(loaded.plan, loaded.patch))
-    # The journal's copy follows the plan directory (plan.json and pr.md with the results),
-    # then the run moves the proposal's state.
-    proposal_id = journal.record_proposal(plan_dir)
-    if existing is not None:
-        journal.record_verification(proposal_id, verification)
+        record_verification(plan_dir, plan, loaded.patch, verification)
