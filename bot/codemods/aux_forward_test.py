@@ -134,8 +134,8 @@ def aux_forward_test(
     ``per_layer_inputs``: the decoder's own methods whose result the loop slices per layer
     (``x[:, i, :]``) and hands each layer (Gemma 4's ``project_per_layer_inputs``), set on the
     instance to return zeros of shape ``(tokens, layers, hidden)``; ``per_layer_params``: the
-    layer parameters that receive the slice, which each stand-in layer adds to the stream (a
-    slice of another shape, or the whole tensor, does not broadcast and fails the test).
+    layer parameters that receive the slice, which each stand-in layer adds to the stream (the
+    whole tensor, or a slice along another axis, does not fit the stream and fails the test).
     ``hands_back_none``: every layer returns ``(hidden_states, None)`` (full-stream-pair
     decoders whose capture passes the residual by name), and so do the stand-ins."""
     pp_alias = forward_alias or alias
@@ -186,7 +186,7 @@ def aux_forward_test(
         layer = layer.split("\n", 1)[0] + "\n            return hidden_states + 1, None\n"
     if per_layer_params:
         head, body = layer.split("\n", 1)
-        adds = "            # zeros: a slice of another shape does not broadcast\n" + "".join(
+        adds = "            # zeros: only one layer's (tokens, hidden) slice fits\n" + "".join(
             f"            hidden_states = hidden_states + {name}\n" for name in per_layer_params
         )
         layer = f"{head}\n{adds}{body}"
@@ -530,7 +530,7 @@ _PER_LAYER_WRITTEN = (
     "def test_gemma4_for_causal_lm_collects_aux_hidden_states(monkeypatch, taps):\n"
     "    class StreamLayer(torch.nn.Module):\n"
     "        def forward(self, positions, hidden_states, residual, per_layer_input):\n"
-    "            # zeros: a slice of another shape does not broadcast\n"
+    "            # zeros: only one layer's (tokens, hidden) slice fits\n"
     "            hidden_states = hidden_states + per_layer_input\n"
     "            return hidden_states + 1, None\n"
     "\n"
