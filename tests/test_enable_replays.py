@@ -48,17 +48,10 @@ WINDOWS = [
     ("0.31.0", "0.32.0", "GraniteForCausalLM", "GraniteModel", "granite.py"),
     ("0.24.0", "0.25.0", "MiMoV2FlashForCausalLM", "MiMoV2Model", "mimo_v2.py"),
     # Gemma 4: a per-layer input read before the layer call, layers returning (h, None), the
-    # final norm picked by whether the residual is None
+    # final norm picked by whether the residual is None; its contributed test stands in for
+    # the per-layer input methods (get_per_layer_inputs, project_per_layer_inputs)
     ("0.19.0", "0.19.1", "Gemma4ForCausalLM", "Gemma4Model", "gemma4.py"),
 ]
-# Each enable plan must carry a contributed forward test, and the stand-in test cannot set up
-# Gemma 4's per-layer inputs (get_per_layer_inputs, project_per_layer_inputs), so its plan is
-# refused. Strict: this goes red once the test writer handles them.
-KNOWN_REFUSED = {
-    "Gemma4ForCausalLM": pytest.mark.xfail(
-        strict=True, reason="no contributed forward test for per-layer inputs yet"
-    )
-}
 
 
 def _class(tree: ast.Module, name: str) -> ast.ClassDef:
@@ -134,7 +127,7 @@ def _patched(tree: Path, patch: str, path: str) -> str:
 
 @pytest.mark.parametrize(
     ("old", "new", "target", "decoder", "filename"),
-    [pytest.param(*w, id=w[2], marks=KNOWN_REFUSED.get(w[2], ())) for w in WINDOWS],
+    [pytest.param(*w, id=w[2]) for w in WINDOWS],
 )
 def test_replay_matches_the_next_release(
     tmp_path: Path, old: str, new: str, target: str, decoder: str, filename: str

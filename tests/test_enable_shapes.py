@@ -15,6 +15,7 @@ import pytest
 from bot.drafts import load_catalogue
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.eagle3_enable import _edits, candidates
+from bot.recipes.eagle3_enable_analysis import DecoderShape
 from bot.scan import scan
 from tests.synthetic import dedent, make_tree
 
@@ -622,6 +623,78 @@ def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, re
         "which a test on stand-in layers does not set up"
     )
     assert isinstance(_plan(tree, finding), Declined)
+
+
+# Gemma 4's shape: every layer hands back (h, None) and takes a per-layer input, one slice of
+# a tensor the decoder's own methods build before the loop.
+LAYER_PER_LAYER_INPUT = """
+class Layer(nn.Module):
+    def forward(self, positions, hidden_states, residual, per_layer_input=None):
+        residual = hidden_states
+        hidden_states = self.mlp(hidden_states) + residual + per_layer_input
+        return hidden_states, None
+"""
+PER_LAYER_LOOP = (
+    "        side = self.project_side(hidden_states, self.side_inputs(input_ids))\n"
+    + ENUMERATE
+    + "            layer_side = side[:, self.start_layer + i, :]\n"
+    "            hidden_states, residual = layer(\n"
+    "                positions, hidden_states, residual, per_layer_input=layer_side\n"
+    "            )\n"
+)
+PER_LAYER_METHODS = (
+    "    def side_inputs(self, input_ids):\n"
+    "        return self.side_embed(input_ids)\n\n"
+    "    def project_side(self, hidden_states, side):\n"
+    "        return self.side_proj(hidden_states) + side\n\n"
+    "    def forward("
+)
+
+
+def _per_layer_fields(tmp_path: Path, loop: str) -> dict | Declined:
+    source = decoder(loop, OPTIONAL_NORM).replace("    def forward(", PER_LAYER_METHODS, 1)
+    tree = _tree(tmp_path, LAYER_PER_LAYER_INPUT, source)
+    (finding,) = _enable_findings(tree)
+    from bot.recipes.eagle3_enable import forward_test_fields
+
+    scanned = _ctx(tree, finding).scan
+    (candidate,) = candidates(scanned)
+    if not isinstance(candidate.verdict, DecoderShape):
+        return Declined(candidate.verdict.reason)
+    return forward_test_fields(scanned, candidate, candidate.verdict)
+
+
+def test_per_layer_inputs_get_stand_in_methods_and_layers_taking_the_slice(
+    tmp_path: Path,
+) -> None:
+    """The decoder's own methods building the per-layer tensor (one called in the other's
+    arguments) return zeros in the contributed test, the stand-in layers take the slice by the
+    call's keyword and add it, and hand back None as the real layers do."""
+    fields = _per_layer_fields(tmp_path, PER_LAYER_LOOP)
+    assert isinstance(fields, dict), fields
+    assert fields["per_layer_inputs"] == ("project_side", "side_inputs")
+    assert fields["per_layer_params"] == ("per_layer_input",)
+    assert fields["hands_back_none"] is True
+    from bot.codemods.aux_forward_test import create_aux_forward_test
+
+    written = create_aux_forward_test("", **fields)
+    assert "    model.side_inputs = lambda *args: per_layer\n" in written
+    assert "            hidden_states = hidden_states + per_layer_input\n" in written
+    assert "            return hidden_states + 1, None\n" in written
+
+
+def test_a_decoder_method_whose_result_is_not_sliced_per_layer_is_still_refused(
+    tmp_path: Path,
+) -> None:
+    """The slice handed over whole (``side`` itself, not ``side[:, i, :]``): the methods are
+    not per-layer inputs, and the test on stand-in layers does not set them up."""
+    loop = PER_LAYER_LOOP.replace("side[:, self.start_layer + i, :]", "side")
+    fields = _per_layer_fields(tmp_path, loop)
+    assert isinstance(fields, Declined)
+    assert fields.reason.endswith(
+        "DemoModel.forward reads self.project_side, self.side_inputs, which a test on stand-in "
+        "layers does not set up"
+    )
 
 
 def test_a_branched_layer_call_is_captured_once_after_the_if(tmp_path: Path) -> None:

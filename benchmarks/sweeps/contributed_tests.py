@@ -9,10 +9,12 @@ fail again: the residual dropped from the capture, or the captured index shifted
 wrapper, the guard's calls dropped, or only the first layer forwarded). With ``--misplace``, the
 named plans whose capture follows an ``if`` that calls the layer in both branches (DeciLM) are
 restored and run again with the capture moved into the ``if``'s first branch (a fourth run,
-``misplaced``: each must fail, a layer taking the other branch is not captured).
+``misplaced``: each must fail, a layer taking the other branch is not captured). ``--shift``
+names plans whose sabotage is the index shift even where the capture passes a residual (Gemma
+4's layers all hand back ``None``: dropping it changes nothing).
 
     .venv/bin/python benchmarks/sweeps/contributed_tests.py PLAN_DIR... --sabotage A,B,C \
-        [--misplace A] --out DIR
+        [--misplace A] [--shift A] --out DIR
 
 Prints one row per test and writes the JUnit files to ``--out``.
 """
@@ -34,14 +36,12 @@ from bot.verify import scratch, smoke
 from bot.verify.env import vllm_env
 from bot.verify.junit import run_pytest
 
+# The capture after each layer (any loop index name): the residual dropped, or the index shifted.
 _DROPPED = (
-    "aux_hidden_states, idx + 1, hidden_states, residual\n",
-    "aux_hidden_states, idx + 1, hidden_states, None\n",
+    re.compile(r"(aux_hidden_states, \w+ \+ 1, hidden_states, )residual\n"),
+    r"\1None\n",
 )
-_SHIFTED = (
-    "aux_hidden_states, idx + 1, hidden_states, None\n",
-    "aux_hidden_states, idx, hidden_states, None\n",
-)
+_SHIFTED = (re.compile(r"(aux_hidden_states, \w+) \+ 1(, hidden_states, \w+\n)"), r"\1\2")
 
 
 def main() -> None:
@@ -49,6 +49,7 @@ def main() -> None:
     parser.add_argument("plans", nargs="+", type=Path)
     parser.add_argument("--sabotage", default="")
     parser.add_argument("--misplace", default="")
+    parser.add_argument("--shift", default="")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     plans = [read_plan_dir(p) for p in args.plans]
@@ -100,9 +101,11 @@ def main() -> None:
                 if loaded.plan.recipe == "eagle3-wrapper":
                     changed = _sabotage_wrapper(text, loaded.patch)
                 else:
-                    changed = (
-                        text.replace(*_DROPPED) if _DROPPED[0] in text else text.replace(*_SHIFTED)
-                    )
+                    dropped = _DROPPED[0].search(text)
+                    if dropped and loaded.plan.class_name not in args.shift.split(","):
+                        changed = _DROPPED[0].sub(_DROPPED[1], text)
+                    else:
+                        changed = _SHIFTED[0].sub(_SHIFTED[1], text)
                 assert changed != text, f"nothing to sabotage in {path}"
                 path.write_text(changed, encoding="utf-8")
                 print(f"sabotaged {loaded.plan.class_name}", flush=True)

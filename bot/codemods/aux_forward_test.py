@@ -75,6 +75,7 @@ _NORM_CLASS = {
 # (``vllm/models/flint/model.py`` as ``model``, then ``model = model.FlintModel.__new__(...)``).
 _TEST_NAMES = frozenset(
     {"model", "target", "output", "aux", "hidden", "tap", "taps", "inner", "group", "layer"}
+    | {"per_layer"}
     | {"monkeypatch", "torch", "pytest", "SimpleNamespace"}
 )
 
@@ -99,6 +100,9 @@ def aux_forward_test(
     pp_group: bool = True,
     layer_params: tuple[str, ...] = (),
     layer_flags: tuple[str, ...] = (),
+    per_layer_inputs: tuple[str, ...] = (),
+    per_layer_params: tuple[str, ...] = (),
+    hands_back_none: bool = False,
 ) -> str:
     """The test function's source (identifiers only come in; each is checked).
 
@@ -125,7 +129,15 @@ def aux_forward_test(
     ``getattr(self.config, "x", <constant>)`` (AXK1's ``llama_4_scaling``): left off the
     stand-in config, so the forward takes its default.
     ``forward_alias``: the module the decoder's ``forward`` is defined in when the decoder
-    inherits it from another module's class (its ``get_pp_group`` is the one forward calls)."""
+    inherits it from another module's class (its ``get_pp_group`` is the one forward calls).
+
+    ``per_layer_inputs``: the decoder's own methods whose result the loop slices per layer
+    (``x[:, i, :]``) and hands each layer (Gemma 4's ``project_per_layer_inputs``), set on the
+    instance to return zeros of shape ``(tokens, layers, hidden)``; ``per_layer_params``: the
+    layer parameters that receive the slice, which each stand-in layer adds to the stream (the
+    whole tensor, or a slice along another axis, does not fit the stream and fails the test).
+    ``hands_back_none``: every layer returns ``(hidden_states, None)`` (full-stream-pair
+    decoders whose capture passes the residual by name), and so do the stand-ins."""
     pp_alias = forward_alias or alias
     for name in (*scalars, *config_scalars, *config_defaults):
         require_identifier(name, "scalar attribute")
@@ -149,6 +161,16 @@ def aux_forward_test(
         require_identifier(name, "layer parameter")
     for name in layer_flags:
         require_identifier(name, "layer flag")
+    for name in per_layer_inputs:
+        require_identifier(name, "per-layer input method")
+    if set(per_layer_params) - set(layer_params) or bool(per_layer_params) != bool(
+        per_layer_inputs
+    ):
+        raise CodemodRefused(
+            "per-layer inputs need their methods and the layer parameters taking them"
+        )
+    if hands_back_none and residual != "full-stream-pair":
+        raise CodemodRefused(f"no stand-in handing back None for {residual} decoders")
     if layer_flags and child is not None:
         raise CodemodRefused("no stand-in for a nested decoder whose loop branches on its layers")
     layer = _LAYERS[residual]
@@ -160,6 +182,14 @@ def aux_forward_test(
             )
         body = layer.split("\n", 1)[1]  # the stand-in's body, under the call's own names
         layer = f"        def forward(self, {', '.join(layer_params)}):\n{body}"
+    if hands_back_none:
+        layer = layer.split("\n", 1)[0] + "\n            return hidden_states + 1, None\n"
+    if per_layer_params:
+        head, body = layer.split("\n", 1)
+        adds = "            # zeros: only one layer's (tokens, hidden) slice fits\n" + "".join(
+            f"            hidden_states = hidden_states + {name}\n" for name in per_layer_params
+        )
+        layer = f"{head}\n{adds}{body}"
     final = 7 + LAYERS
     return (
         "@pytest.mark.cpu_test\n"
@@ -179,6 +209,7 @@ def aux_forward_test(
         "    torch.nn.Module.__init__(model)\n"
         + _layers(alias, child)
         + _flags(layer_flags)
+        + _per_layer(per_layer_inputs)
         + (f"    model.{norm} = {_NORM_CLASS[residual]}()\n" if norm is not None else "")
         + "    model.do_not_compile = True\n"
         + "".join(f"    model.{name} = 1.0\n" for name in scalars)
@@ -226,6 +257,16 @@ def _layers(alias: str, child: str | None) -> str:
     )
 
 
+def _per_layer(methods: tuple[str, ...]) -> str:
+    """The decoder's per-layer input methods on the instance: each returns zeros holding one
+    ``(2, 8)`` slice per stand-in layer, whatever it is given."""
+    if not methods:
+        return ""
+    return f"    per_layer = torch.zeros(2, {LAYERS}, 8)\n" + "".join(
+        f"    model.{name} = lambda *args: per_layer\n" for name in methods
+    )
+
+
 def _flags(layer_flags: tuple[str, ...]) -> str:
     """Each flag False on the first half of the stand-in layers and True on the second: the
     taps after layer 0 and after layer 2 come out of different branches of the loop's ``if``
@@ -269,6 +310,9 @@ def new_aux_test_file(
     pp_group: bool = True,
     layer_params: tuple[str, ...] = (),
     layer_flags: tuple[str, ...] = (),
+    per_layer_inputs: tuple[str, ...] = (),
+    per_layer_params: tuple[str, ...] = (),
+    hands_back_none: bool = False,
 ) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
     fields = {
@@ -283,6 +327,12 @@ def new_aux_test_file(
         "pp_group": pp_group,
         "layer_params": layer_params,
         **({"layer_flags": layer_flags} if layer_flags else {}),
+        **(
+            {"per_layer_inputs": per_layer_inputs, "per_layer_params": per_layer_params}
+            if per_layer_inputs
+            else {}
+        ),
+        **({"hands_back_none": True} if hands_back_none else {}),
     }
     return new_shared_aux_test_file(module=module, tests=(fields,))
 
@@ -618,6 +668,74 @@ _DECILM_FILE = _named(
     "    model.norm = AddNorm()\n",
 )
 
+_PER_LAYER = dict(
+    module="vllm.model_executor.models.gemma4",
+    decoder="Gemma4Model",
+    target="Gemma4ForCausalLM",
+    residual="full-stream-pair",
+    norm="norm",
+    layer_params=("positions", "hidden_states", "residual", "per_layer_input"),
+    per_layer_inputs=("get_per_layer_inputs", "project_per_layer_inputs"),
+    per_layer_params=("per_layer_input",),
+    hands_back_none=True,
+)
+# Written out: the per-layer inputs' stand-ins and the layers handing back None, as a reviewer
+# reads them.
+_PER_LAYER_WRITTEN = (
+    "# SPDX-License-Identifier: Apache-2.0\n"
+    "# SPDX-FileCopyrightText: Copyright contributors to the vLLM project\n"
+    "\n"
+    "from types import SimpleNamespace\n"
+    "\n"
+    "import pytest\n"
+    "import torch\n"
+    "\n"
+    "from vllm.model_executor.models import gemma4\n"
+    "\n"
+    "\n"
+    "@pytest.mark.cpu_test\n"
+    '@pytest.mark.parametrize("taps", [(), (0, 1, 3)])\n'
+    "def test_gemma4_for_causal_lm_collects_aux_hidden_states(monkeypatch, taps):\n"
+    "    class StreamLayer(torch.nn.Module):\n"
+    "        def forward(self, positions, hidden_states, residual, per_layer_input):\n"
+    "            # zeros: only one layer's (tokens, hidden) slice fits\n"
+    "            hidden_states = hidden_states + per_layer_input\n"
+    "            return hidden_states + 1, None\n"
+    "\n"
+    "    class KeepResidualNorm(torch.nn.Module):\n"
+    "        def forward(self, hidden_states, residual=None):\n"
+    "            if residual is None:\n"
+    "                return hidden_states\n"
+    "            return hidden_states, residual\n"
+    "\n"
+    "    group = SimpleNamespace(world_size=1, is_first_rank=True, is_last_rank=True)\n"
+    '    monkeypatch.setattr(gemma4, "get_pp_group", lambda: group)\n'
+    "    model = gemma4.Gemma4Model.__new__(gemma4.Gemma4Model)\n"
+    "    torch.nn.Module.__init__(model)\n"
+    "    model.start_layer, model.end_layer = 0, 4\n"
+    "    model.layers = torch.nn.ModuleList(StreamLayer() for _ in range(4))\n"
+    "    per_layer = torch.zeros(2, 4, 8)\n"
+    "    model.get_per_layer_inputs = lambda *args: per_layer\n"
+    "    model.project_per_layer_inputs = lambda *args: per_layer\n"
+    "    model.norm = KeepResidualNorm()\n"
+    "    model.do_not_compile = True\n"
+    "    target = gemma4.Gemma4ForCausalLM.__new__(gemma4.Gemma4ForCausalLM)\n"
+    "    torch.nn.Module.__init__(target)\n"
+    "    target.model = model\n"
+    "    target.set_aux_hidden_state_layers(taps)\n"
+    "\n"
+    "    output = target(\n"
+    "        input_ids=None,\n"
+    "        positions=torch.arange(2),\n"
+    "        inputs_embeds=torch.full((2, 8), 7.0),\n"
+    "    )\n"
+    "    if taps:\n"
+    "        output, aux = output\n"
+    "        for hidden, tap in zip(aux, taps, strict=True):\n"
+    "            torch.testing.assert_close(hidden, torch.full((2, 8), 7.0 + tap))\n"
+    "    torch.testing.assert_close(output, torch.full((2, 8), 11.0))\n"
+)
+
 _NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
 _SHARED_TESTS: tuple[dict[str, Any], ...] = (
     {
@@ -745,6 +863,38 @@ CASES: list[Case] = [
         ),
         "",
         refuses="scalar attribute",
+    ),
+    Case(
+        "per-layer inputs sliced per layer, layers handing back None: the methods stand in, "
+        "the stand-in layers add their slice",
+        lambda s: create_aux_forward_test(s, **_PER_LAYER),
+        "",
+        _PER_LAYER_WRITTEN,
+    ),
+    Case(
+        "per-layer inputs' test already written: no change",
+        lambda s: create_aux_forward_test(s, **_PER_LAYER),
+        _PER_LAYER_WRITTEN,
+    ),
+    Case(
+        "a per-layer input no stand-in parameter takes: refuse",
+        lambda s: create_aux_forward_test(
+            s, **{**_PER_LAYER, "per_layer_params": ("per_layer_embeds",)}
+        ),
+        "",
+        refuses="per-layer inputs need their methods",
+    ),
+    Case(
+        "layers handing back None in a residual-stream decoder: refuse",
+        lambda s: create_aux_forward_test(s, **{**_PER_LAYER, "residual": "residual-stream"}),
+        "",
+        refuses="no stand-in handing back None",
+    ),
+    Case(
+        "a per-layer input method that is not a name: refuse",
+        lambda s: create_aux_forward_test(s, **{**_PER_LAYER, "per_layer_inputs": ("x = 1;",)}),
+        "",
+        refuses="per-layer input method",
     ),
     Case("the new file already written: no change", _create, _CREATED),
     Case(

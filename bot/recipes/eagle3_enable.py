@@ -353,7 +353,8 @@ def forward_test_fields(
     forward_path = scan.index.path_of(candidate.captured)
     norm = _norm_attribute(scan.root / forward_path, candidate.captured.name, shape)
     reads = _forward_reads(scan.root / forward_path, candidate.captured.name)
-    unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS}
+    per_layer = _per_layer_inputs(scan.root / forward_path, candidate.captured.name, shape.stream)
+    unset = reads.plain - {shape.layers_attr, norm, *_STAND_IN_SETS, *per_layer.methods}
     if reads.config_elsewhere:
         unset.add("config")
     if unset:
@@ -402,6 +403,10 @@ def forward_test_fields(
     if isinstance(fit, Declined):
         return fit
     fields.update(fit)
+    if per_layer.methods:  # taken by keyword, so the stand-in already takes the call's names
+        fields |= {"per_layer_inputs": per_layer.methods, "per_layer_params": per_layer.params}
+    if shape.residual == "full-stream-pair" and shape.residual_name is not None:
+        fields["hands_back_none"] = True  # the capture passes the residual each layer nulls
     if flags := _layer_flags(scan.index, candidate.captured):
         fields["layer_flags"] = flags
     if candidate.captured.module != candidate.ref.module:
@@ -560,6 +565,120 @@ def _forward_reads(path: Path, decoder: str) -> _ForwardReads:
         elif isinstance(node.ctx, ast.Load):
             reads.plain.add(node.attr)
     return reads
+
+
+@dataclass(frozen=True)
+class _PerLayerInputs:
+    """The decoder's own methods whose result the loop slices per layer and hands each layer
+    (Gemma 4: ``per_layer_inputs = self.project_per_layer_inputs(hidden_states,
+    self.get_per_layer_inputs(...))``, then ``layer(..., per_layer_input=per_layer_inputs[:,
+    i, :])``), and the layer call's parameters that take the slice."""
+
+    methods: tuple[str, ...] = ()
+    params: tuple[str, ...] = ()
+
+
+def _per_layer_inputs(path: Path, decoder: str, stream: str) -> _PerLayerInputs:
+    """Read from ``decoder.forward``: a name ``P`` sliced ``P[:, <index>, :]`` in the layer
+    loop, the slice (or the name it is bound to) passed by keyword to a call there; the methods
+    of ``decoder``'s class whose result is bound to ``P``, or feeds such a method."""
+    cls = next(
+        (n for n in _parsed(path).body if isinstance(n, ast.ClassDef) and n.name == decoder), None
+    )
+    forward = _forward_of(path, decoder)
+    if cls is None or forward is None:
+        return _PerLayerInputs()
+    taken = _sliced_keywords(forward)
+    own = {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    methods = _feeding_methods(forward, own, set(taken.values()), stream)
+    if not methods:
+        return _PerLayerInputs()
+    return _PerLayerInputs(tuple(sorted(methods)), tuple(sorted(taken)))
+
+
+def _sliced_keywords(forward: ast.FunctionDef) -> dict[str, str]:
+    """The loops' call keywords given one layer's slice of a per-layer tensor, each with that
+    tensor's name (``per_layer_input=layer_per_input`` where ``layer_per_input =
+    per_layer_inputs[:, i, :]``: ``{"per_layer_input": "per_layer_inputs"}``)."""
+    taken: dict[str, str] = {}
+    for loop in (n for n in ast.walk(forward) if isinstance(n, ast.For)):
+        sliced: dict[str, str] = {}  # the bound slice's name -> the per-layer tensor's name
+        for node in ast.walk(loop):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, whole = node.targets[0], _per_layer_slice(node.value)
+                if isinstance(target, ast.Name) and whole is not None:
+                    sliced[target.id] = whole
+        for call in (n for n in ast.walk(loop) if isinstance(n, ast.Call)):
+            for keyword in call.keywords:
+                whole = _per_layer_slice(keyword.value)
+                if whole is None and isinstance(keyword.value, ast.Name):
+                    whole = sliced.get(keyword.value.id)
+                if keyword.arg is not None and whole is not None:
+                    taken[keyword.arg] = whole
+    return taken
+
+
+def _feeding_methods(
+    forward: ast.FunctionDef, own: set[str], names: set[str], stream: str
+) -> set[str]:
+    """The class's own methods whose calls are bound to ``names``, or feed such a call (bound
+    to a name it is passed, or called in its arguments); the stream is not followed (it is the
+    test's ``inputs_embeds``)."""
+    producers: dict[str, list[ast.expr]] = {}  # name -> the own-method calls bound to it
+    for node in ast.walk(forward):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and _own_call(node.value, own)
+        ):
+            producers.setdefault(node.targets[0].id, []).append(node.value)
+    methods: set[str] = set()
+    frontier, seen = list(names), set()
+    while frontier:
+        name = frontier.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        calls = list(producers.get(name, []))
+        while calls:
+            call = calls.pop()
+            assert isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            methods.add(call.func.attr)
+            for arg in call.args:
+                if isinstance(arg, ast.Name) and arg.id != stream:
+                    frontier.append(arg.id)
+                elif _own_call(arg, own):
+                    calls.append(arg)
+    return methods
+
+
+def _own_call(node: ast.expr, own: set[str]) -> bool:
+    """Whether ``node`` is ``self.<m>(...)`` for a method ``m`` of the class itself."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and _is_self(node.func.value)
+        and node.func.attr in own
+    )
+
+
+def _per_layer_slice(node: ast.expr) -> str | None:
+    """``P`` for ``P[:, <index>, :]`` (one layer's slice of a per-token, per-layer tensor)."""
+    if not (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and isinstance(node.slice, ast.Tuple)
+        and len(node.slice.elts) == 3
+    ):
+        return None
+    first, index, last = node.slice.elts
+    if all(
+        isinstance(s, ast.Slice) and s.lower is None and s.upper is None and s.step is None
+        for s in (first, last)
+    ) and not isinstance(index, ast.Slice):
+        return node.value.id
+    return None
 
 
 def _config_default(node: ast.AST) -> str | None:
