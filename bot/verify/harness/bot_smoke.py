@@ -50,7 +50,11 @@ _SIZES: dict[str, int] = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "moe_intermediate_size": 32,
+    # HY-V3's checkpoints name the expert width so; its transformers class says
+    # moe_intermediate_size, vLLM's module reads this.
+    "expert_hidden_dim": 32,
     "shared_expert_intermediate_size": 32,
+    "share_expert_dim": 32,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
@@ -83,6 +87,18 @@ _SIZES: dict[str, int] = {
     "mamba_d_ssm": 64,
     "mamba_n_heads": 8,
     "mamba_d_head": 8,
+}
+
+
+# Fields a checkpoint's config.json carries that its config class does not define (so not
+# sizes): a module that reads one gets it on the tiny config, as a checkpoint would give it.
+_CHECKPOINT_FIELDS: dict[str, object] = {
+    # Renormalize the top-k routing weights (norm_topk_prob in other classes): HY-V3, Step-3.5.
+    "route_norm": True,
+    "norm_expert_weight": True,
+    # Step-3.5's module accepts only these set (a biased router computed in fp32).
+    "use_moe_router_bias": True,
+    "need_fp32_gate": True,
 }
 
 
@@ -246,7 +262,9 @@ def model_type_of(module: Any, cls: type) -> str:
 
 
 def _config_by_name(cls: type) -> str:
-    """``XForCausalLM`` -> ``XConfig`` in vLLM's own configs or in transformers."""
+    """``XForCausalLM`` -> ``XConfig`` in vLLM's own configs or in transformers; else ``x``
+    where vLLM's config registry or transformers' knows it as a model_type (vLLM registers
+    Step-3.5's ``step3p5`` to a config class of another name)."""
     import transformers
 
     name = cls.__name__.removesuffix("ForCausalLM") + "Config"
@@ -257,6 +275,10 @@ def _config_by_name(cls: type) -> str:
         config_class = getattr(place, name, None)
         if isinstance(getattr(config_class, "model_type", None), str):
             return config_class.model_type
+    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
+    with contextlib.suppress(NotChecked):
+        config_class_for(model_type)
+        return model_type
     raise NotChecked(
         f"no config class to derive a tiny config from: the module of {cls.__name__} imports "
         f"none, and neither vLLM's configs nor transformers define {name}"
@@ -576,12 +598,12 @@ def tiny_config_for(
         config_class, config_note = stand_in_config(module, cls, str(why))
     config, derived = tiny_config(config_class, num_layers, overrides, mixed)
     config_note = "; ".join(filter(None, [config_note, derived_layer_note(config)]))
-    sizes = {**_SIZES, **(overrides or {})}
-    for name in sorted(attributes_read(module) & sizes.keys()):
+    carried = {**_CHECKPOINT_FIELDS, **_SIZES, **(overrides or {})}
+    for name in sorted(attributes_read(module) & carried.keys()):
         if not hasattr(config, name):
             # A checkpoint's config.json carries fields its class does not define (GLM-4.5's
             # head_dim); the module reads them, so the tiny config carries them too.
-            setattr(config, name, sizes[name])
+            setattr(config, name, carried[name])
     config.architectures = [cls.__name__]
     return config, derived, config_note
 

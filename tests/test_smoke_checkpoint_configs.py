@@ -1,0 +1,79 @@
+"""The smoke harness derives tiny configs for classes whose checkpoints carry what their config
+class does not (issue 21: eagle3-enable targets the harness could not build on 0.34.0).
+
+HY-V3's vLLM module reads ``expert_hidden_dim`` and ``route_norm`` (its transformers class names
+the width ``moe_intermediate_size``); Step-3.5's module imports no config class, and vLLM
+registers ``step3p5`` to ``Step3p7TextConfig``, which lacks the router flags the module asserts.
+Run in the vLLM 0.34.0 environment's python with the 0.34.0 tree first on the path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.tree.fetch import release_tree
+from bot.verify.env import vllm_env
+from bot.verify.smoke import HARNESS_DIR
+
+PROBE = """
+import importlib, json, sys
+import bot_smoke
+from bot_vllm_cpu import force_cpu_platform
+
+force_cpu_platform()
+out = {}
+for module_name, class_name in (
+    ("vllm.model_executor.models.hy_v3", "HYV3ForCausalLM"),
+    ("vllm.model_executor.models.step3p5", "Step3p5ForCausalLM"),
+):
+    module = importlib.import_module(module_name)
+    config, _derived, note = bot_smoke.tiny_config_for(module, getattr(module, class_name))
+    fields = ("expert_hidden_dim", "route_norm", "norm_expert_weight", "use_moe_router_bias",
+              "need_fp32_gate", "share_expert_dim", "hidden_size")
+    out[class_name] = {
+        "class": type(config).__name__,
+        "note": note,
+        **{name: getattr(config, name, None) for name in fields},
+    }
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.vllm_tree
+@pytest.mark.vllm_env
+def test_checkpoint_fields_and_registered_model_types(tmp_path: Path) -> None:
+    env = vllm_env("0.34.0")
+    tree = release_tree("0.34.0")
+    result = subprocess.run(
+        [str(env.python), "-c", PROBE],
+        env={
+            "PYTHONPATH": os.pathsep.join((str(tree), str(HARNESS_DIR))),
+            "PATH": "/usr/bin:/bin",
+            "VLLM_TARGET_DEVICE": "cpu",
+            "VLLM_NO_USAGE_STATS": "1",
+        },
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    configs = json.loads(result.stdout)
+    hyv3 = configs["HYV3ForCausalLM"]
+    # The class's own config, with the checkpoint's expert width (shrunk) and routing flag.
+    assert hyv3["class"] == "HYV3Config", hyv3
+    assert (hyv3["expert_hidden_dim"], hyv3["route_norm"]) == (32, True), hyv3
+    step = configs["Step3p5ForCausalLM"]
+    # No config class in its module, none named Step3p5Config: the one vLLM registers for
+    # the model_type, not a Llama-style stand-in.
+    assert step["class"] == "Step3p7TextConfig", step
+    assert "stand-in" not in step["note"], step
+    flags = (step["norm_expert_weight"], step["use_moe_router_bias"], step["need_fp32_gate"])
+    assert flags == (True, True, True), step
+    assert (step["share_expert_dim"], step["hidden_size"]) == (32, 64), step
