@@ -54,6 +54,7 @@ _SIZES: dict[str, int] = {
     # moe_intermediate_size, vLLM's module reads this.
     "expert_hidden_dim": 32,
     "shared_expert_intermediate_size": 32,
+    "moe_shared_expert_intermediate_size": 32,
     "share_expert_dim": 32,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
@@ -292,10 +293,22 @@ _VLLM_CONFIG_PARTS = frozenset(
 
 
 def attributes_read(module: Any) -> set[str]:
-    """The names the module reads as ``config.<name>``."""
-    import re
+    """The names the module's code reads as ``config.<name>`` (or ``<x>.config.<name>``);
+    docstrings and comments that name a field (Param2MoE's ``config.score_function``) are
+    not reads."""
+    import ast
 
-    return set(re.findall(r"\bconfig\.([A-Za-z_]\w*)", inspect.getsource(module)))
+    def is_config(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "config") or (
+            isinstance(node, ast.Attribute) and node.attr == "config"
+        )
+
+    tree = ast.parse(inspect.getsource(module))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and is_config(node.value)
+    }
 
 
 def stand_in_config(module: Any, cls: type, why: str) -> tuple[type, str]:
@@ -313,18 +326,39 @@ def stand_in_config(module: Any, cls: type, why: str) -> tuple[type, str]:
     ):
         raise NotChecked(why)
     read = sorted(attributes_read(module) - _VLLM_CONFIG_PARTS)
-    llama = LlamaConfig()
-    missing = [name for name in read if not hasattr(llama, name)]
+    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
+    stand_in = type(
+        f"{cls.__name__}StandInConfig",
+        (LlamaConfig,),
+        # Remote-code configs keep rope_theta a field; Llama's folds it into rope_parameters
+        # when a config.json is loaded (Param2MoE reads config.rope_theta).
+        {"model_type": model_type, "rope_theta": property(_rope_theta, _set_rope_theta)},
+    )
+    llama = stand_in()
+    # What a checkpoint carries beyond Llama's fields (sizes, router flags) the tiny config
+    # gets from the harness's tables (tiny_config_for); anything else the stand-in lacks.
+    carried = _SIZES.keys() | _CHECKPOINT_FIELDS.keys()
+    missing = [name for name in read if not hasattr(llama, name) and name not in carried]
     if not read or missing:
         raise NotChecked(f"{why}; a Llama-style stand-in lacks {', '.join(missing) or 'fields'}")
-    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
-    stand_in = type(f"{cls.__name__}StandInConfig", (LlamaConfig,), {"model_type": model_type})
     AutoConfig.register(model_type, stand_in, exist_ok=True)
     note = (
         f"config: a Llama-style stand-in registered as {model_type!r} ({why}); "
         f"the module reads only {', '.join(read)}"
     )
     return stand_in, note
+
+
+def _rope_theta(config: Any) -> float:
+    # AttributeError while the class itself is still building rope_parameters from it.
+    parameters = vars(config).get("rope_parameters") or {}
+    if "rope_theta" not in parameters:
+        raise AttributeError("rope_theta")
+    return parameters["rope_theta"]
+
+
+def _set_rope_theta(config: Any, value: float) -> None:
+    config.rope_parameters = {**(vars(config).get("rope_parameters") or {}), "rope_theta": value}
 
 
 def vllm_config_for(model_dir: Path) -> Any:
