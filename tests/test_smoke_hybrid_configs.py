@@ -9,6 +9,7 @@ the transformers these configs come from.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -35,20 +36,31 @@ json.dump(out, sys.stdout)
 """
 
 
-@pytest.mark.vllm_env
-def test_hybrid_configs_keep_or_mix_their_layer_types(tmp_path: Path) -> None:
+def probe_json(probe: str, cwd: Path, *path: Path) -> dict:
+    """What ``probe`` prints as JSON, run by the 0.34.0 environment's python with ``path``
+    (and the harness) importable."""
     env = vllm_env("0.34.0")
     result = subprocess.run(
-        [str(env.python), "-c", PROBE],
-        env={"PYTHONPATH": str(HARNESS_DIR), "PATH": "/usr/bin:/bin"},
-        cwd=tmp_path,
+        [str(env.python), "-c", probe],
+        env={
+            "PYTHONPATH": os.pathsep.join(str(p) for p in (*path, HARNESS_DIR)),
+            "PATH": "/usr/bin:/bin",
+            "VLLM_TARGET_DEVICE": "cpu",
+            "VLLM_NO_USAGE_STATS": "1",
+        },
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    configs = json.loads(result.stdout)
+    return json.loads(result.stdout)
+
+
+@pytest.mark.vllm_env
+def test_hybrid_configs_keep_or_mix_their_layer_types(tmp_path: Path) -> None:
+    configs = probe_json(PROBE, tmp_path)
     mixed = ["full_attention", "conv"] * 3
     for name in ("Lfm2Config", "Lfm2MoeConfig"):
         assert configs[name]["layer_types"] == mixed, configs[name]

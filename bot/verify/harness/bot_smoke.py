@@ -50,7 +50,12 @@ _SIZES: dict[str, int] = {
     "hidden_size": 64,
     "intermediate_size": 128,
     "moe_intermediate_size": 32,
+    # HY-V3's checkpoints name the expert width so; its transformers class says
+    # moe_intermediate_size, vLLM's module reads this.
+    "expert_hidden_dim": 32,
     "shared_expert_intermediate_size": 32,
+    "moe_shared_expert_intermediate_size": 32,
+    "share_expert_dim": 32,
     "num_attention_heads": 4,
     "num_key_value_heads": 2,
     "head_dim": 16,
@@ -83,6 +88,18 @@ _SIZES: dict[str, int] = {
     "mamba_d_ssm": 64,
     "mamba_n_heads": 8,
     "mamba_d_head": 8,
+}
+
+
+# Fields a checkpoint's config.json carries that its config class does not define (so not
+# sizes): a module that reads one gets it on the tiny config, as a checkpoint would give it.
+_CHECKPOINT_FIELDS: dict[str, object] = {
+    # Renormalize the top-k routing weights (norm_topk_prob in other classes): HY-V3, Step-3.5.
+    "route_norm": True,
+    "norm_expert_weight": True,
+    # Step-3.5's module accepts only these set (a biased router computed in fp32).
+    "use_moe_router_bias": True,
+    "need_fp32_gate": True,
 }
 
 
@@ -246,7 +263,9 @@ def model_type_of(module: Any, cls: type) -> str:
 
 
 def _config_by_name(cls: type) -> str:
-    """``XForCausalLM`` -> ``XConfig`` in vLLM's own configs or in transformers."""
+    """``XForCausalLM`` -> ``XConfig`` in vLLM's own configs or in transformers; else ``x``
+    where vLLM's config registry or transformers' knows it as a model_type (vLLM registers
+    Step-3.5's ``step3p5`` to a config class of another name)."""
     import transformers
 
     name = cls.__name__.removesuffix("ForCausalLM") + "Config"
@@ -257,6 +276,10 @@ def _config_by_name(cls: type) -> str:
         config_class = getattr(place, name, None)
         if isinstance(getattr(config_class, "model_type", None), str):
             return config_class.model_type
+    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
+    with contextlib.suppress(NotChecked):
+        config_class_for(model_type)
+        return model_type
     raise NotChecked(
         f"no config class to derive a tiny config from: the module of {cls.__name__} imports "
         f"none, and neither vLLM's configs nor transformers define {name}"
@@ -270,10 +293,22 @@ _VLLM_CONFIG_PARTS = frozenset(
 
 
 def attributes_read(module: Any) -> set[str]:
-    """The names the module reads as ``config.<name>``."""
-    import re
+    """The names the module's code reads as ``config.<name>`` (or ``<x>.config.<name>``);
+    docstrings and comments that name a field (Param2MoE's ``config.score_function``) are
+    not reads."""
+    import ast
 
-    return set(re.findall(r"\bconfig\.([A-Za-z_]\w*)", inspect.getsource(module)))
+    def is_config(node: ast.expr) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "config") or (
+            isinstance(node, ast.Attribute) and node.attr == "config"
+        )
+
+    tree = ast.parse(inspect.getsource(module))
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and is_config(node.value)
+    }
 
 
 def stand_in_config(module: Any, cls: type, why: str) -> tuple[type, str]:
@@ -291,18 +326,39 @@ def stand_in_config(module: Any, cls: type, why: str) -> tuple[type, str]:
     ):
         raise NotChecked(why)
     read = sorted(attributes_read(module) - _VLLM_CONFIG_PARTS)
-    llama = LlamaConfig()
-    missing = [name for name in read if not hasattr(llama, name)]
+    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
+    stand_in = type(
+        f"{cls.__name__}StandInConfig",
+        (LlamaConfig,),
+        # Remote-code configs keep rope_theta a field; Llama's folds it into rope_parameters
+        # when a config.json is loaded (Param2MoE reads config.rope_theta).
+        {"model_type": model_type, "rope_theta": property(_rope_theta, _set_rope_theta)},
+    )
+    llama = stand_in()
+    # What a checkpoint carries beyond Llama's fields (sizes, router flags) the tiny config
+    # gets from the harness's tables (tiny_config_for); anything else the stand-in lacks.
+    carried = _SIZES.keys() | _CHECKPOINT_FIELDS.keys()
+    missing = [name for name in read if not hasattr(llama, name) and name not in carried]
     if not read or missing:
         raise NotChecked(f"{why}; a Llama-style stand-in lacks {', '.join(missing) or 'fields'}")
-    model_type = cls.__name__.removesuffix("ForCausalLM").lower()
-    stand_in = type(f"{cls.__name__}StandInConfig", (LlamaConfig,), {"model_type": model_type})
     AutoConfig.register(model_type, stand_in, exist_ok=True)
     note = (
         f"config: a Llama-style stand-in registered as {model_type!r} ({why}); "
         f"the module reads only {', '.join(read)}"
     )
     return stand_in, note
+
+
+def _rope_theta(config: Any) -> float:
+    # AttributeError while the class itself is still building rope_parameters from it.
+    parameters = vars(config).get("rope_parameters") or {}
+    if "rope_theta" not in parameters:
+        raise AttributeError("rope_theta")
+    return parameters["rope_theta"]
+
+
+def _set_rope_theta(config: Any, value: float) -> None:
+    config.rope_parameters = {**(vars(config).get("rope_parameters") or {}), "rope_theta": value}
 
 
 def vllm_config_for(model_dir: Path) -> Any:
@@ -576,12 +632,12 @@ def tiny_config_for(
         config_class, config_note = stand_in_config(module, cls, str(why))
     config, derived = tiny_config(config_class, num_layers, overrides, mixed)
     config_note = "; ".join(filter(None, [config_note, derived_layer_note(config)]))
-    sizes = {**_SIZES, **(overrides or {})}
-    for name in sorted(attributes_read(module) & sizes.keys()):
+    carried = {**_CHECKPOINT_FIELDS, **_SIZES, **(overrides or {})}
+    for name in sorted(attributes_read(module) & carried.keys()):
         if not hasattr(config, name):
             # A checkpoint's config.json carries fields its class does not define (GLM-4.5's
             # head_dim); the module reads them, so the tiny config carries them too.
-            setattr(config, name, sizes[name])
+            setattr(config, name, carried[name])
     config.architectures = [cls.__name__]
     return config, derived, config_note
 
