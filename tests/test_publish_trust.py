@@ -120,7 +120,12 @@ def test_a_decorator_slipped_into_the_class_header_is_refused(seed, upstream_sta
     plan = read_plan_dir(plan_dir).plan
     plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
     update_plan(plan_dir, plan)
-    _refused(plan_dir, work_dir, upstream_standin, "more than adding SupportsEagle3")
+    _refused(
+        plan_dir,
+        work_dir,
+        upstream_standin,
+        "Qwen3NextForCausalLM is not the edit the recipe makes: expected nothing, the patch has `@",
+    )
 
 
 def test_a_planted_line_in_the_regression_test_is_refused(seed, upstream_standin):

@@ -178,7 +178,12 @@ def test_a_changed_line_in_a_delegating_method_is_refused(_plans, standin, tmp_p
     forward = "        self.language_model.set_aux_hidden_state_layers(layers)\n"
     planted = forward.replace("(layers)", "(layers)\n        __import__('os').system('id')")
     _retamper(plan_dir, _model_file(plan_dir), lambda s: s.replace(forward, planted))
-    _refused(plan_dir, tmp_path, standin, "not the delegation the recipe writes")
+    _refused(
+        plan_dir,
+        tmp_path,
+        standin,
+        "not the edit the recipe makes: expected nothing, the patch has `__import__",
+    )
 
 
 def test_delegation_to_another_attribute_is_refused(_plans, standin, tmp_path):
@@ -191,7 +196,12 @@ def test_delegation_to_another_attribute_is_refused(_plans, standin, tmp_path):
             "self.vision_tower.set_aux_hidden_state_layers(layers)",
         ),
     )
-    _refused(plan_dir, tmp_path, standin, "not the delegation the recipe writes")
+    _refused(
+        plan_dir,
+        tmp_path,
+        standin,
+        "expected `self.language_model.set_aux.*the patch has `self.vision_tower",
+    )
 
 
 def test_a_guard_doing_more_than_raising_is_refused(_plans, standin, tmp_path):
@@ -202,7 +212,12 @@ def test_a_guard_doing_more_than_raising_is_refused(_plans, standin, tmp_path):
         _model_file(plan_dir),
         lambda s: s.replace(check, "        __import__('os').system('id')\n" + check, 1),
     )
-    _refused(plan_dir, tmp_path, standin, "guard")
+    _refused(
+        plan_dir,
+        tmp_path,
+        standin,
+        "not the edit the recipe makes: expected nothing, the patch has `__import__",
+    )
 
 
 def test_a_method_body_change_elsewhere_in_the_class_is_refused(_plans, standin, tmp_path):

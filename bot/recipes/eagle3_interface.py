@@ -160,21 +160,27 @@ class Eagle3Interface(Recipe):
 
 
 def _declare_interface(ctx: PlanContext, finding: Finding) -> FileEdit:
+    source = (ctx.root / finding.path).read_text(encoding="utf-8")
+    return declare_interface_edit(finding.path, source, finding.class_name)
+
+
+def declare_interface_edit(path: str, source: str, class_name: str) -> FileEdit:
+    """The declaration of the interface on ``class_name`` in the file at ``path`` (whose text is
+    ``source``); publish re-applies it on the base text."""
     from bot.codemods.bases import append_base_class
     from bot.codemods.imports import add_import_name
     from bot.codemods.spans import ClassHeader, Imports
 
-    source = (ctx.root / finding.path).read_text(encoding="utf-8")
-    module = _interfaces_module(source, finding.path)
+    module = _interfaces_module(source, path)
     return FileEdit(
-        path=finding.path,
+        path=path,
         kind="declare-interface",
-        description=f"import {INTERFACE} and add it as the last base of {finding.class_name}",
+        description=f"import {INTERFACE} and add it as the last base of {class_name}",
         steps=(
             step(add_import_name, module=module, name=INTERFACE),
-            step(append_base_class, class_name=finding.class_name, base=INTERFACE),
+            step(append_base_class, class_name=class_name, base=INTERFACE),
         ),
-        confined_to=(Imports(), ClassHeader(finding.class_name)),
+        confined_to=(Imports(), ClassHeader(class_name)),
     )
 
 

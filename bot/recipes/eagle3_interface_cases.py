@@ -134,7 +134,7 @@ CASES = RecipeCases(
                 "class FooForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
                 "class FooForCausalLM(nn.Module, SupportsPP):",
             ),
-            refuses="is more than adding SupportsEagle3",
+            refuses="the change to FooForCausalLM is not the edit the recipe makes",
         ),
         Invalid(
             "the interface put first among the bases",
@@ -144,7 +144,18 @@ CASES = RecipeCases(
                 "class FooForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
                 "class FooForCausalLM(SupportsEagle3, nn.Module, SupportsPP):",
             ),
-            refuses="is more than adding SupportsEagle3",
+            refuses="the change to FooForCausalLM is not the edit the recipe makes",
+        ),
+        Invalid(
+            "the interface imported on a line of its own, not merged into the file's import",
+            GAP,
+            MODEL,
+            (
+                "from .interfaces import EagleModelMixin, SupportsEagle3, SupportsPP\n",
+                "from .interfaces import EagleModelMixin, SupportsPP\n"
+                "from .interfaces import SupportsEagle3\n",
+            ),
+            refuses="the change to the imports is not the edit the recipe makes",
         ),
         Invalid(
             "something else imported beside the interface",

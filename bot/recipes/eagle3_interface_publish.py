@@ -1,9 +1,9 @@
 """What ``bot publish`` re-checks for each edit kind of the ``eagle3-interface`` recipe.
 
 Each rule is the publish-time twin of one FileEdit the recipe plans: the same spans, resolved on
-the base file's text, plus what the change means: only the interface (or the test's names)
-imported, no other top-level statement changed, the class gaining exactly ``SupportsEagle3``,
-a regression test that is exactly the one the codemod writes. ``eagle3-wrapper`` reuses the
+the base file's text, plus what the change means: the declaration is the recipe's own codemods
+re-applied on the base text (only the interface imported, ``SupportsEagle3`` the class's last
+base), a regression test is exactly the one the codemod writes. ``eagle3-wrapper`` reuses the
 registry-entry and regression-test rules: its plans add the same entry and the same tests.
 """
 
@@ -33,6 +33,7 @@ from bot.recipes.publish_rules import (
     module_class,
     only_new_imports,
     require_bound,
+    require_recipe_edit,
     same_other_statements,
     statement_gaps,
 )
@@ -51,23 +52,20 @@ def _from_vllm(module: str) -> bool:
 
 
 def declare_interface(edit: PublishedEdit) -> None:
-    """``SupportsEagle3`` imported and appended to the class's bases; nothing else."""
+    """Exactly what the recipe's declaration (:func:`bot.recipes.eagle3_interface.
+    declare_interface_edit`: the import, then ``SupportsEagle3`` as the class's last base)
+    writes when re-applied on the base text."""
+    from bot.recipes.eagle3_interface import declare_interface_edit
+
     path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
     if not MODEL_FILE.match(path):
         raise CodemodRefused("not a model file; the interface is declared in model files only")
+    # The AST comparison cannot see comments: the changed lines must lie in the recipe's spans.
     confined(before, after, [Imports(), ClassHeader(class_name)])
     only_new_imports(before, after, {INTERFACE: from_interfaces})
     require_bound(after, [INTERFACE])
-    old, new = module_class(before, class_name), module_class(after, class_name)
-    same_class = (
-        dump(old.body) == dump(new.body)
-        and dump(old.decorator_list) == dump(new.decorator_list)
-        and dump(old.keywords) == dump(new.keywords)
-    )
-    added = ast.Name(INTERFACE, ast.Load())
-    if not same_class or dump(new.bases) != dump([*old.bases, added]):
-        raise CodemodRefused(f"the change to {class_name} is more than adding {INTERFACE}")
-    same_other_statements(before, after, allowed={class_name: ast.ClassDef})
+    module_class(before, class_name)  # the class must be one of the base file's
+    require_recipe_edit(after, declare_interface_edit(path, before, class_name).apply(before))
 
 
 def registry_entry(edit: PublishedEdit) -> None:

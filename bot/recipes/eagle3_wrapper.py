@@ -37,8 +37,8 @@ from bot.recipes.eagle3_analysis import (
     locate,
 )
 from bot.recipes.eagle3_interface import (
-    _declare_interface,
     _regression_test,
+    declare_interface_edit,
     is_multimodal,
     registered_targets,
 )
@@ -137,30 +137,16 @@ class Eagle3Wrapper(Recipe):
         model for several wrappers), with the registry entry and a CPU regression test."""
         from bot.recipes.registry_edit import registry_entry_edit
 
-        shape = finding.evidence.get("shape")
-        if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
-            return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
-        guard = runtime_guard(ctx.scan) if shape == RUNTIME else None
-        if shape == RUNTIME and guard is None:
-            return Declined(
-                f"{finding.class_name} builds its language model from the checkpoint's "
-                "text_config at run time; the bot proposes that only with a clear-error guard "
-                "in the style of the tree's own wrappers, and this tree has none"
-            )
-        attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
-        if shape != INTERFACE_ONLY and attribute in ("", "self"):
-            return Declined(
-                f"{finding.class_name} is its own language model: nothing to delegate to"
-            )
+        source = (ctx.root / finding.path).read_text(encoding="utf-8")
+        declaration = declaration_edit(ctx.scan, finding, source)
+        if isinstance(declaration, Declined):
+            return declaration
         variant = platform_variant(finding)
         entry, entry_why = plan_registry_entry(
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
         )
-        edits = [_declare_interface(ctx, finding)]
-        if shape == DELEGATE:
-            edits[0] = _with_delegation(edits[0], finding.class_name, attribute)
-        elif guard is not None:
-            edits[0] = _with_guarded_delegation(edits[0], finding, attribute, guard)
+        guard = runtime_guard(ctx.scan) if finding.evidence.get("shape") == RUNTIME else None
+        edits = [declaration]
         if entry is not None:
             edits.append(registry_entry_edit(entry))
         test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
@@ -191,6 +177,31 @@ class Eagle3Wrapper(Recipe):
                 "its language model."
             ),
         )
+
+
+def declaration_edit(scan: ScanContext, finding: Finding, source: str) -> FileEdit | Declined:
+    """The edit of the finding's file (whose text is ``source``): the interface declared on the
+    class and, for its shape, the protocol's methods forwarding to its language model (behind
+    the tree's own guard for a model chosen at run time). Publish re-applies it on the base."""
+    shape = finding.evidence.get("shape")
+    if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
+        return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
+    guard = runtime_guard(scan) if shape == RUNTIME else None
+    if shape == RUNTIME and guard is None:
+        return Declined(
+            f"{finding.class_name} builds its language model from the checkpoint's "
+            "text_config at run time; the bot proposes that only with a clear-error guard "
+            "in the style of the tree's own wrappers, and this tree has none"
+        )
+    attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+    if shape != INTERFACE_ONLY and attribute in ("", "self"):
+        return Declined(f"{finding.class_name} is its own language model: nothing to delegate to")
+    edit = declare_interface_edit(finding.path, source, finding.class_name)
+    if shape == DELEGATE:
+        return _with_delegation(edit, finding.class_name, attribute)
+    if guard is not None:
+        return _with_guarded_delegation(edit, finding, attribute, guard)
+    return edit
 
 
 def _dependency(ctx: ScanContext, checked: Assessment) -> str:

@@ -201,7 +201,7 @@ CASES = RecipeCases(
                 DECLARED + "\n",
                 DECLARED + "\n    def load_weights(self, weights):\n        return set()\n\n",
             ),
-            refuses="is more than adding SupportsEagle3",
+            refuses="the change to VLForConditionalGeneration is not the edit the recipe makes",
         ),
         Invalid(
             "a weakened regression test",
@@ -228,7 +228,14 @@ CASES = RecipeCases(
             BEHIND_THE_GUARD,
             RUNTIME_FILE,
             ("        if not supports_eagle3(self.language_model):\n", "        if False:\n"),
-            refuses="is more than raising a clear error",
+            refuses="expected `if not supports_eagle3(self.language_model):`, the patch has `if",
+        ),
+        Invalid(
+            "a guard whose message is not the tree's own guard's, word for word",
+            BEHIND_THE_GUARD,
+            RUNTIME_FILE,
+            ("support EAGLE-3, but {type(", "support EAGLE-3; {type("),
+            refuses="the change to RuntimeVLForConditionalGeneration is not the edit the recipe",
         ),
         Invalid(
             "a method that skips the guard",
@@ -238,7 +245,7 @@ CASES = RecipeCases(
                 GUARD_CALL + "        self.language_model.set_aux_hidden_state_layers(layers)\n",
                 "        self.language_model.set_aux_hidden_state_layers(layers)\n",
             ),
-            refuses="are not the delegation the recipe writes",
+            refuses="expected `self._require_language_model_eagle3()`, the patch has nothing",
         ),
         Invalid(
             "a weakened forwarding test: the guard's error no longer required",

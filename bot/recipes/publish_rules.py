@@ -4,7 +4,8 @@
 commit changes, it calls the rule the plan's recipe registers for that edit kind
 (``recipe.publish_rules[kind]``) with the base text and the patched text. A rule re-resolves
 the recipe's own spans on the base text and checks the change's meaning (which names are
-imported, which statements change, which code is added); it raises
+imported, which statements change, which code is added), or re-applies the recipe's own
+codemods on the base text and requires the patched file to be the result; it raises
 :class:`~bot.codemods.base.CodemodRefused` to refuse. The helpers here compare Python source by
 its AST, so formatting does not matter and anything else does.
 """
@@ -12,6 +13,7 @@ its AST, so formatting does not matter and anything else does.
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
 
@@ -35,6 +37,47 @@ def require_written_file(after: str, expected: str, what: str) -> None:
     """A new file's text is ``expected`` (the recipe's own), compared by its AST."""
     if dump(ast.parse(after)) != dump(ast.parse(expected)):
         raise CodemodRefused(f"the {what} is not the one the recipe writes")
+
+
+def require_recipe_edit(after: str, expected: str) -> None:
+    """The patched file is ``expected`` (the recipe's own codemods re-applied on the base text),
+    by AST; a refusal names the first top-level statement that differs and shows the line."""
+    got, wanted = ast.parse(after).body, ast.parse(expected).body
+    for index in range(max(len(got), len(wanted))):
+        new = got[index] if index < len(got) else None
+        old = wanted[index] if index < len(wanted) else None
+        if new is None or old is None or dump(new) != dump(old):
+            break
+    else:
+        return
+    node = new if new is not None else old
+    assert node is not None
+    apart = _first_line_apart(old, new)
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        raise CodemodRefused(f"the change to the imports is not the edit the recipe makes: {apart}")
+    named = sorted(names(node))
+    if not named:
+        raise CodemodRefused(f"the patch changes a statement outside the declared edit: {apart}")
+    raise CodemodRefused(f"the change to {named[0]} is not the edit the recipe makes: {apart}")
+
+
+def _first_line_apart(wanted: ast.stmt | None, got: ast.stmt | None) -> str:
+    expected = [line for line in ast.unparse(wanted).splitlines() if line] if wanted else []
+    patched = [line for line in ast.unparse(got).splitlines() if line] if got else []
+    matcher = difflib.SequenceMatcher(a=expected, b=patched, autojunk=False)
+    apart = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    if not apart:  # the same text, a different tree (a type comment): nothing short to show
+        return "the two differ in what Python parses, not in their text"
+    _, i1, i2, j1, j2 = apart[0]
+    shown = [f"expected {_quoted(expected[i1:i2])}", f"the patch has {_quoted(patched[j1:j2])}"]
+    return ", ".join(shown)
+
+
+def _quoted(lines: list[str]) -> str:
+    if not lines:
+        return "nothing"
+    line = lines[0].strip()
+    return f"`{line[:60]}`" + (" ..." if len(lines) > 1 or len(line) > 60 else "")
 
 
 def dump(node: object) -> str:
@@ -145,17 +188,3 @@ def statement_gaps(source: str) -> list[LineRange]:
             next_start = min([following.lineno, *(d.lineno for d in decorators)])
         gaps.append((end + 1, next_start - 1))
     return gaps
-
-
-def class_gains(old: ast.ClassDef, new: ast.ClassDef, base: str) -> list[ast.stmt]:
-    """What class ``new`` adds to ``old``: exactly ``base`` as its last base and statements
-    appended to its body (returned); anything else about the class refuses."""
-    same = (
-        dump(old.decorator_list) == dump(new.decorator_list)
-        and dump(old.keywords) == dump(new.keywords)
-        and dump(new.bases) == dump([*old.bases, ast.Name(base, ast.Load())])
-        and dump(new.body[: len(old.body)]) == dump(old.body)
-    )
-    if not same:
-        raise CodemodRefused(f"the change to {old.name} is more than adding {base} and methods")
-    return new.body[len(old.body) :]
