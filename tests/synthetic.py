@@ -8,6 +8,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from bot.recipes.cases import capturing_decoder
+
 INTERFACES = """
 from typing import ClassVar, Literal, Protocol
 
@@ -55,18 +57,8 @@ class VllmModelForPooling(Protocol):
     is_pooling_model: ClassVar[Literal[True]] = True
 """
 
-READY_DECODER = """
-class {name}(nn.Module, EagleModelMixin):
-    def forward(self, input_ids, positions):
-        hidden_states, residual = input_ids, None
-        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)
-        for idx, layer in enumerate(self.layers):
-            hidden_states, residual = layer(positions, hidden_states, residual)
-            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
-        if aux_hidden_states:
-            return hidden_states, aux_hidden_states
-        return hidden_states
-"""
+# A template: ``.format(name=...)`` names the decoder class.
+READY_DECODER = capturing_decoder("{name}").removeprefix("\n")
 
 
 def dedent(text: str) -> str:

@@ -36,6 +36,24 @@ PACKAGE_TEST_TEXT = (
 )
 
 
+def capturing_decoder(name: str) -> str:
+    """A decoder class that inherits ``EagleModelMixin`` and collects the aux hidden states the
+    way upstream's decoders do (the text a case's model file holds, after its imports)."""
+    return f"""
+
+class {name}(nn.Module, EagleModelMixin):
+    def forward(self, input_ids, positions):
+        hidden_states, residual = input_ids, None
+        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)
+        for idx, layer in enumerate(self.layers):
+            hidden_states, residual = layer(positions, hidden_states, residual)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
+        if aux_hidden_states:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+"""
+
+
 @dataclass(frozen=True)
 class SyntheticTree:
     """``files`` by path from the tree root (whole texts); ``registry`` maps a registry dict

@@ -7,7 +7,7 @@ default ``set_aux_hidden_state_layers`` would fail its assert when EAGLE-3 is co
 
 from __future__ import annotations
 
-from bot.recipes.cases import Quiet, RecipeCases, SyntheticTree, Valid
+from bot.recipes.cases import Quiet, RecipeCases, SyntheticTree, Valid, capturing_decoder
 
 MODEL = "vllm/model_executor/models/foo.py"
 
@@ -30,19 +30,7 @@ class FooForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
     def forward(self, input_ids, positions):
         return self.model(input_ids, positions)
 """
-READY_DECODER = """
-
-class FooModel(nn.Module, EagleModelMixin):
-    def forward(self, input_ids, positions):
-        hidden_states, residual = input_ids, None
-        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)
-        for idx, layer in enumerate(self.layers):
-            hidden_states, residual = layer(positions, hidden_states, residual)
-            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
-        if aux_hidden_states:
-            return hidden_states, aux_hidden_states
-        return hidden_states
-"""
+READY_DECODER = capturing_decoder("FooModel")
 
 
 def foo_tree(decoder: str) -> SyntheticTree:

@@ -9,25 +9,21 @@ EAGLE-3 draft for (bot/data/drafts.json), so its plan also adds the test registr
 
 from __future__ import annotations
 
-from bot.recipes.cases import PACKAGE_TEST_TEXT, Invalid, Quiet, RecipeCases, SyntheticTree, Valid
+from bot.recipes.cases import (
+    PACKAGE_TEST_TEXT,
+    Invalid,
+    Quiet,
+    RecipeCases,
+    SyntheticTree,
+    Valid,
+    capturing_decoder,
+)
 
 MODEL = "vllm/model_executor/models/foo.py"
 PACKAGE_TEST = "tests/models/foo/test_eagle3.py"
 TEXT = "_TEXT_GENERATION_MODELS"
 
-READY_DECODER = """
-
-class FooModel(nn.Module, EagleModelMixin):
-    def forward(self, input_ids, positions):
-        hidden_states, residual = input_ids, None
-        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)
-        for idx, layer in enumerate(self.layers):
-            hidden_states, residual = layer(positions, hidden_states, residual)
-            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
-        if aux_hidden_states:
-            return hidden_states, aux_hidden_states
-        return hidden_states
-"""
+READY_DECODER = capturing_decoder("FooModel")
 TARGET = """
 
 class FooForCausalLM(nn.Module, SupportsPP):

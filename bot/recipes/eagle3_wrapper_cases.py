@@ -10,7 +10,15 @@ gets the protocol's two methods behind the clear-error guard of the tree's own w
 
 from __future__ import annotations
 
-from bot.recipes.cases import PACKAGE_TEST_TEXT, Invalid, Quiet, RecipeCases, SyntheticTree, Valid
+from bot.recipes.cases import (
+    PACKAGE_TEST_TEXT,
+    Invalid,
+    Quiet,
+    RecipeCases,
+    SyntheticTree,
+    Valid,
+    capturing_decoder,
+)
 
 LM_FILE = "vllm/model_executor/models/lm.py"
 MODEL = "vllm/model_executor/models/vl.py"
@@ -27,19 +35,8 @@ from .utils import init_vllm_registered_model
 """
 LM = (
     IMPORTS
+    + capturing_decoder("LmModel")
     + """
-
-class LmModel(nn.Module, EagleModelMixin):
-    def forward(self, input_ids, positions):
-        hidden_states, residual = input_ids, None
-        aux_hidden_states = self._maybe_add_hidden_state([], 0, hidden_states, residual)
-        for idx, layer in enumerate(self.layers):
-            hidden_states, residual = layer(positions, hidden_states, residual)
-            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
-        if aux_hidden_states:
-            return hidden_states, aux_hidden_states
-        return hidden_states
-
 
 class LmForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
     def __init__(self, *, vllm_config, prefix=""):
