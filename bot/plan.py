@@ -192,13 +192,10 @@ def _type_name(hint: Any) -> str:
     return str(hint).replace("typing.", "").replace("NoneType", "null")
 
 
-@dataclass(frozen=True)
-class PlanContents:
-    """A plan directory's three files in memory: the plan, the patch and the write-up (``pr.md``:
-    the PR title, a blank line, the body). What propose makes and ``write_plan_dir`` writes."""
+class WithPrMarkdown:
+    """The PR title and body of a ``pr_markdown`` (a plan directory's ``pr.md``: the title on
+    its first line, a blank line, the body), for the values that carry one."""
 
-    plan: Plan
-    patch: str
     pr_markdown: str
 
     @property
@@ -208,6 +205,16 @@ class PlanContents:
     @property
     def pr_body(self) -> str:
         return split_pr_markdown(self.pr_markdown)[1]
+
+
+@dataclass(frozen=True)
+class PlanContents(WithPrMarkdown):
+    """A plan directory's three files in memory: the plan, the patch and the write-up (``pr.md``).
+    What propose makes and ``write_plan_dir`` writes."""
+
+    plan: Plan
+    patch: str
+    pr_markdown: str
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 
 from bot.config import home_dir
 from bot.errors import BotError
-from bot.plan import READY, Plan, PlanDir, read_plan_dir, split_pr_markdown, write_plan_dir
+from bot.plan import READY, Plan, PlanDir, WithPrMarkdown, read_plan_dir, write_plan_dir
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ def _now() -> str:
 
 
 @dataclass
-class ProposalRecord:
+class ProposalRecord(WithPrMarkdown):
     """A proposal as the journal keeps it: its copy of the plan directory's files (the plan as
     JSON), where it stands in review, and what GitHub has for it."""
 
@@ -149,14 +149,6 @@ class ProposalRecord:
     comment_url: str | None
     created_at: str
     updated_at: str
-
-    @property
-    def pr_title(self) -> str:
-        return split_pr_markdown(self.pr_markdown)[0]
-
-    @property
-    def pr_body(self) -> str:
-        return split_pr_markdown(self.pr_markdown)[1]
 
     @property
     def title(self) -> str:
