@@ -58,7 +58,7 @@ TAMPERED_PATCHES = {
         MODEL_FILE,
         "from .interfaces import (",
         "Qwen3NextForCausalLM = __import__('os').system('id')\nfrom .interfaces import (",
-        "outside the declared edit",
+        "not the edit the recipe makes",
     ),
     # Runs when upstream's CI collects tests/models/test_registry.py; the def rebinds it.
     "assignment-named-like-the-test": (
