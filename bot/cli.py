@@ -13,6 +13,7 @@ from typing import Any
 
 from bot.errors import BotError
 from bot.redact import install_log_redaction, redact
+from bot.verify.check import Check
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -284,8 +285,8 @@ def _submit(out: Path, *, yes: bool) -> int:
             f"`env -u GITHUB_TOKEN bot verify {out}` and then `bot publish {out}`"
         )
     verification = pipeline.verify_for_submission(out)
-    print(f"verify: {verification.get('message')}")
-    if not verification.get("local_passed"):
+    print(f"verify: {verification.message}")
+    if not verification.local_passed:
         raise BotError(f"verification failed, nothing published; see {out / 'pr.md'}")
     planned = read_plan_dir(out)
     print("\n--- patch.diff ---\n" + planned.patch)
@@ -435,23 +436,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
     plan_dirs = [Path(d) for d in args.plan_dir]
     verifications = verify_plans(plan_dirs, options)
     for plan_dir, verification in zip(plan_dirs, verifications, strict=True):
-        said = "passed" if verification["passed"] else "not passed"
+        said = "passed" if verification.passed else "not passed"
         name = f"{plan_dir}: " if len(plan_dirs) > 1 else ""
-        print(f"verify: {name}{said}: {verification['message']}")
-        _print_engine(verification.get("checks") or [])
+        print(f"verify: {name}{said}: {verification.message}")
+        _print_engine(verification.checks)
     return max(exit_code(v) for v in verifications)
 
 
-def _print_engine(checks: list[dict]) -> None:
+def _print_engine(checks: Sequence[Check]) -> None:
     from bot.verify.engine import record_lines
 
     for check in checks:
-        if check.get("name") == "engine":
-            state = {True: "passed", False: "failed"}.get(check.get("passed"), "not checked")
-            detail = str(check.get("detail") or "").removeprefix(f"{state}: ")
+        if check.name == "engine":
+            state = {True: "passed", False: "failed"}.get(check.passed, "not checked")
+            detail = check.detail.removeprefix(f"{state}: ")
             print(f"  engine check: {state}: {detail}")
-            if isinstance(check.get("record"), dict):
-                print("\n".join("  " + line for line in record_lines(check["record"])))
+            if check.record is not None:
+                print("\n".join("  " + line for line in record_lines(check.record)))
 
 
 def cmd_engine(args: argparse.Namespace) -> int:

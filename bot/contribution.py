@@ -202,25 +202,25 @@ class TestRecord:
 
 def recorded_tests(plan: Plan) -> list[TestRecord]:
     """``bot verify``'s records as commands and results; empty when nothing was recorded."""
-    verification = plan.verification if isinstance(plan.verification, dict) else {}
+    verification = plan.verification
+    if verification is None:
+        return []
     records = []
-    for check in verification.get("checks") or []:
-        if not isinstance(check, dict):
-            continue
-        name = str(check.get("name"))
+    for check in verification.checks:
+        name = check.name
         if name == "cpu-tests":
             nodes = " ".join(f"'{n}'" for n in plan.tests.get("cpu", []))
             command = f"pytest -v {nodes} (without the fix, then with it)"
         else:
             command = _CHECK_COMMANDS.get(name, name)
-        outcome = {True: "passed", False: "failed"}.get(check.get("passed"), "not run")
-        records.append(TestRecord(command, outcome, str(check.get("detail") or "")))
-    gpu = verification.get("gpu")
-    if isinstance(gpu, dict) and gpu.get("mode") in ("local", "dispatch"):
+        outcome = {True: "passed", False: "failed"}.get(check.passed, "not run")
+        records.append(TestRecord(command, outcome, check.detail))
+    gpu = verification.gpu
+    if gpu is not None and gpu.mode in ("local", "dispatch"):
         nodes = " ".join(f"'{n}'" for n in plan.tests.get("gpu", []))
-        conclusion = str(gpu.get("conclusion") or "unknown")
+        conclusion = gpu.conclusion or "unknown"
         outcome = "passed" if conclusion == "success" else conclusion.replace("_", " ")
-        records.append(TestRecord(f"pytest -v {nodes} (GPU, {gpu['mode']})", outcome, ""))
+        records.append(TestRecord(f"pytest -v {nodes} (GPU, {gpu.mode})", outcome, ""))
     return records
 
 
@@ -237,11 +237,7 @@ def require_recorded_results(plan: Plan) -> list[TestRecord]:
 
 
 def _check_passed(plan: Plan, name: str) -> bool:
-    verification = plan.verification if isinstance(plan.verification, dict) else {}
-    return any(
-        isinstance(c, dict) and c.get("name") == name and c.get("passed") is True
-        for c in verification.get("checks") or []
-    )
+    return plan.verification is not None and plan.verification.check_passed(name)
 
 
 # --- the pr-checklist report ------------------------------------------------------------------

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import types
+import typing
 from typing import Any
 
 from bot.errors import BotError
@@ -75,3 +77,42 @@ def _check(data: Any, what: str) -> None:
                 stack.append((item, depth + 1))
         elif isinstance(value, list):
             stack.extend((item, depth + 1) for item in value)
+
+
+def checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """``data`` if every key is a field of ``cls`` and every value fits its annotation."""
+    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    unknown = set(data) - known
+    if unknown:
+        raise BotError(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
+    hints = typing.get_type_hints(cls)
+    for name, value in data.items():
+        if not has_type(value, hints[name]):
+            raise BotError(f"{where}: `{name}` must be {type_name(hints[name])}")
+    return data
+
+
+def has_type(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a field's annotation (str, int, list[...], dict[...], X | None)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (types.UnionType, typing.Union):
+        return any(has_type(value, arg) for arg in args)
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin is list:
+        return isinstance(value, list) and all(has_type(item, args[0]) for item in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(
+            has_type(k, args[0]) and has_type(v, args[1]) for k, v in value.items()
+        )
+    return isinstance(value, hint)
+
+
+def type_name(hint: Any) -> str:
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("NoneType", "null")

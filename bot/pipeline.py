@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from bot.recipes import Finding
     from bot.store import Journal, TriagedIssue
     from bot.triage_search import Candidate
+    from bot.verify.verification import Verification
 
 
 def _journal() -> Journal:
@@ -305,9 +306,7 @@ def record_published(journal: Journal, proposal_id: int, result: PublishResult, 
     return True
 
 
-def record_verification(
-    plan_dir: Path, plan: Plan, patch: str, verification: dict[str, Any]
-) -> None:
+def record_verification(plan_dir: Path, plan: Plan, patch: str, verification: Verification) -> None:
     """A verification run (``bot verify`` records it here): the journal's copy follows the plan
     directory (plan.json and pr.md with the results), then the run moves the state of a
     proposal the journal already had."""
@@ -317,10 +316,10 @@ def record_verification(
     existing = journal.proposal_by_fingerprint(plan_fingerprint(plan, patch))
     proposal_id = journal.record_proposal(plan_dir)
     if existing is not None:
-        journal.record_verification(proposal_id, verification)
+        journal.record_verification(proposal_id, verification.to_json())
 
 
-def verify_for_submission(plan_dir: Path) -> dict[str, Any]:
+def verify_for_submission(plan_dir: Path) -> Verification:
     """``bot propose``'s own verification, before the submitter is asked: every check, or,
     beside a credential (which upstream code could read), only the checks that run nothing
     from the tree (the CPU tests and the smoke check are then recorded as not run)."""

@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import types
-import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from typing import Any
 from bot import jsonio
 from bot.errors import BotError
 from bot.fileio import write_atomic
+from bot.verify.verification import Verification
 
 PLAN_SCHEMA = 2
 
@@ -65,7 +64,7 @@ class Member:
     def from_dict(cls, data: object) -> Member:
         if not isinstance(data, dict):
             raise BotError("plan.json: each of `members` must be an object")
-        return cls(**_checked_fields(cls, data, "plan.json: members"))
+        return cls(**jsonio.checked_fields(cls, data, "plan.json: members"))
 
 
 @dataclass
@@ -90,7 +89,7 @@ class Plan:
     title: str | None = None  # the commit's title line, also the PR's (pr.md starts with it)
     issue_comment: str | None = None  # the recipe's words for the sticky issue comment
     questions: list[str] = field(default_factory=list)
-    verification: dict[str, Any] | None = None
+    verification: Verification | None = None  # what `bot verify` recorded
     group: str | None = None  # a group plan's key (recipe/shape), None for a single class
     members: list[Member] = field(default_factory=list)
     resolves: list[dict[str, str]] = field(default_factory=list)  # as Member.resolves
@@ -138,7 +137,9 @@ class Plan:
         return list(dict.fromkeys(numbers))
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True, ensure_ascii=True) + "\n"
+        data = asdict(self)
+        data["verification"] = self.verification.to_json() if self.verification else None
+        return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
@@ -147,49 +148,13 @@ class Plan:
         members = data.get("members", [])
         if not isinstance(members, list):
             raise BotError("plan.json: `members` must be a list")
-        rest = _checked_fields(cls, {k: v for k, v in data.items() if k != "members"}, "plan.json")
+        plain = {k: v for k, v in data.items() if k not in ("members", "verification")}
+        rest = jsonio.checked_fields(cls, plain, "plan.json")
         checked = [Member.from_dict(m) for m in members]
+        recorded = data.get("verification")
+        rest["verification"] = None if recorded is None else Verification.from_json(recorded)
         # A single-class plan's member is always its own fields, whatever the file lists.
         return cls(**rest, members=checked if rest.get("group") is not None else [])
-
-
-def _checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
-    """``data`` if every key is a field of ``cls`` and every value fits its annotation."""
-    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    unknown = set(data) - known
-    if unknown:
-        raise BotError(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
-    hints = typing.get_type_hints(cls)
-    for name, value in data.items():
-        if not _has_type(value, hints[name]):
-            raise BotError(f"{where}: `{name}` must be {_type_name(hints[name])}")
-    return data
-
-
-def _has_type(value: Any, hint: Any) -> bool:
-    """Whether a JSON value fits a field's annotation (str, int, list[...], dict[...], X | None)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (types.UnionType, typing.Union):
-        return any(_has_type(value, arg) for arg in args)
-    if hint is type(None):
-        return value is None
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin is list:
-        return isinstance(value, list) and all(_has_type(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(
-            _has_type(k, args[0]) and _has_type(v, args[1]) for k, v in value.items()
-        )
-    return isinstance(value, hint)
-
-
-def _type_name(hint: Any) -> str:
-    if isinstance(hint, type):
-        return hint.__name__
-    return str(hint).replace("typing.", "").replace("NoneType", "null")
 
 
 class WithPrMarkdown:

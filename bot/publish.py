@@ -100,6 +100,7 @@ from bot.publish_lock import fork_lock
 from bot.published import PublishedPull, pulls_by_class
 from bot.verify.evidence import require_evidence
 from bot.verify.render import render_results, replace_results_section
+from bot.verify.verification import GpuRun, Verification
 
 RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
 PUBLISH_ENVIRONMENT = "publish"  # the Action's environment with required reviewers
@@ -461,15 +462,15 @@ def compose_body(
     contribution and checklist sections from records, then the fingerprint and body hash."""
     plan = planned.plan
     # The verdict is publish's own (a GPU run GitHub confirms), not the artifact's words.
-    recorded = _claimable(plan.verification or {}, verified)
+    recorded = _claimable(plan.verification or _NOTHING_RECORDED, verified)
     plan = dataclasses.replace(plan, verification=recorded)
-    verdict = {
-        **recorded,
-        "passed": verified,
-        "message": "local checks recorded, GPU test passed (run confirmed on GitHub)"
+    verdict = dataclasses.replace(
+        recorded,
+        passed=verified,
+        message="local checks recorded, GPU test passed (run confirmed on GitHub)"
         if verified
         else "local checks recorded; no confirmed GPU run yet, so this PR is a draft",
-    }
+    )
     body = replace_results_section(planned.pr_body, render_results(verdict))
     blocks = render_blocks(
         contribution_context(
@@ -647,30 +648,35 @@ def _verified(
     failed or cancelled one (:mod:`bot.gpu_evidence`). A local GPU run is the operator's word,
     taken only outside GitHub Actions (where the plan comes from another job, which ran no GPU
     test)."""
-    verification = plan.verification or {}
-    gpu = verification.get("gpu")
-    if verification.get("passed") is not True or not isinstance(gpu, dict):
+    verification = plan.verification
+    gpu = verification.gpu if verification else None
+    if verification is None or not verification.passed or gpu is None:
         return False
-    if gpu.get("mode") == "local":
+    if gpu.mode == "local":
         return os.environ.get("GITHUB_ACTIONS") != "true"
-    if gpu.get("mode") != "dispatch" or not settings.bot_repo:
+    if gpu.mode != "dispatch" or not settings.bot_repo:
         return False
-    return confirmed(gpu, tested, client, settings.bot_repo)
+    return confirmed(gpu.to_json(), tested, client, settings.bot_repo)
 
 
-def _claimable(verification: dict[str, Any], verified: bool) -> dict[str, Any]:
+# What the body states for a plan that records no verification (publish refuses one before
+# it composes a body; the draft preview may not).
+_NOTHING_RECORDED = Verification(passed=False, local_passed=False, message="not verified")
+
+
+def _claimable(verification: Verification, verified: bool) -> Verification:
     """The records the body may state: a green GPU result that GitHub does not confirm for the
     pushed commit (another commit's run, an older one, a local run inside Actions) is stated
     as not confirmed, never as passed."""
-    gpu = verification.get("gpu")
-    if verified or not isinstance(gpu, dict) or gpu.get("conclusion") != "success":
+    gpu = verification.gpu
+    if verified or gpu is None or gpu.conclusion != "success":
         return verification
-    unconfirmed = {
-        "mode": gpu.get("mode"),
-        "conclusion": "not confirmed",
-        "log_excerpt": "the recorded run is not a passed gpu-verify run of this commit on GitHub",
-    }
-    return {**verification, "gpu": unconfirmed}
+    unconfirmed = GpuRun(
+        mode=gpu.mode,
+        conclusion="not confirmed",
+        log_excerpt="the recorded run is not a passed gpu-verify run of this commit on GitHub",
+    )
+    return dataclasses.replace(verification, gpu=unconfirmed)
 
 
 def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:

@@ -276,7 +276,7 @@ def check_hashes(planned: PlanDir, approved_hash: str | None) -> None:
     reviewed (:func:`check_approval`)."""
     check_approval(planned, approved_hash)
     verification = planned.plan.verification
-    verified = verification.get("patch_hash") if isinstance(verification, dict) else None
+    verified = verification.patch_hash if verification else None
     if not verified:
         raise BotError("the plan has not been verified: run `bot verify PLAN_DIR` first")
     if verified != patch_hash(planned.patch):

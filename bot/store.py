@@ -248,10 +248,9 @@ def _replaces_what_was_verified(previous: sqlite3.Row, patch: str, base_commit: 
 def _initial_state(plan: Plan) -> str:
     if plan.status != READY:
         return FOUND
-    verification = plan.verification or {}
-    if "passed" not in verification:
+    if plan.verification is None:
         return PROPOSED
-    return VERIFIED if verification.get("passed") else FAILED
+    return VERIFIED if plan.verification.passed else FAILED
 
 
 class Journal:
@@ -430,7 +429,7 @@ class Journal:
             proposal_id = int(cursor.lastrowid or 0)
             self._event(conn, proposal_id, actor, "recorded", None, state, str(plan_dir))
             if plan.verification:
-                self._insert_verification(conn, proposal_id, plan.verification)
+                self._insert_verification(conn, proposal_id, plan.verification.to_json())
             return proposal_id
 
     def _reset_after_repropose(

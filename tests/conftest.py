@@ -75,7 +75,7 @@ def _seed_plan_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # The runtime stage (real vLLM) has its own tests; here only the patch hash matters.
     options = VerifyOptions(gpu="skip", journal=False, runtime=False)
     verification = verify_plan(root / "plan", options)
-    assert verification["local_passed"], verification["message"]
+    assert verification.local_passed, verification.message
     return root / "plan"
 
 

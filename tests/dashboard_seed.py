@@ -23,6 +23,7 @@ from bot.content_hash import patch_hash
 from bot.contribution import CHECKLIST, CONTRIBUTION
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.store import Journal
+from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 
 SEED_CLASS = "Qwen3NextForCausalLM"
@@ -80,20 +81,24 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         finding=json.loads(_seed_proposal(tree)[2]),
         branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
         fingerprint=fingerprint,
-        verification={
-            "passed": verified,
-            "patch_hash": patch_hash(seed_patch(tree)),
-            "checks": [
+        verification=claimed(
+            None,
+            passed=verified,
+            local_passed=True,
+            message="all checks passed, GPU test passed" if verified else "GPU test failure",
+            patch_hash=patch_hash(seed_patch(tree)),
+            checks=[
                 {"name": "git apply --check", "passed": True, "detail": "clean"},
                 {"name": "ruff", "passed": True, "detail": "no findings"},
                 {"name": "registry entry", "passed": True, "detail": "DFlashQwen3NextDraftModel"},
             ],
-            "gpu": {
+            gpu={
+                "mode": "dispatch",
                 "conclusion": "success" if verified else "failure",
                 "run_url": "https://github.com/example/bot/actions/runs/42",
                 "log_excerpt": "tests/models/test_eagle3.py::test_qwen3_next PASSED\n1 passed",
             },
-        },
+        ),
     )
     body = (
         "Declare `SupportsEagle3` on `Qwen3NextForCausalLM`.\n\n"

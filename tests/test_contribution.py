@@ -66,7 +66,7 @@ def _published(plan_dir: Path, standin, tmp_path: Path):
     assert result.action == "opened", result
     (pull,) = standin.pulls(UPSTREAM)
     plan = read_plan_dir(plan_dir).plan
-    return pull["body"], plan, {c["name"]: c for c in plan.verification["checks"]}
+    return pull["body"], plan, {c.name: c.to_json() for c in plan.verification.checks}
 
 
 def test_the_rules_come_from_each_tree():
@@ -253,7 +253,7 @@ def test_propose_without_confirmation_publishes_nothing(upstream_standin, tmp_pa
     assert done.returncode == 0, done.stderr
     assert "not published: confirm with --yes" in done.stdout
     assert upstream_standin.pulls(UPSTREAM) == []
-    assert read_plan_dir(out).plan.verification["local_passed"] is True
+    assert read_plan_dir(out).plan.verification.local_passed is True
 
 
 def _closed_port() -> int:

@@ -28,6 +28,7 @@ from bot.verify.evidence import (
     missing_evidence,
     require_evidence,
 )
+from tests.claimed import claimed
 from tests.conftest import UPSTREAM
 
 PASSED_SMOKE = {
@@ -45,7 +46,7 @@ ENGINE_NOT_CHECKED = {
 
 
 def _plan(recipe: str, checks: list[dict]) -> Plan:
-    return Plan(status=READY, reason="", recipe=recipe, verification={"checks": checks})
+    return Plan(status=READY, reason="", recipe=recipe, verification=claimed(None, checks=checks))
 
 
 def test_the_enable_recipe_requires_a_passed_smoke_check() -> None:
@@ -182,7 +183,7 @@ def test_publish_side_check() -> None:
     require_evidence(_plan("eagle3-enable", [PASSED_SMOKE, ENGINE_PASSED]))
     with pytest.raises(BotError, match="requires a passed smoke check"):
         require_evidence(
-            _plan("eagle3-enable", [{"name": "smoke", "passed": None}, ENGINE_NOT_CHECKED])
+            _plan("eagle3-enable", [{**PASSED_SMOKE, "passed": None}, ENGINE_NOT_CHECKED])
         )
     with pytest.raises(BotError, match="requires a passed smoke check"):
         require_evidence(Plan(status=READY, reason="", recipe="eagle3-enable"))

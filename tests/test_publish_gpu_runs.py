@@ -20,6 +20,7 @@ from bot.github import GitHubClient
 from bot.plan import read_plan_dir, update_plan
 from bot.publish import publish_plan
 from bot.verify.dispatch import WORKFLOW_FILE
+from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 
 pytestmark = pytest.mark.vllm_tree
@@ -74,7 +75,7 @@ def _run(standin, conclusion: str, **inputs: str) -> dict:
 
 def _record(plan_dir: Path, gpu: dict) -> None:
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "passed": True, "gpu": gpu}
+    plan.verification = claimed(plan.verification, passed=True, gpu=gpu)
     update_plan(plan_dir, plan)
 
 

@@ -29,6 +29,7 @@ from bot.publish_checks import check_plan_fields
 from bot.store import PR_OPEN, Journal, TriagedIssue
 from bot.sync import sync
 from bot.tree.fetch import release_tree
+from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, GitHubStandIn
 
@@ -56,7 +57,7 @@ def _verify(plan_dir: Path) -> None:
 
     options = VerifyOptions(gpu="skip", journal=False, runtime=False)
     verification = verify_plan(plan_dir, options)
-    assert verification["local_passed"], verification["message"]
+    assert verification.local_passed, verification.message
 
 
 @pytest.fixture(scope="session")
@@ -218,9 +219,7 @@ def test_the_dashboard_issue_approves_a_group_by_its_review_hash(
     gpu = {"mode": "dispatch", "conclusion": "success", "log_excerpt": "6 passed"}
     update_plan(
         group_plan,
-        dataclasses.replace(
-            plan, verification={**(plan.verification or {}), "passed": True, "gpu": gpu}
-        ),
+        dataclasses.replace(plan, verification=claimed(plan.verification, passed=True, gpu=gpu)),
     )
     journal = Journal(tmp_path / "journal.sqlite3")
     proposal_id = journal.record_proposal(group_plan)

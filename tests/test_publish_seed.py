@@ -13,6 +13,7 @@ from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import PublishBudget, publish_plan
+from tests.claimed import claimed
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
 
@@ -135,12 +136,13 @@ def test_body_change_updates_in_place_and_verification_marks_ready(
 
     # A passed verification alone is the plan's word: the PR stays a draft.
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "passed": True}
+    plan.verification = claimed(plan.verification, passed=True)
     update_plan(plan_dir, plan)
     assert _publish(plan_dir, work_dir).action == "unchanged"
     assert github_standin.pulls(UPSTREAM)[0]["draft"] is True
     # The GPU run it names, finished with success on the bot's repository, makes it ready.
-    plan.verification["gpu"] = _successful_gpu_run(github_standin, monkeypatch, plan_dir)
+    gpu = _successful_gpu_run(github_standin, monkeypatch, plan_dir)
+    plan.verification = claimed(plan.verification, gpu=gpu)
     update_plan(plan_dir, plan)
     ready = _publish(plan_dir, work_dir)
     assert ready.action == "updated"

@@ -23,6 +23,7 @@ from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
 from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
+from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER
@@ -53,7 +54,7 @@ def _tamper(plan_dir: Path, extra: str, *, reverify: bool = True) -> None:
     (plan_dir / "patch.diff").write_text(patch, encoding="utf-8")
     if reverify:
         plan = read_plan_dir(plan_dir).plan
-        plan.verification = {**(plan.verification or {}), "patch_hash": patch_hash(patch)}
+        plan.verification = claimed(plan.verification, patch_hash=patch_hash(patch))
         update_plan(plan_dir, plan)
 
 
@@ -100,7 +101,7 @@ def test_an_extra_hunk_outside_the_declared_span_is_refused(seed, upstream_stand
     new_patch = patch.replace(own, _diff(MODEL_FILE, source, tampered_model))
     (plan_dir / "patch.diff").write_text(new_patch)
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
+    plan.verification = claimed(plan.verification, patch_hash=patch_hash(new_patch))
     update_plan(plan_dir, plan)
     _refused(plan_dir, work_dir, upstream_standin, "outside the intended lines")
 
@@ -118,7 +119,7 @@ def test_a_decorator_slipped_into_the_class_header_is_refused(seed, upstream_sta
     new_patch = patch.replace(own, _diff(MODEL_FILE, source, planted))
     (plan_dir / "patch.diff").write_text(new_patch)
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
+    plan.verification = claimed(plan.verification, patch_hash=patch_hash(new_patch))
     update_plan(plan_dir, plan)
     _refused(
         plan_dir,
@@ -143,7 +144,7 @@ def test_a_planted_line_in_the_regression_test_is_refused(seed, upstream_standin
     new_patch = patch.replace(own, _diff(test_file, source, planted))
     (plan_dir / "patch.diff").write_text(new_patch)
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
+    plan.verification = claimed(plan.verification, patch_hash=patch_hash(new_patch))
     update_plan(plan_dir, plan)
     _refused(plan_dir, work_dir, upstream_standin, "not the regression test the recipe writes")
 

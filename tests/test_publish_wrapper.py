@@ -26,6 +26,7 @@ from bot.propose import branch_name
 from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
+from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
 
@@ -50,7 +51,7 @@ def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         out = root / name
         pipeline.propose(checkout, out, class_name=name, upstream=UPSTREAM)
         verified = verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
-        assert verified["local_passed"], verified["message"]
+        assert verified.local_passed, verified.message
         plans[name] = out
     return plans
 
@@ -87,7 +88,7 @@ def _refused(plan_dir: Path, tmp_path: Path, standin: GitHubStandIn, match: str)
 def _reverify(plan_dir: Path, patch: str) -> None:
     (plan_dir / "patch.diff").write_text(patch, encoding="utf-8")
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "patch_hash": patch_hash(patch)}
+    plan.verification = claimed(plan.verification, patch_hash=patch_hash(patch))
     update_plan(plan_dir, plan)
 
 

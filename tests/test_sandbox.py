@@ -216,7 +216,7 @@ def test_bot_verify_runs_the_planted_init_in_the_sandbox(
     verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
 
     # The local GPU test imports vllm in a pytest process of its own and reports the verdict.
-    gpu = verification["gpu"]
+    gpu = verification.gpu.to_json()
     verdict = _verdict(json.dumps(gpu).replace("\\n", "\n"))
     assert verdict == "clean" if sandbox == "on" else verdict.startswith("leaks:")
 

@@ -19,6 +19,7 @@ from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish import publish_plan
 from bot.tree.fetch import release_tree
+from tests.claimed import claimed
 from tests.conftest import UPSTREAM
 from tests.test_publish_trust import MODEL_FILE, _apply_own_then, _diff, _model_file_diff, _refused
 
@@ -39,7 +40,7 @@ def _rewrite(plan_dir: Path, path: str, change: Callable[[str], str]) -> None:
     new_patch = patch.replace(own, _diff(path, source, planted))
     (plan_dir / "patch.diff").write_text(new_patch)
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "patch_hash": patch_hash(new_patch)}
+    plan.verification = claimed(plan.verification, patch_hash=patch_hash(new_patch))
     update_plan(plan_dir, plan)
 
 

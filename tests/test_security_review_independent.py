@@ -37,6 +37,7 @@ from bot.publish import publish_plan
 from bot.publish_checks import check_pr_body
 from bot.recipes.base import PublishedEdit
 from bot.recipes.eagle3_enable_publish import PUBLISH_RULES as ENABLE_RULES
+from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_FORK_OWNER, STANDIN_TOKEN
 from tests.test_enable_shapes import ready_model_edit
@@ -528,7 +529,7 @@ def _append_file_to_patch(plan_dir: Path, path: str, text: str) -> None:
     patch = (plan_dir / "patch.diff").read_text() + hunk
     (plan_dir / "patch.diff").write_text(patch)
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {**plan.verification, "patch_hash": patch_hash(patch)}  # as verify would
+    plan.verification = claimed(plan.verification, patch_hash=patch_hash(patch))  # as verify would
     update_plan(plan_dir, plan)
 
 
@@ -630,11 +631,9 @@ def test_a_patch_changed_after_approval_is_not_published(seed, upstream_standin)
 def test_a_claimed_verification_does_not_open_a_ready_pr(seed, upstream_standin) -> None:
     plan_dir, work_dir = seed
     plan = read_plan_dir(plan_dir).plan
-    plan.verification = {
-        **plan.verification,
-        "passed": True,
-        "gpu": {"mode": "dispatch", "conclusion": "success"},
-    }
+    plan.verification = claimed(
+        plan.verification, passed=True, gpu={"mode": "dispatch", "conclusion": "success"}
+    )
     update_plan(plan_dir, plan)
     result = publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
     assert result.action == "opened"

@@ -112,7 +112,7 @@ def test_upstream_code_run_by_verify_sees_no_token(tmp_path: Path, runner_env: P
     # check run in the release's environment, which a plan without a release has not: their
     # subprocesses take the same minimal environment, as the source scan below enforces.)
     assert len(records) >= 1, verification
-    assert verification["gpu"]["conclusion"] == "success", verification["gpu"]
+    assert verification.gpu.conclusion == "success", verification.gpu
     for record in records:
         # Names only in a failure message: the values are what must not be shown.
         holding_token = [name for name, value in record.items() if TOKEN in (value or "")]
@@ -166,7 +166,7 @@ def test_upstream_code_run_by_verify_cannot_read_credentials_in_home(
 
     records = [json.loads(p.read_text()) for p in sorted(seen.glob("home-*.json"))]
     assert records, verification
-    assert verification["gpu"]["conclusion"] == "success", verification["gpu"]
+    assert verification.gpu.conclusion == "success", verification.gpu
     for record in records:
         assert record["found"] == dict.fromkeys(record["found"])  # nothing found
         assert not Path(record["home"]).is_relative_to(home)
@@ -200,15 +200,15 @@ def test_reuse_local_keeps_the_recorded_checks_and_runs_nothing(
     seen = tmp_path / "seen"
     plan_dir = _spy_plan(tmp_path, seen)
     first = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
-    assert first["local_passed"] is True and list(seen.glob("*.json"))
+    assert first.local_passed is True and list(seen.glob("*.json"))
     for record in seen.glob("*.json"):
         record.unlink()
 
     again = verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
 
     assert list(seen.glob("*.json")) == []
-    assert again["checks"] == first["checks"]
-    assert again["local_passed"] is True
+    assert again.checks == first.checks
+    assert again.local_passed is True
 
 
 def test_reuse_local_refuses_checks_recorded_for_another_patch(
@@ -277,12 +277,12 @@ def test_a_hunk_the_recipe_does_not_make_is_never_run(tmp_path: Path, runner_env
     verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
 
     assert not seen.exists()
-    checks = {c["name"]: c for c in verification["checks"]}
+    checks = {c.name: c.to_json() for c in verification.checks}
     assert checks["confined"]["passed"] is False
     assert "vllm/__init__.py" in checks["confined"]["detail"]
     assert checks["rescan"]["passed"] is True  # the static checks still ran
-    assert verification["gpu"]["conclusion"] == "not_run"
-    assert verification["passed"] is False and verification["local_passed"] is False
+    assert verification.gpu.conclusion == "not_run"
+    assert verification.passed is False and verification.local_passed is False
 
 
 BOT_SOURCES = sorted((Path(__file__).resolve().parents[1] / "bot").rglob("*.py"))

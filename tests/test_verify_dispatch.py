@@ -69,8 +69,8 @@ def test_dispatch_fail_before_pass_after(tmp_path: Path, standin: GitHubStandIn)
     )
     verification = verify_plan(plan_dir, options)
 
-    gpu = verification["gpu"]
-    assert verification["passed"] is True
+    gpu = verification.gpu.to_json()
+    assert verification.passed is True
     assert gpu["conclusion"] == "success"
     assert gpu["before"]["conclusion"] == "failure"
     assert gpu["run_url"].startswith(standin.web_url + f"/{BOT_REPO}/actions/runs/")
@@ -81,7 +81,7 @@ def test_dispatch_fail_before_pass_after(tmp_path: Path, standin: GitHubStandIn)
     assert all(i["request_id"] in run["display_title"] for i, run in zip(inputs, standin.runs()))
 
     stored = read_plan_dir(plan_dir)
-    assert stored.plan.verification["gpu"]["run_id"] == gpu["run_id"]
+    assert stored.plan.verification.gpu.run_id == gpu["run_id"]
     assert f"[run]({gpu['run_url']})" in stored.pr_body
     assert "before the patch: **failure**" in stored.pr_body
     assert Journal().proposals()[0].state == "verified"
@@ -96,8 +96,8 @@ def test_failing_gpu_test_keeps_draft_and_shows_the_log(
     options = VerifyOptions(gpu="dispatch", poll=PollSettings(interval=0, timeout=60, sleep=sleep))
     verification = verify_plan(plan_dir, options)
 
-    assert verification["passed"] is False
-    assert verification["gpu"]["conclusion"] == "failure"
+    assert verification.passed is False
+    assert verification.gpu.conclusion == "failure"
     body = read_plan_dir(plan_dir).pr_body
     assert body.count(START) == 1 and body.count(END) == 1
     section = body[body.index(START) : body.index(END)]
@@ -116,11 +116,11 @@ def test_dispatch_that_never_finishes_times_out(
     assert main([*argv, "--poll-interval", "0.05"]) == 1
 
     verification = read_plan_dir(plan_dir).plan.verification
-    gpu = verification["gpu"]
-    assert verification["passed"] is False
+    gpu = verification.gpu.to_json()
+    assert verification.passed is False
     assert gpu["conclusion"] == "timed_out"
     assert gpu["run_url"] and "still queued" in gpu["log_excerpt"]
-    assert "did not finish" in verification["message"]
+    assert "did not finish" in verification.message
     assert "did not finish" in capsys.readouterr().out
     assert "**timed out**" in read_plan_dir(plan_dir).pr_body
 
@@ -130,9 +130,9 @@ def test_run_that_never_appears_times_out(tmp_path: Path, standin: GitHubStandIn
     plan_dir = synthetic_plan(tmp_path, branch="bot/eagle3-foo")
     options = VerifyOptions(gpu="dispatch", poll=PollSettings(interval=0.01, timeout=0.1))
     verification = verify_plan(plan_dir, options)
-    assert verification["gpu"]["conclusion"] == "timed_out"
-    assert verification["gpu"]["run_url"] is None
-    assert "no run of gpu-verify.yml appeared" in verification["gpu"]["log_excerpt"]
+    assert verification.gpu.conclusion == "timed_out"
+    assert verification.gpu.run_url is None
+    assert "no run of gpu-verify.yml appeared" in verification.gpu.log_excerpt
 
 
 def test_dispatch_without_a_pushed_commit_is_one_line(

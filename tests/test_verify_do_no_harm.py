@@ -17,6 +17,7 @@ import pytest
 from bot.plan import READY, Plan, write_plan_dir
 from bot.rescan import key_json
 from bot.verify import VerifyOptions, verify_plan
+from bot.verify.verification import Verification
 from tests.synthetic import make_tree
 from tests.test_verify_local import (
     FOO_MODEL,
@@ -85,14 +86,14 @@ def verify(
     return verify_plan(tmp_path / "plan", VerifyOptions(gpu="skip", journal=False))
 
 
-def failed(verification: dict) -> list[str]:
-    return [c["name"] for c in verification["checks"] if c["passed"] is False]
+def failed(verification: Verification) -> list[str]:
+    return [c.name for c in verification.checks if c.passed is False]
 
 
 def test_the_right_patch_passes_every_local_check(tmp_path: Path) -> None:
     verification = verify(tmp_path, [(MODEL, *DECLARE)])
     checks = checks_by_name(verification)
-    assert [c["name"] for c in verification["checks"]] == [
+    assert [c.name for c in verification.checks] == [
         "apply",
         "confined",
         "rescan",
@@ -108,7 +109,7 @@ def test_the_right_patch_passes_every_local_check(tmp_path: Path) -> None:
         assert checks[name]["passed"] is True, checks[name]
     assert "FooForCausalLM no longer found" in checks["rescan"]["detail"]
     assert "1 file(s) compile" in checks["py_compile"]["detail"]
-    assert verification["local_passed"] is True
+    assert verification.local_passed is True
 
 
 def test_a_patch_that_does_not_apply_fails_apply(tmp_path: Path) -> None:
@@ -119,8 +120,8 @@ def test_a_patch_that_does_not_apply_fails_apply(tmp_path: Path) -> None:
     stale = make_patch(repo, commit_all(repo), [(MODEL, *DECLARE)])
     verification = verify(tmp_path, [], patch=stale)
     assert failed(verification) == ["apply"]
-    assert [c["name"] for c in verification["checks"]] == ["apply"]
-    assert verification["local_passed"] is False
+    assert [c.name for c in verification.checks] == ["apply"]
+    assert verification.local_passed is False
 
 
 def test_a_patch_that_leaves_the_finding_fails_rescan(tmp_path: Path) -> None:
@@ -140,7 +141,7 @@ def test_a_patch_that_leaves_the_finding_fails_rescan(tmp_path: Path) -> None:
         "FooForCausalLM (eagle3-interface) is still found after the patch"
         in (checks_by_name(verification)["rescan"]["detail"])
     )
-    assert verification["local_passed"] is False
+    assert verification.local_passed is False
 
 
 def test_a_patch_that_brings_a_new_finding_fails_rescan(tmp_path: Path) -> None:
@@ -195,7 +196,7 @@ def test_a_patch_that_does_not_compile_fails_py_compile(tmp_path: Path) -> None:
     assert "py_compile" in failed(verification)
     detail = checks_by_name(verification)["py_compile"]["detail"]
     assert detail.startswith(f"{MODEL}: SyntaxError")
-    assert verification["local_passed"] is False
+    assert verification.local_passed is False
 
 
 def test_a_patch_that_adds_a_ruff_violation_fails_ruff(tmp_path: Path) -> None:
@@ -205,4 +206,4 @@ def test_a_patch_that_adds_a_ruff_violation_fails_ruff(tmp_path: Path) -> None:
     )
     assert failed(verification) == ["confined", "ruff"]
     assert checks_by_name(verification)["ruff"]["detail"] == f"new ruff violations: F841 in {MODEL}"
-    assert verification["local_passed"] is False
+    assert verification.local_passed is False

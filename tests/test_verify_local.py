@@ -17,6 +17,7 @@ from bot.tree.fetch import release_tree
 from bot.tree.worktree import diff_worktree, scratch_worktree
 from bot.verify import VerifyOptions, verify_plan
 from bot.verify.render import END, START
+from bot.verify.verification import Verification
 from tests.synthetic import READY_DECODER, make_tree
 
 PR_MARKDOWN = f"""Add SupportsEagle3 to a model
@@ -134,8 +135,8 @@ def bot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "bot-home"
 
 
-def checks_by_name(verification: dict) -> dict[str, dict]:
-    return {c["name"]: c for c in verification["checks"]}
+def checks_by_name(verification: Verification) -> dict[str, dict]:
+    return {c.name: c.to_json() for c in verification.checks}
 
 
 def worktrees(repo: Path) -> list[str]:
@@ -163,7 +164,7 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
 
     verification = read_plan_dir(plan_dir).plan.verification
     checks = checks_by_name(verification)
-    assert [c["name"] for c in verification["checks"]] == [
+    assert [c.name for c in verification.checks] == [
         "apply",
         "confined",
         "rescan",
@@ -190,10 +191,10 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
     assert smoke["passed"] is True, smoke
     assert "2 aux hidden states for layers [2, 3]" in smoke["detail"]
     assert "bit for bit" in smoke["detail"]
-    assert verification["local_passed"] is True
+    assert verification.local_passed is True
     # No GPU test ran, so the verification is not a pass: the PR would stay a draft.
-    assert verification["passed"] is False
-    assert verification["gpu"]["conclusion"] == "skipped"
+    assert verification.passed is False
+    assert verification.gpu.conclusion == "skipped"
     body = read_plan_dir(plan_dir).pr_body
     assert "| cpu-tests | ✅ passed | before the patch: failure; after the patch: success" in body
     assert "| smoke | ✅ passed |" in body
@@ -236,7 +237,7 @@ def test_seed_case_patch_that_misses_the_class_fails_rescan(tmp_path: Path) -> N
     # The unused import is a new ruff violation (F401) under vLLM's own configuration.
     assert checks["ruff"]["passed"] is False
     assert "F401" in checks["ruff"]["detail"]
-    assert verification["local_passed"] is False
+    assert verification.local_passed is False
     assert main(["verify", str(tmp_path / "plan")]) == 1
 
 
@@ -244,14 +245,14 @@ def test_local_gpu_run_fails_before_and_passes_after(tmp_path: Path, bot_home: P
     plan_dir = synthetic_plan(tmp_path)
     verification = verify_plan(plan_dir, VerifyOptions(gpu="local", before=True))
 
-    assert verification["local_passed"] is True, verification["checks"]
-    gpu = verification["gpu"]
+    assert verification.local_passed is True, verification.checks
+    gpu = verification.gpu.to_json()
     assert gpu["mode"] == "local"
     assert gpu["before"]["conclusion"] == "failure"
     assert "SupportsEagle3 missing" in gpu["before"]["log_excerpt"]
     assert gpu["conclusion"] == "success"
     assert gpu["after"]["tests"] == 1 and gpu["after"]["failures"] == 0
-    assert verification["passed"] is True
+    assert verification.passed is True
 
     stored = read_plan_dir(plan_dir)
     assert stored.plan.verification == verification
@@ -280,9 +281,9 @@ def test_local_gpu_failure_keeps_the_pr_a_draft(tmp_path: Path) -> None:
     verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
     # The patch changes whitespace only, so the finding is still there: local checks fail
     # and the GPU test does not even run.
-    assert verification["local_passed"] is False
-    assert verification["gpu"]["conclusion"] == "not_run"
-    assert verification["passed"] is False
+    assert verification.local_passed is False
+    assert verification.gpu.conclusion == "not_run"
+    assert verification.passed is False
     assert Journal().proposals()[0].state == "failed"
 
 

@@ -16,6 +16,9 @@ from bot.verify.render import (
     render_results,
     replace_results_section,
 )
+from bot.verify.verification import Verification
+
+NOT_PASSED = {"passed": False, "local_passed": False, "message": ""}
 
 
 def test_section_is_replaced_between_markers_or_appended() -> None:
@@ -40,6 +43,7 @@ def test_untrusted_text_is_escaped() -> None:
 def test_render_shows_checks_gpu_and_only_safe_links() -> None:
     verification = {
         "passed": False,
+        "local_passed": True,
         "message": "GPU test failure",
         "checks": [{"name": "ruff", "passed": None, "detail": "skipped: x"}],
         "gpu": {
@@ -50,7 +54,7 @@ def test_render_shows_checks_gpu_and_only_safe_links() -> None:
             "before": {"conclusion": "failure", "run_url": "https://github.com/o/r/actions/runs/1"},
         },
     }
-    text = render_results(verification)
+    text = render_results(Verification.from_json(verification))
     assert "❌ not passed" in text and "⏭️ skipped" in text
     assert "javascript:" not in text.replace("\\", "")
     assert "[run](https://github.com/o/r/actions/runs/1)" in text
@@ -69,7 +73,7 @@ def test_log_excerpts_and_details_name_local_places_instead_of_spelling_them(
         "detail": f"not checked: {tree_file} could not import",
         "log_excerpt": f'File "{tree_file}", line 3\nFile "{env_file}", line 9',
     }
-    text = render_results({"passed": False, "checks": [check]})
+    text = render_results(Verification.from_json({**NOT_PASSED, "checks": [check]}))
     assert str(cache_dir()) not in text and str(Path.home()) not in text
     assert 'File "<bot cache>/vllm-trees/0.34.0/vllm/model_executor/models/glm4.py"' in text
     assert 'File "~/venvs/x/site-packages/torch/nn/modules/module.py", line 9' in text

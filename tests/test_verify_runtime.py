@@ -17,10 +17,11 @@ from bot.verify import smoke
 from bot.verify.checks import cpu_test_check
 from bot.verify.env import MANIFEST, existing_env, read_requirements, vllm_env
 from bot.verify.junit import TestRun as Run
+from bot.verify.verification import Verification
 
 
-def checks_by_name(verification: dict) -> dict[str, dict]:
-    return {c["name"]: c for c in verification["checks"]}
+def checks_by_name(verification: Verification) -> dict[str, dict]:
+    return {c.name: c.to_json() for c in verification.checks}
 
 
 @pytest.mark.vllm_tree
@@ -113,7 +114,7 @@ def test_live_gap_of_0_34_0(tmp_path: Path) -> None:
 
     verification = read_plan_dir(plan_dir).plan.verification
     checks = checks_by_name(verification)
-    assert verification["local_passed"] is True, verification["checks"]
+    assert verification.local_passed is True, verification.checks
     cpu = checks["cpu-tests"]
     assert cpu["passed"] is True, cpu
     assert cpu["detail"].startswith("before the patch: failure; after the patch: success")

@@ -9,9 +9,9 @@ derived again), else alone, in a verification that is not passed (run `bot verif
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from bot.content_hash import patch_hash
 from bot.errors import BotError
@@ -77,32 +77,21 @@ def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> Non
     from bot.verify.run import _record as record_verification
     from bot.verify.run import _verdict
 
-    recorded: dict[str, Any] = loaded.plan.verification or {}
-    same_patch = recorded.get("patch_hash") == patch_hash(loaded.patch)
-    if same_patch and isinstance(recorded.get("checks"), list):
-        kept = [
-            Check(
-                str(c.get("name")),
-                c.get("passed") if c.get("passed") in (True, False) else None,
-                str(c.get("detail") or ""),
-                str(c.get("log_excerpt") or ""),
-                c.get("record") if isinstance(c.get("record"), dict) else None,
-            )
-            for c in recorded["checks"]
-            if isinstance(c, dict) and c.get("name") not in ("engine", "evidence")
-        ]
+    recorded = loaded.plan.verification
+    digest = patch_hash(loaded.patch)
+    if recorded is not None and recorded.patch_hash == digest:
+        kept = [c for c in recorded.checks if c.name not in ("engine", "evidence")]
         checks = [*kept, check]
         if (evidence := evidence_check(loaded.plan.recipe, checks)) is not None:
             checks.append(evidence)
-        gpu = recorded.get("gpu") if isinstance(recorded.get("gpu"), dict) else None
-        gpu = dict(gpu or {"mode": "skip", "conclusion": "skipped"})
-        verification = _verdict(checks, gpu, all(c.passed is not False for c in checks))
+        gpu = recorded.gpu.to_json() if recorded.gpu else {"mode": "skip", "conclusion": "skipped"}
+        ok = all(c.passed is not False for c in checks)
+        verification = _verdict(checks, gpu, ok, digest)
     else:
-        verification = _verdict([check], {"mode": "skip", "conclusion": "not_run"}, True)
-        verification.update(
+        verification = dataclasses.replace(
+            _verdict([check], {"mode": "skip", "conclusion": "not_run"}, True, digest),
             passed=False,
             local_passed=False,
             message="only the engine check ran; run `bot verify` for the rest",
         )
-    verification["patch_hash"] = patch_hash(loaded.patch)
     record_verification(plan_dir, loaded, verification, journal)

@@ -113,8 +113,7 @@ def require_evidence(plan: Plan) -> None:
     """For publish: a ready plan of a recipe with required checks carries them, passed."""
     if plan.status != READY or not (required_checks(plan.recipe) or engine_gated(plan.recipe)):
         return
-    verification = plan.verification or {}
-    checks = verification.get("checks") if isinstance(verification, dict) else None
-    missing = missing_evidence(plan.recipe, checks if isinstance(checks, list) else [])
+    checks = plan.verification.checks if plan.verification else ()
+    missing = missing_evidence(plan.recipe, [c.to_json() for c in checks])
     if missing:
         raise BotError(f"refused: {missing}; run `bot verify` with the release's environment")

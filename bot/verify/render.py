@@ -10,6 +10,7 @@ from bot.config import cache_dir, home_dir
 from bot.identity import RESULTS_END, RESULTS_START
 from bot.markdown import inline
 from bot.redact import redact
+from bot.verify.verification import GpuRun, Verification
 
 START = RESULTS_START
 END = RESULTS_END
@@ -43,34 +44,32 @@ def link(label: str, url: object) -> str:
     return label
 
 
-def render_results(verification: dict[str, Any]) -> str:
-    verdict = "✅ passed" if verification.get("passed") else "❌ not passed"
+def render_results(verification: Verification) -> str:
+    verdict = "✅ passed" if verification.passed else "❌ not passed"
     lines = [
         "### Verification",
         "",
-        f"**Result:** {verdict} — {inline(verification.get('message') or '')}",
+        f"**Result:** {verdict} — {inline(verification.message)}",
         "",
         "| Check | Result | Detail |",
         "| --- | --- | --- |",
     ]
-    for check in verification.get("checks", []):
-        result = _ICONS.get(check.get("passed"), "?")
-        detail = without_local_paths(str(check.get("detail") or ""))
-        lines.append(f"| {inline(check.get('name'))} | {result} | {inline(detail)} |")
-    for check in verification.get("checks", []):
-        if check.get("name") == "engine" and isinstance(check.get("record"), dict):
-            lines += ["", *engine_lines(check["record"])]
-    for check in verification.get("checks", []):
-        if check.get("log_excerpt"):
-            summary = f"{inline(check.get('name'))}: log excerpt"
+    for check in verification.checks:
+        result = _ICONS.get(check.passed, "?")
+        detail = without_local_paths(check.detail)
+        lines.append(f"| {inline(check.name)} | {result} | {inline(detail)} |")
+    for check in verification.checks:
+        if check.name == "engine" and check.record is not None:
+            lines += ["", *engine_lines(check.record)]
+    for check in verification.checks:
+        if check.log_excerpt:
+            summary = f"{inline(check.name)}: log excerpt"
             lines += ["", f"<details><summary>{summary}</summary>", ""]
-            lines += [code_block(str(check["log_excerpt"])), "", "</details>"]
-    gpu = verification.get("gpu") or {}
-    if gpu:
-        lines += ["", *_gpu_lines(gpu)]
-    finished = verification.get("finished_at")
-    if finished:
-        lines += ["", f"<sub>Verified by the bot at {inline(finished)}.</sub>"]
+            lines += [code_block(check.log_excerpt), "", "</details>"]
+    if verification.gpu is not None:
+        lines += ["", *_gpu_lines(verification.gpu)]
+    if verification.finished_at:
+        lines += ["", f"<sub>Verified by the bot at {inline(verification.finished_at)}.</sub>"]
     return "\n".join(lines)
 
 
@@ -108,26 +107,23 @@ def engine_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _gpu_lines(gpu: dict[str, Any]) -> list[str]:
-    mode = gpu.get("mode")
-    lines = [f"**GPU test** ({inline(mode)}): {_conclusion(gpu)}"]
-    before = gpu.get("before")
-    if isinstance(before, dict):
-        lines.append(
-            f"- before the patch: {_conclusion(before)}; after the patch: {_conclusion(gpu)}"
-        )
-    excerpt = gpu.get("log_excerpt")
-    if excerpt:
-        lines += ["", "<details><summary>Log excerpt</summary>", "", code_block(str(excerpt))]
+def _gpu_lines(gpu: GpuRun) -> list[str]:
+    after = _conclusion(gpu.conclusion, gpu.run_url)
+    lines = [f"**GPU test** ({inline(gpu.mode)}): {after}"]
+    if gpu.before is not None:
+        before = _conclusion(gpu.before.get("conclusion"), gpu.before.get("run_url"))
+        lines.append(f"- before the patch: {before}; after the patch: {after}")
+    if gpu.log_excerpt:
+        lines += ["", "<details><summary>Log excerpt</summary>", "", code_block(gpu.log_excerpt)]
         lines += ["", "</details>"]
     return lines
 
 
-def _conclusion(run: dict[str, Any]) -> str:
-    conclusion = str(run.get("conclusion") or "unknown").replace("_", " ")
-    text = f"**{inline(conclusion)}**"
-    if run.get("run_url"):
-        text += f" ({link('run', run.get('run_url'))})"
+def _conclusion(conclusion: object, url: object) -> str:
+    said = str(conclusion or "unknown").replace("_", " ")
+    text = f"**{inline(said)}**"
+    if url:
+        text += f" ({link('run', url)})"
     return text
 
 

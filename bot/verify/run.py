@@ -27,6 +27,7 @@ from bot.verify.engine import engine_checkpoints_of
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
 from bot.verify.render import render_results, replace_results_section
+from bot.verify.verification import GpuRun, Verification
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class VerifyOptions:
 
 def verify_plan(
     plan_dir: Path, options: VerifyOptions | None = None, client: ActionsClient | None = None
-) -> dict[str, Any]:
+) -> Verification:
     """Verify a plan directory; writes the result to plan.json, pr.md and the journal."""
     return verify_plans([plan_dir], options, client)[0]
 
@@ -71,7 +72,7 @@ class _Local:
 
 def verify_plans(
     plan_dirs: list[Path], options: VerifyOptions | None = None, client: ActionsClient | None = None
-) -> list[dict[str, Any]]:
+) -> list[Verification]:
     """Verify several plan directories: the local stage of each, then one engine process per
     engine version for all of them (one import, one tiny-model build per plan), then each
     plan's verdict."""
@@ -114,7 +115,7 @@ def _local(plan_dir: Path, loaded: PlanDir, gpu_tests: list[str], options: Verif
     return _Local(plan_dir, loaded, gpu_tests, checks, local_gpu, stage)
 
 
-def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) -> dict[str, Any]:
+def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) -> Verification:
     local_checks, plan = item.checks, item.loaded.plan
     local_ok = all(c.passed is not False for c in local_checks)
     if not local_ok:
@@ -126,18 +127,17 @@ def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) 
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
-    verification = _verdict(local_checks, gpu, local_ok)
-    verification["patch_hash"] = patch_hash(item.loaded.patch)  # what publish re-checks
+    verification = _verdict(local_checks, gpu, local_ok, patch_hash(item.loaded.patch))
     _record(item.plan_dir, item.loaded, verification, options.journal)
     return verification
 
 
-def exit_code(verification: dict[str, Any]) -> int:
+def exit_code(verification: Verification) -> int:
     """0 when nothing failed (a skipped GPU test is not a failure, but keeps the PR draft)."""
-    if verification.get("passed"):
+    if verification.passed:
         return 0
-    gpu = verification.get("gpu") or {}
-    return 0 if verification.get("local_passed") and gpu.get("mode") == "skip" else 1
+    skipped = verification.gpu is not None and verification.gpu.mode == "skip"
+    return 0 if verification.local_passed and skipped else 1
 
 
 def _refuse_beside_credentials(options: VerifyOptions) -> None:
@@ -168,24 +168,12 @@ def _local_stage(
 
 def _recorded_checks(loaded: PlanDir) -> list[Check]:
     """The local checks an earlier ``bot verify`` recorded for exactly this patch."""
-    recorded = loaded.plan.verification or {}
-    checks_json = recorded.get("checks")
-    if not isinstance(checks_json, list) or not checks_json:
+    recorded = loaded.plan.verification
+    if recorded is None or not recorded.checks:
         raise BotError("--reuse-local: plan.json records no local checks; run `bot verify` first")
-    if recorded.get("patch_hash") != patch_hash(loaded.patch):
+    if recorded.patch_hash != patch_hash(loaded.patch):
         raise BotError("--reuse-local: the recorded checks are not for this patch.diff")
-    try:
-        return [
-            Check(
-                str(c["name"]),
-                c["passed"] if c["passed"] in (True, False) else None,
-                str(c["detail"]),
-                record=c["record"] if isinstance(c.get("record"), dict) else None,
-            )
-            for c in checks_json
-        ]
-    except (TypeError, KeyError):
-        raise BotError("--reuse-local: plan.json's recorded checks are malformed") from None
+    return list(recorded.checks)
 
 
 def _checks_in_tree(
@@ -321,9 +309,13 @@ def _default_branch(client: ActionsClient, repo: str) -> str:
     return str(branch(repo)) if callable(branch) else "main"
 
 
-def _verdict(local_checks: list[Check], gpu: dict[str, Any], local_ok: bool) -> dict[str, Any]:
-    gpu["log_excerpt"] = redact(str(gpu.get("log_excerpt") or ""))
-    conclusion = gpu.get("conclusion")
+def _verdict(
+    local_checks: list[Check], gpu_json: dict[str, Any], local_ok: bool, digest: str
+) -> Verification:
+    """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``."""
+    excerpt = redact(str(gpu_json.get("log_excerpt") or ""))
+    gpu = GpuRun.from_json({**gpu_json, "log_excerpt": excerpt})
+    conclusion = gpu.conclusion
     passed = local_ok and conclusion == "success"
     if not local_ok:
         failed = next(c for c in local_checks if c.passed is False)
@@ -331,22 +323,23 @@ def _verdict(local_checks: list[Check], gpu: dict[str, Any], local_ok: bool) -> 
     elif conclusion == "success":
         message = "all checks passed, GPU test passed"
     elif conclusion == "timed_out":
-        message = f"the GPU run did not finish: {gpu.get('log_excerpt')}"
+        message = f"the GPU run did not finish: {gpu.log_excerpt}"
     elif conclusion == "skipped":
         message = "local checks passed; GPU test not run, so the PR stays a draft"
     else:
         message = f"GPU test {conclusion}"
-    return {
-        "passed": passed,
-        "local_passed": local_ok,
-        "message": redact(message)[:500],
-        "checks": [c.to_json() for c in local_checks],
-        "gpu": gpu,
-        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
+    return Verification(
+        passed=passed,
+        local_passed=local_ok,
+        message=redact(message)[:500],
+        checks=tuple(local_checks),
+        gpu=gpu,
+        finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        patch_hash=digest,
+    )
 
 
-def _record(plan_dir: Path, loaded: PlanDir, verification: dict[str, Any], journal: bool) -> None:
+def _record(plan_dir: Path, loaded: PlanDir, verification: Verification, journal: bool) -> None:
     plan = loaded.plan
     plan.verification = verification
     update_plan(plan_dir, plan)

@@ -1,0 +1,127 @@
+"""What ``bot verify`` found, as one frozen value: the local checks, the GPU run, the verdict.
+
+Verify makes it; plan.json carries it as JSON (:meth:`Verification.to_json`); the write-up,
+the contribution section, the evidence gate and ``bot publish`` read it back through
+:meth:`Verification.from_json`, which refuses a malformed record with a one-line error instead
+of letting each reader guess. plan.json comes from the unprivileged half, so the parse is the
+trust boundary: a record that parses is well-typed, which says nothing about whether it is
+true (publish still re-derives what it acts on, e.g. the patch hash and the GPU run).
+
+Its own module, importing only :mod:`bot.verify.check`, so that publish reads the value
+without the modules that run checks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from bot.errors import BotError
+from bot.jsonio import checked_fields
+from bot.verify.check import Check
+
+WHERE = "plan.json: `verification`"
+
+
+@dataclass(frozen=True)
+class GpuRun:
+    """The GPU test: where it ran (``local``, ``dispatch`` or ``skip``) and how it ended
+    (``success``, ``failure``, ``timed_out``, ``skipped``, ``not_run``, ...). A dispatched run
+    also names its workflow run and the commit it tested; ``tests`` are its JUnit counts."""
+
+    mode: str
+    conclusion: str
+    log_excerpt: str = ""
+    run_url: str | None = None
+    run_id: int | None = None
+    request_id: str | None = None
+    repository: str | None = None
+    sha: str | None = None
+    tests: dict[str, int] | None = None
+    # The run after the patch and, when asked for, before it: a workflow run's conclusion,
+    # address and id (dispatch), or the local pytest run's counts (local).
+    after: dict[str, Any] | None = None
+    before: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, data: object) -> GpuRun:
+        where = f"{WHERE}.gpu"
+        if not isinstance(data, dict):
+            raise BotError(f"{where} must be an object")
+        if "mode" not in data or "conclusion" not in data:
+            raise BotError(f"{where} must say its mode and conclusion")
+        return cls(**checked_fields(cls, data, where))
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        kept = ("mode", "conclusion", "log_excerpt")
+        return {k: v for k, v in data.items() if k in kept or v is not None}
+
+
+@dataclass(frozen=True)
+class Verification:
+    """``passed``: every local check passed and the GPU test succeeded. ``local_passed``: no
+    local check failed (one not checked is not a failure). ``patch_hash`` names the patch the
+    checks ran on; publish refuses any other."""
+
+    passed: bool
+    local_passed: bool
+    message: str
+    checks: tuple[Check, ...] = ()
+    gpu: GpuRun | None = None
+    finished_at: str | None = None
+    patch_hash: str | None = None
+
+    @classmethod
+    def from_json(cls, data: object) -> Verification:
+        """The record plan.json holds, checked field by field; a BotError if malformed."""
+        if not isinstance(data, dict):
+            raise BotError(f"{WHERE} must be an object")
+        checks = data.get("checks", [])
+        if not isinstance(checks, list):
+            raise BotError(f"{WHERE}: `checks` must be a list")
+        gpu = data.get("gpu")
+        plain = {k: v for k, v in data.items() if k not in ("checks", "gpu")}
+        for required in ("passed", "local_passed", "message"):
+            if required not in plain:
+                raise BotError(f"{WHERE} has no `{required}`")
+        return cls(
+            **checked_fields(cls, plain, WHERE),
+            checks=tuple(_check_from_json(c) for c in checks),
+            gpu=None if gpu is None else GpuRun.from_json(gpu),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "passed": self.passed,
+            "local_passed": self.local_passed,
+            "message": self.message,
+            "checks": [c.to_json() for c in self.checks],
+        }
+        if self.gpu is not None:
+            data["gpu"] = self.gpu.to_json()
+        if self.finished_at is not None:
+            data["finished_at"] = self.finished_at
+        if self.patch_hash is not None:
+            data["patch_hash"] = self.patch_hash
+        return data
+
+    def check(self, name: str) -> Check | None:
+        """The first recorded check called ``name``."""
+        return next((c for c in self.checks if c.name == name), None)
+
+    def check_passed(self, name: str) -> bool:
+        return any(c.name == name and c.passed is True for c in self.checks)
+
+    def with_patch_hash(self, digest: str) -> Verification:
+        return replace(self, patch_hash=digest)
+
+
+def _check_from_json(data: object) -> Check:
+    where = f"{WHERE}: each of `checks`"
+    if not isinstance(data, dict):
+        raise BotError(f"{where} must be an object")
+    for required in ("name", "passed", "detail"):
+        if required not in data:
+            raise BotError(f"{where} must have `{required}`")
+    return Check(**checked_fields(Check, data, where))
