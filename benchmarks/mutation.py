@@ -64,7 +64,7 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "propose": Group(
-        paths=("bot/propose.py",),
+        paths=("bot/propose/proposal.py",),
         tests=("tests/test_propose_do_no_harm.py",),
     ),
     "verify-checks": Group(
@@ -73,17 +73,17 @@ GROUPS: dict[str, Group] = {
         marker="not vllm_tree",  # the seed-tree tests take a minute a run
     ),
     "publish": Group(
-        paths=("bot/publish.py", "bot/git.py"),
+        paths=("bot/publish/pr.py", "bot/github/git.py"),
         tests=("tests/test_publish_do_no_harm.py", "tests/test_publish_seed.py"),
     ),
     # What the privileged half re-checks before it pushes: generic confinement and each
     # recipe's publish rules (they live beside the recipes, but only publish runs them).
     "publish-checks": Group(
         paths=(
-            "bot/publish_checks.py",
+            "bot/publish/checks.py",
             "bot/recipes/publish_rules.py",
-            "bot/recipes/eagle3_interface_publish.py",
-            "bot/recipes/eagle3_wrapper_publish.py",
+            "bot/recipes/eagle3_interface/publish.py",
+            "bot/recipes/eagle3_wrapper/publish.py",
         ),
         tests=(
             "tests/test_publish_trust.py",

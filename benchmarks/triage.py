@@ -5,7 +5,7 @@ each, written the way users write vLLM bug reports and feature requests, and ``l
 per file the outcome a careful maintainer would choose (``propose``, ``ask`` or ``silent``), the
 architecture classes (primary first), a one-line reason and the vLLM tree the label was read from.
 
-Every issue goes through ``bot.triage.triage_issue(issue, tree)``. Reported:
+Every issue goes through ``bot.triage.issue.triage_issue(issue, tree)``. Reported:
 - a confusion matrix and precision / recall for each outcome;
 - class accuracy on the issues labelled ``propose``: the bot proposes, and every class it names is
   one of the labelled classes (so a text/multimodal pair may be answered with either or both);
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.errors import BotError  # noqa: E402
 from bot.tree.fetch import release_tree  # noqa: E402
-from bot.triage import MAX_PART_CHARS, triage_issue  # noqa: E402
+from bot.triage.issue import MAX_PART_CHARS, triage_issue  # noqa: E402
 
 OUTCOMES = ("propose", "ask", "silent")
 CLASS_GATE = 0.95

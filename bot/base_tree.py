@@ -1,7 +1,7 @@
 """The tree a plan was made on, as ``bot publish`` reads it: never the plan's word for it.
 
 A publish rule that must re-derive what the recipe decided from more than the one file it
-checks (:mod:`bot.recipes.eagle3_enable`'s capture depends on the decoder's layers and on how
+checks (:mod:`bot.recipes.eagle3_enable.recipe`'s capture depends on the decoder's layers and on how
 the tree's enabled decoders count) scans the base commit itself. :class:`CommitTree` is that commit,
 fetched from the upstream into the bot's work repository, exported on first use (only
 ``vllm/``, all a scan reads, and the registry test, whose platform skips a contributed test
@@ -37,7 +37,7 @@ class CheckedOutTree:
 
     def scan(self) -> ScanContext:
         if self._scanned is None:
-            from bot.scan import scan_context
+            from bot.scan.findings import scan_context
 
             self._scanned = scan_context(self._files())
         return self._scanned

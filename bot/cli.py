@@ -20,7 +20,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 def cmd_scan(args: argparse.Namespace) -> int:
     from bot import pipeline
-    from bot.report import findings_json, findings_table
+    from bot.scan.report import findings_json, findings_table
 
     if args.propose_top is not None and args.plans is None:
         raise BotError("--propose-top needs --plans DIR (where the plans are written)")
@@ -59,8 +59,8 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
 
 def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
-    from bot.grouping import group_findings
-    from bot.priority import top_fixable
+    from bot.recipes.grouping import group_findings
+    from bot.scan.priority import top_fixable
 
     chosen = [item.finding for item in top_fixable(ranked, len(ranked))]
     size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
@@ -101,7 +101,7 @@ def _add_scan(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_grouping(p: argparse.ArgumentParser) -> None:
-    from bot.grouping import DEFAULT_MAX_GROUP_SIZE, GROUP_BY
+    from bot.recipes.grouping import DEFAULT_MAX_GROUP_SIZE, GROUP_BY
 
     p.add_argument(
         "--group-by",
@@ -236,7 +236,7 @@ def _add_drafts(sub: argparse._SubParsersAction) -> None:
 def cmd_propose(args: argparse.Namespace) -> int:
     from bot import pipeline
     from bot.config import github_settings
-    from bot.issues import load_issue
+    from bot.github.issues import load_issue
 
     if args.group is not None:
         return _propose_group(args)
@@ -400,7 +400,7 @@ def _add_dashboard(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from bot.sync import sync
+    from bot.journal.sync import sync
 
     report = sync(render_only=args.render_only)
     for line in report.lines():
@@ -553,7 +553,7 @@ def _add_gpu_test(sub: argparse._SubParsersAction) -> None:
 
 def cmd_gpu_guard(args: argparse.Namespace) -> int:
     from bot.config import github_settings
-    from bot.github import GitHubClient
+    from bot.github.client import GitHubClient
     from bot.gpu_guard import guarded_commit
 
     settings = github_settings()
@@ -573,7 +573,7 @@ def _add_gpu_guard(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_init_workflows(args: argparse.Namespace) -> int:
-    from bot.workflows import init_workflows
+    from bot.github.workflows import init_workflows
 
     for path in init_workflows(Path(args.dir), force=args.force):
         print(path)
@@ -590,7 +590,7 @@ def _add_init_workflows(sub: argparse._SubParsersAction) -> None:
 def cmd_publish(args: argparse.Namespace) -> int:
     from bot import pipeline
     from bot.config import github_settings
-    from bot.issues import load_issue
+    from bot.github.issues import load_issue
 
     expected = None
     if args.issue is not None:
@@ -621,7 +621,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
         return _triage_files(args)
     from bot.pipeline import record_demand
     from bot.tree.index import require_vllm_tree
-    from bot.triage_search import find_issues, record_candidates
+    from bot.triage.search import find_issues, record_candidates
 
     tree = Path(args.tree)
     require_vllm_tree(tree, "give --tree DIR")
@@ -655,7 +655,7 @@ def cmd_triage(args: argparse.Namespace) -> int:
 
 def _triage_files(args: argparse.Namespace) -> int:
     from bot.tree.index import require_vllm_tree
-    from bot.triage_files import table, triage_files
+    from bot.triage.files import table, triage_files
 
     tree = Path(args.tree)
     require_vllm_tree(tree, "give --tree DIR")
@@ -734,7 +734,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-        from bot.github import NETWORK_ERRORS, network_detail
+        from bot.github.client import NETWORK_ERRORS, network_detail
 
         if isinstance(exc, NETWORK_ERRORS):  # any library's, should one slip past the edge
             print(f"bot: network error: {network_detail(exc)}", file=sys.stderr)

@@ -13,27 +13,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
-from bot.scan import ScanResult
-from bot.scan import scan as scan_tree
+from bot.scan.findings import ScanResult
+from bot.scan.findings import scan as scan_tree
 
 if TYPE_CHECKING:
-    from bot.grouping import FindingGroup
-    from bot.priority import Ranked
-    from bot.publish import PublishResult
+    from bot.journal.store import Journal, TriagedIssue
+    from bot.publish.pr import PublishResult
     from bot.recipes import Finding
-    from bot.store import Journal, TriagedIssue
-    from bot.triage_search import Candidate
+    from bot.recipes.grouping import FindingGroup
+    from bot.scan.priority import Ranked
+    from bot.triage.search import Candidate
     from bot.verify.verification import Verification
 
 
 def _journal() -> Journal:
-    from bot.store import Journal
+    from bot.journal.store import Journal
 
     return Journal()
 
 
 def scan(root: Path, *, use_cache: bool = True, record: bool = False) -> ScanResult:
-    """The first stage (:func:`bot.scan.scan`); ``record`` also keeps the findings in the
+    """The first stage (:func:`bot.scan.findings.scan`); ``record`` also keeps the findings in the
     journal, under the tree's HEAD commit and release."""
     from bot.tree.version import tree_version
 
@@ -72,10 +72,10 @@ def _head_or_none(root: Path) -> str | None:
 
 
 def prioritise(findings: tuple[Finding, ...] | list[Finding]) -> list[Ranked]:
-    """The findings in priority order, each with its demand signal (bot/priority.py)."""
+    """The findings in priority order, each with its demand signal (bot/scan/priority.py)."""
     from bot.drafts import load_catalogue
-    from bot.priority import rank
     from bot.recipes import RECIPES, fixes
+    from bot.scan.priority import rank
 
     fixable = frozenset(r.name for r in RECIPES if fixes(r))
     return rank(list(findings), _journal().triaged_issues(), load_catalogue(), fixable)
@@ -100,8 +100,8 @@ def propose(
     """
     from bot.config import github_settings
     from bot.drafts import load_catalogue
-    from bot.propose import proposal_for
-    from bot.triage import triage_issue
+    from bot.propose.proposal import proposal_for
+    from bot.triage.issue import triage_issue
 
     upstream = upstream or github_settings().upstream  # BOT_UPSTREAM: what publish will target
     check_plan_target(out)
@@ -129,8 +129,8 @@ def propose(
 
 
 def _record_triage(issue: dict[str, Any], architecture: str | None) -> TriagedIssue | None:
-    """The issue's triage, as demand for the findings of ``architecture`` (bot/priority.py)."""
-    from bot.store import TriagedIssue
+    """The issue's triage, as demand for the findings of ``architecture`` (bot/scan/priority.py)."""
+    from bot.journal.store import TriagedIssue
 
     number = issue.get("number")
     if not isinstance(number, int):
@@ -150,7 +150,7 @@ def _record_triage(issue: dict[str, Any], architecture: str | None) -> TriagedIs
 def record_demand(found: list[tuple[Candidate, dict[str, Any]]], tree: Path) -> list[TriagedIssue]:
     """Each issue ``bot triage`` found, triaged, in the journal with the class it clearly
     names: the demand ``bot scan`` orders its findings by."""
-    from bot.triage_search import demand
+    from bot.triage.search import demand
 
     recorded = [_record_triage(issue, architecture) for issue, architecture in demand(found, tree)]
     return [entry for entry in recorded if entry is not None]
@@ -167,12 +167,12 @@ def propose_top(
     dedupe: bool = True,
 ) -> list[tuple[Ranked, Path, str]]:
     """Plans (never PRs) for the first ``n`` fixable findings, one per class, those sharing a
-    fix shape in one group plan (``group_by``, :mod:`bot.grouping`); a group of one is the
+    fix shape in one group plan (``group_by``, :mod:`bot.recipes.grouping`); a group of one is the
     class's own plan. Publishing stays with a maintainer's approval. One plan that cannot be
     made does not stop the others: its line says why."""
     from bot.errors import BotError
-    from bot.grouping import DEFAULT_MAX_GROUP_SIZE, group_findings
-    from bot.priority import top_fixable
+    from bot.recipes.grouping import DEFAULT_MAX_GROUP_SIZE, group_findings
+    from bot.scan.priority import top_fixable
 
     chosen = top_fixable(ranked, n)
     by_class = {item.finding.class_name: item for item in chosen}
@@ -210,8 +210,8 @@ def find_groups(
     repo: Path, *, group_by: str = "shape", max_group_size: int | None = None
 ) -> tuple[list[Ranked], list[FindingGroup]]:
     """Every fixable finding of ``repo`` (one per class, by priority), grouped."""
-    from bot.grouping import DEFAULT_MAX_GROUP_SIZE, group_findings
-    from bot.priority import top_fixable
+    from bot.recipes.grouping import DEFAULT_MAX_GROUP_SIZE, group_findings
+    from bot.scan.priority import top_fixable
 
     ranked = prioritise(scan(repo).findings)
     chosen = top_fixable(ranked, len(ranked))
@@ -241,7 +241,7 @@ def propose_group(
     from bot.config import github_settings
     from bot.drafts import load_catalogue
     from bot.errors import BotError
-    from bot.propose_group import group_proposal
+    from bot.propose.group import group_proposal
 
     found = [g for g in groups if g.name == name]
     if not found:
@@ -253,8 +253,8 @@ def propose_group(
     repo = Path(repo).resolve()
     published = {}
     if dedupe:
-        from bot.github import GitHubClient
-        from bot.published import published_classes
+        from bot.github.client import GitHubClient
+        from bot.publish.published import published_classes
 
         published = published_classes(GitHubClient(settings), upstream)
     issues = {item.finding.class_name: [i.number for i in item.demand.issues] for item in ranked}
@@ -283,7 +283,7 @@ def publish(
     ``expected_issue``: the upstream issue the caller derived itself (from the labelled event);
     a plan naming another is refused.
     """
-    from bot.publish import publish_plan
+    from bot.publish.pr import publish_plan
 
     result = publish_plan(plan_dir, reviewer=reviewer, expected_issue=expected_issue)
     journal = _journal()
@@ -293,7 +293,7 @@ def publish(
 
 def record_published(journal: Journal, proposal_id: int, result: PublishResult, actor: str) -> bool:
     """What publishing reached on GitHub, in the journal (the dashboard's approval records it
-    here too): the PR, in the state :data:`bot.publish.PR_STATE_AFTER` maps the outcome to, or
+    here too): the PR, in the state :data:`bot.publish.pr.PR_STATE_AFTER` maps the outcome to, or
     the sticky comment alone; False when nothing reached GitHub."""
     if result.pr_state:
         journal.record_pr(
@@ -310,7 +310,7 @@ def record_verification(plan_dir: Path, plan: Plan, patch: str, verification: Ve
     """A verification run (``bot verify`` records it here): the journal's copy follows the plan
     directory (plan.json and pr.md with the results), then the run moves the state of a
     proposal the journal already had."""
-    from bot.store import plan_fingerprint
+    from bot.journal.store import plan_fingerprint
 
     journal = _journal()
     existing = journal.proposal_by_fingerprint(plan_fingerprint(plan, patch))
@@ -349,7 +349,7 @@ def _safe_name(name: str) -> str:
 
 def demo(out: Path, *, version: str = "0.23.0") -> tuple[Plan, str]:
     """The main job, offline: the bundled example issue against a cached vLLM release."""
-    from bot.issues import read_issue_file
+    from bot.github.issues import read_issue_file
     from bot.tree.fetch import release_tree
 
     tree = release_tree(version)

@@ -20,9 +20,9 @@ import uvicorn
 
 from bot import pipeline
 from bot.content_hash import patch_hash
-from bot.contribution import CHECKLIST, CONTRIBUTION
+from bot.journal.store import Journal
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
-from bot.store import Journal
+from bot.publish.contribution import CHECKLIST, CONTRIBUTION
 from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.recipes.eagle3_broken_claim import (
+from bot.recipes.eagle3_broken_claim.recipe import (
     FORWARD_DROPS,
     NAME,
     NO_CAPTURE,
     NO_MIXIN,
 )
 from bot.recipes.wrapper_analysis import protocol_defaults, protocol_follows_language_model
-from bot.scan import scan
+from bot.scan.findings import scan
 from bot.tree.fetch import release_tree
 from tests.synthetic import READY_DECODER, make_tree
 

@@ -23,11 +23,11 @@ from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import platform_skip
 from bot.errors import BotError
 from bot.plan import Plan, PlanDir
-from bot.propose import proposal_for
-from bot.publish_checks import FileChange, check_confined
+from bot.propose.proposal import proposal_for
+from bot.publish.checks import FileChange, check_confined
 from bot.recipes.base import PublishedEdit
-from bot.recipes.eagle3_enable_publish import aux_forward_test
-from bot.scan import scan
+from bot.recipes.eagle3_enable.publish import aux_forward_test
+from bot.scan.findings import scan
 from bot.tree.fetch import release_tree
 
 MIXTRAL = "vllm.model_executor.models.mixtral"
@@ -367,7 +367,7 @@ def _wrapper_test(module: str, wrapper: str, **fields: object) -> str:
 def test_publish_accepts_exactly_the_forwarding_test_the_wrapper_recipe_writes(
     module: str, wrapper: str, fields: dict[str, object]
 ) -> None:
-    from bot.recipes.eagle3_wrapper_publish import wrapper_forward_test
+    from bot.recipes.eagle3_wrapper.publish import wrapper_forward_test
 
     wrapper_forward_test(_wrapper_edit(module, wrapper, _wrapper_test(module, wrapper, **fields)))
 
@@ -421,14 +421,14 @@ _GUARDED = _wrapper_test(
 def test_publish_refuses_a_changed_forwarding_test(
     module: str, wrapper: str, text: str, refusal: str
 ) -> None:
-    from bot.recipes.eagle3_wrapper_publish import wrapper_forward_test
+    from bot.recipes.eagle3_wrapper.publish import wrapper_forward_test
 
     with pytest.raises(CodemodRefused, match=refusal):
         wrapper_forward_test(_wrapper_edit(module, wrapper, text))
 
 
 def test_publish_refuses_the_forwarding_test_over_an_existing_file_or_elsewhere() -> None:
-    from bot.recipes.eagle3_wrapper_publish import wrapper_forward_test
+    from bot.recipes.eagle3_wrapper.publish import wrapper_forward_test
 
     edit = _wrapper_edit(LLAVA_NEXT, "LlavaNextForConditionalGeneration", _GUARDED, "import os\n")
     with pytest.raises(CodemodRefused, match="new file"):

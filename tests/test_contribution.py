@@ -1,7 +1,7 @@
 """Upstream's contribution rules, read from the real trees, and the PR a human submits.
 
 The body is checked item by item against the tree's own `AGENTS.md` and PR template (parsed
-here with plain regular expressions, independently of bot/contrib_rules.py): every item is
+here with plain regular expressions, independently of bot/publish/contrib_rules.py): every item is
 there and backed by a record; nothing is claimed that was not recorded. Publishing runs
 against the GitHub stand-in with real PyGithub and a bare fork repository.
 """
@@ -16,11 +16,11 @@ import git
 import pytest
 
 from bot.cli import main
-from bot.contrib_rules import rules_of_tree
-from bot.contribution import checklist_report, template_boxes
 from bot.errors import BotError
 from bot.plan import read_plan_dir
-from bot.publish import publish_plan
+from bot.publish.contrib_rules import rules_of_tree
+from bot.publish.contribution import checklist_report, template_boxes
+from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from tests.cli import EXAMPLE_ISSUE, run_bot
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
@@ -136,10 +136,10 @@ def test_seed_body_meets_agents_md_and_template_item_by_item(seed_plan, upstream
 
 def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin, tmp_path):
     from bot import pipeline
-    from bot.contribution import search_duplicates
-    from bot.github import GitHubClient
-    from bot.identity import fingerprint_marker
-    from bot.publish import compose_body
+    from bot.github.client import GitHubClient
+    from bot.github.identity import fingerprint_marker
+    from bot.publish.contribution import search_duplicates
+    from bot.publish.pr import compose_body
     from bot.verify import VerifyOptions, verify_plan
 
     tree = release_tree("0.34.0")

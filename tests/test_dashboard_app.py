@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 
 from bot.content_hash import review_hash
 from bot.dashboard.app import DashboardSettings, create_app
+from bot.journal.store import APPROVED, PR_OPEN, PROPOSED, REJECTED, VERIFIED, Journal
 from bot.plan import read_plan_dir
-from bot.store import APPROVED, PR_OPEN, PROPOSED, REJECTED, VERIFIED, Journal
 from bot.tree.fetch import release_tree
 from tests.conftest import FORK, UPSTREAM
 from tests.dashboard_seed import EXTRA_HUNK, approve_form, csrf_from, populate, serve_in_thread
@@ -184,7 +184,7 @@ def test_openapi_documents_the_json_api(journal: Journal, ids: dict[str, int]) -
 def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
     journal: Journal, ids: dict[str, int], upstream_standin: GitHubStandIn
 ) -> None:
-    # The real publisher (bot.publish.publish_plan) against the stand-in: push to the fork,
+    # The real publisher (bot.publish.pr.publish_plan) against the stand-in: push to the fork,
     # open the PR, comment on the issue. Only the winner of the claim may do any of it.
     app = create_app(journal, _settings(as_login="alice"))
     with serve_in_thread(app) as base:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot.content_hash import review_hash
-from bot.github import BodyRevision, GitHubClient
-from bot.store import FOUND, PR_OPEN, VERIFIED, Journal
-from bot.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
+from bot.github.client import BodyRevision, GitHubClient
+from bot.journal.store import FOUND, PR_OPEN, VERIFIED, Journal
+from bot.journal.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
 from bot.tree.fetch import release_tree
 from tests.conftest import UPSTREAM
 from tests.dashboard_seed import EXTRA_HUNK, HOSTILE_TITLE, populate
@@ -54,7 +54,7 @@ def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
     journal = Journal(tmp_path / "journal.sqlite3")
     ids = populate(journal, tmp_path, release_tree("0.23.0"))
     github = GitHubClient()
-    publish = None  # the real bot.publish.publish_plan, against the stand-in
+    publish = None  # the real bot.publish.pr.publish_plan, against the stand-in
 
     report = sync(journal, github, publish)
     issue = _dashboard_issue(github)

@@ -7,8 +7,8 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from bot.dashboard.app import DashboardSettings, create_app
-from bot.scan import scan
-from bot.store import Journal
+from bot.journal.store import Journal
+from bot.scan.findings import scan
 from tests.test_enable_shapes import FUSED_NORM, ISLICE, LAYER_PAIR, PAIR_CALL, _tree, decoder
 
 

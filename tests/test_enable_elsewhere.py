@@ -18,8 +18,8 @@ import pytest
 
 from bot.recipes import Declined, fixer_named
 from bot.recipes.eagle3_analysis import constructed
-from bot.recipes.eagle3_enable import candidates
-from bot.scan import scan, scan_context
+from bot.recipes.eagle3_enable.recipe import candidates
+from bot.scan.findings import scan, scan_context
 from bot.tree.drafter_loader import decoder_reads
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class

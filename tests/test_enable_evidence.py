@@ -18,8 +18,8 @@ import pytest
 
 from bot.errors import BotError
 from bot.plan import READY, Plan
-from bot.propose import branch_name
-from bot.publish import publish_plan
+from bot.propose.proposal import branch_name
+from bot.publish.pr import publish_plan
 from bot.verify import smoke
 from bot.verify.checks import Check
 from bot.verify.evidence import (

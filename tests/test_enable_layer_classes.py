@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from bot.recipes import Declined, fixer_named
-from bot.recipes.eagle3_enable import candidates
-from bot.recipes.eagle3_enable_analysis import DecoderShape
-from bot.scan import scan, scan_context
+from bot.recipes.eagle3_enable.analysis import DecoderShape
+from bot.recipes.eagle3_enable.recipe import candidates
+from bot.scan.findings import scan, scan_context
 from bot.tree.drafter_loader import shared_embedding
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class

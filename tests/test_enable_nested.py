@@ -24,7 +24,7 @@ import pytest
 
 from bot.codemods.base import CodemodRefused
 from bot.recipes.base import PublishedEdit
-from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
+from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class, run_bot
 from tests.test_enable_replays import _class, _patched, eagle_lines, published_edit

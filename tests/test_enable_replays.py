@@ -31,11 +31,11 @@ from bot.codemods.base import CodemodRefused
 from bot.drafts import load_catalogue
 from bot.recipes import fixer_named
 from bot.recipes.base import FileEdit, Finding, FixPlan, PlanContext, PublishedEdit, ScanContext
-from bot.recipes.eagle3_enable import candidates
-from bot.recipes.eagle3_enable_analysis import DecoderShape
-from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
-from bot.recipes.eagle3_enable_shared import SHARED_DECODER
-from bot.scan import scan
+from bot.recipes.eagle3_enable.analysis import DecoderShape
+from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
+from bot.recipes.eagle3_enable.recipe import candidates
+from bot.recipes.eagle3_enable.shared import SHARED_DECODER
+from bot.scan.findings import scan
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import head_commit, scratch_worktree
 from tests.cli import propose_class

@@ -19,15 +19,15 @@ from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import add_registry_eagle3_test
 from bot.plan import Plan
 from bot.recipes.base import Finding, PublishedEdit
-from bot.recipes.eagle3_enable_publish import PUBLISH_RULES
-from bot.recipes.eagle3_enable_shared import (
+from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
+from bot.recipes.eagle3_enable.shared import (
     SHARED_DECODER,
     SHARED_INTERFACE,
     shared_edits,
     shared_forward_tests,
     shared_set_of,
 )
-from bot.scan import scan
+from bot.scan.findings import scan
 from bot.verify.check import Check
 from bot.verify.checks import rescan_check, resolved_by
 from bot.verify.smoke import set_smoke_check

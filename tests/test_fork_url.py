@@ -7,7 +7,7 @@ import pytest
 
 from bot.config import github_settings
 from bot.errors import BotError
-from bot.git import fork_url, upstream_url
+from bot.github.git import fork_url, upstream_url
 
 SECRET = "ghp_in_the_url_0123456789abcdef"
 

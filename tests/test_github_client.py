@@ -11,10 +11,10 @@ import pytest
 
 from bot.cli import main
 from bot.errors import BotError
-from bot.github import GitHubClient
-from bot.store import Journal
+from bot.github.client import GitHubClient
+from bot.journal.store import Journal
 from bot.tree.fetch import release_tree
-from bot.triage_search import candidates_path, find_candidates, record_candidates
+from bot.triage.search import candidates_path, find_candidates, record_candidates
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_TOKEN
 
 UPSTREAM = "vllm-project/vllm"

@@ -19,7 +19,7 @@ import git
 import pytest
 
 from bot.errors import BotError
-from bot.github import GitHubClient, GitHubWaitTooLong
+from bot.github.client import GitHubClient, GitHubWaitTooLong
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, GitHubStandIn
 
 UPSTREAM = "vllm-project/vllm"

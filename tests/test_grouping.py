@@ -1,12 +1,12 @@
-"""Which findings share a plan (bot/grouping.py): by fix shape, wrappers by family, capped."""
+"""Which findings share a plan (bot/recipes/grouping.py): by fix shape, wrappers by family, capped."""
 
 from __future__ import annotations
 
 import pytest
 
 from bot.errors import BotError
-from bot.grouping import INTERFACE_ONLY, group_findings, group_key
 from bot.recipes.base import Finding
+from bot.recipes.grouping import INTERFACE_ONLY, group_findings, group_key
 
 
 def _finding(recipe: str, name: str, shape: str | None = None, lm: str = "Qwen2ForCausalLM"):
@@ -76,7 +76,7 @@ def test_a_members_new_file_is_in_its_own_commit(tmp_path) -> None:
     the new file, so its commit and the members' sum (patch.diff) agree."""
     import git
 
-    from bot.propose_group import _diff_and_stage
+    from bot.propose.group import _diff_and_stage
 
     repo = git.Repo.init(tmp_path)
     (tmp_path / "a.py").write_text("x = 1\n")

@@ -13,9 +13,9 @@ import pytest
 
 from bot.cli import main
 from bot.errors import BotError
-from bot.issues import resolve_upstream_issue, upstream_references
+from bot.github.issues import resolve_upstream_issue, upstream_references
 from bot.plan import read_plan_dir
-from bot.publish import publish_plan
+from bot.publish.pr import publish_plan
 from bot.verify import VerifyOptions, verify_plan
 from tests.cli import EXAMPLE_ISSUE
 from tests.conftest import UPSTREAM

@@ -9,8 +9,8 @@ import pytest
 from bot import pipeline
 from bot.content_hash import review_hash
 from bot.dashboard.actions import approve
-from bot.publish import publish_plan
-from bot.store import MERGED, PR_OPEN, PROPOSED, VERIFIED, Journal
+from bot.journal.store import MERGED, PR_OPEN, PROPOSED, VERIFIED, Journal
+from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from tests.cli import propose_issue, run_bot
 from tests.conftest import UPSTREAM

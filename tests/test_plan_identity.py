@@ -1,4 +1,4 @@
-"""The plan's identity (bot/identity.py) and the plan schema's members (bot/plan.py)."""
+"""The plan's identity (bot/github/identity.py) and the plan schema's members (bot/plan.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from bot import identity
 from bot.errors import BotError
+from bot.github import identity
 from bot.plan import READY, Member, Plan
 
 BASE = "0123456789abcdef0123456789abcdef01234567"

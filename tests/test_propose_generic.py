@@ -18,7 +18,7 @@ from bot.codemods.bases import append_base_class
 from bot.codemods.imports import add_import_name
 from bot.codemods.spans import BetweenTopLevel, ClassBody, ClassHeader, Imports, resolve
 from bot.errors import BotError
-from bot.propose import apply_fix
+from bot.propose.proposal import apply_fix
 from bot.recipes import FixPlan
 from bot.recipes.base import (
     FileEdit,
@@ -27,7 +27,7 @@ from bot.recipes.base import (
     WriteUp,
     step,
 )
-from bot.scan import scan
+from bot.scan.findings import scan
 from tests.synthetic import READY_DECODER, dedent, make_tree
 
 MODELS = "vllm/model_executor/models"
@@ -298,7 +298,7 @@ def test_spans_name_lines_by_what_they_are() -> None:
 
 def test_a_recipe_without_plan_is_reported_not_patched() -> None:
     from bot.recipes import RECIPES, fixer_named, fixes
-    from bot.recipes.eagle3_interface import RECIPE as INTERFACE
+    from bot.recipes.eagle3_interface.recipe import RECIPE as INTERFACE
 
     class DetectOnly:
         name = "detect-only"

@@ -9,8 +9,8 @@ from pathlib import Path
 import git
 import pytest
 
-from bot.recipes.eagle3_wrapper import findings_with_assessments
-from bot.scan import scan_context
+from bot.recipes.eagle3_wrapper.recipe import findings_with_assessments
+from bot.scan.findings import scan_context
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class
 

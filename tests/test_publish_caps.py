@@ -17,10 +17,10 @@ from pathlib import Path
 import git
 import pytest
 
-from bot.github import GitHubClient
+from bot.github.client import GitHubClient
+from bot.journal.store import PR_OPEN, VERIFIED, Journal
+from bot.journal.sync import sync
 from bot.plan import read_plan_dir, update_plan
-from bot.store import PR_OPEN, VERIFIED, Journal
-from bot.sync import sync
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
 from tests.claimed import claimed

@@ -14,7 +14,7 @@ import pytest
 from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
-from bot.publish import publish_plan
+from bot.publish.pr import publish_plan
 from tests.cli import run_bot
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn

@@ -30,7 +30,7 @@ from bot.codemods.bases import append_base_class
 from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
-from bot.publish import publish_plan
+from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM

@@ -19,9 +19,9 @@ import pytest
 
 from bot import pipeline
 from bot.cli import main
+from bot.journal.store import PR_OPEN, Journal
 from bot.plan import read_plan_dir
-from bot.publish import fingerprint_marker
-from bot.store import PR_OPEN, Journal
+from bot.publish.pr import fingerprint_marker
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
 

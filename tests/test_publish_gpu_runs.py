@@ -16,9 +16,9 @@ import git
 import pytest
 import yaml
 
-from bot.github import GitHubClient
+from bot.github.client import GitHubClient
 from bot.plan import read_plan_dir, update_plan
-from bot.publish import publish_plan
+from bot.publish.pr import publish_plan
 from bot.verify.dispatch import WORKFLOW_FILE
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM

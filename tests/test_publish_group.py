@@ -21,13 +21,13 @@ from bot import pipeline
 from bot.config import github_settings
 from bot.content_hash import review_hash
 from bot.errors import BotError
-from bot.github import GitHubClient
-from bot.identity import member_marker, plan_fingerprint_in
+from bot.github.client import GitHubClient
+from bot.github.identity import member_marker, plan_fingerprint_in
+from bot.journal.store import PR_OPEN, Journal, TriagedIssue
+from bot.journal.sync import sync
 from bot.plan import READY, Plan, read_plan_dir, update_plan
-from bot.publish import publish_plan
-from bot.publish_checks import check_plan_fields
-from bot.store import PR_OPEN, Journal, TriagedIssue
-from bot.sync import sync
+from bot.publish.checks import check_plan_fields
+from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM

@@ -3,9 +3,9 @@
 `bot publish` holds the write token, and what it can run is what it imports. The rule is read
 from bot/'s own source with ``ast``: every import counts, at module level or inside a function
 (a lazy import runs all the same), and importing ``a.b.c`` runs the packages ``a`` and ``a.b``
-too. From every publish module (``bot.publish``, ``bot.publish_*``, and ``bot/publish/`` once
-it is a package) no chain of imports may reach ``bot.propose``, ``bot.pipeline``, triage
-(``bot.triage``, ``bot.triage_*``) or one of verify's runners: a module under ``bot/verify/``
+too. From every publish module (``bot.publish.pr``, ``bot.publish_*``, and ``bot/publish/`` once
+it is a package) no chain of imports may reach ``bot.propose.proposal``, ``bot.pipeline``, triage
+(``bot.triage.issue``, ``bot.triage_*``) or one of verify's runners: a module under ``bot/verify/``
 that starts processes (imports ``subprocess``, or the bot's sandboxed runner).
 """
 
@@ -129,10 +129,15 @@ def test_the_rule_knows_what_it_forbids() -> None:
     """The forbidden set is read from the tree: propose, triage and the verify modules that
     run things (the runners of today's tree among them), never an empty set."""
     forbidden = _forbidden(import_graph(BOT), "bot")
-    assert {"bot.propose", "bot.triage", "bot.verify.run", "bot.verify.smoke"} <= forbidden
+    assert {
+        "bot.propose.proposal",
+        "bot.triage.issue",
+        "bot.verify.run",
+        "bot.verify.smoke",
+    } <= forbidden
     assert "bot.verify.evidence" not in forbidden  # the gate publish reads runs nothing
-    publish = {m for m in import_graph(BOT) if m.startswith("bot.publish")}
-    assert "bot.publish" in publish and "bot.publish_checks" in publish
+    publish = {m for m in import_graph(BOT) if m.startswith("bot.publish.pr")}
+    assert "bot.publish.pr" in publish and "bot.publish.checks" in publish
 
 
 def test_publish_never_imports_propose_triage_or_verify_runners() -> None:
@@ -157,4 +162,4 @@ def test_a_name_the_verify_package_loads_lazily_is_an_import(tmp_path: Path) -> 
     copy = Path(shutil.copytree(BOT, tmp_path / "bot"))
     target = copy / "publish_lock.py"
     target.write_text(target.read_text() + "\n\nfrom bot.verify import verify_plan\n")
-    assert "bot.publish_lock -> bot.verify.run" in violations(copy)
+    assert "bot.publish.lock -> bot.verify.run" in violations(copy)

@@ -9,9 +9,9 @@ from pathlib import Path
 import git
 
 from bot.config import github_settings
-from bot.git import FORK_REMOTE
-from bot.gitrepo import Repo
-from bot.publish_lock import _LOCK_REF, _age, _lock_commit, _started, fork_lock
+from bot.github.git import FORK_REMOTE
+from bot.github.gitrepo import Repo
+from bot.publish.lock import _LOCK_REF, _age, _lock_commit, _started, fork_lock
 
 
 def _work_repo(tmp_path: Path) -> tuple[Repo, git.Repo]:

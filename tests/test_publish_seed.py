@@ -12,7 +12,7 @@ import pytest
 from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
-from bot.publish import PublishBudget, publish_plan
+from bot.publish.pr import PublishBudget, publish_plan
 from tests.claimed import claimed
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN

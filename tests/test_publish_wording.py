@@ -8,7 +8,7 @@ import git
 import pytest
 
 from bot.plan import read_plan_dir, update_plan
-from bot.publish import publish_plan
+from bot.publish.pr import publish_plan
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
 

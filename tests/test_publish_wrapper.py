@@ -22,8 +22,8 @@ import pytest
 from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
-from bot.propose import branch_name
-from bot.publish import publish_plan
+from bot.propose.proposal import branch_name
+from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
 from tests.claimed import claimed

@@ -21,11 +21,11 @@ import pytest
 from bot.base_tree import CheckedOutTree
 from bot.codemods.base import CodemodRefused
 from bot.drafts import load_catalogue
-from bot.propose import apply_fix
+from bot.propose.proposal import apply_fix
 from bot.recipes import RECIPES, Declined, Finding, PlanContext, Recipe, fixes
 from bot.recipes.base import PublishedEdit
 from bot.recipes.cases import Invalid, Quiet, SyntheticTree, Valid
-from bot.scan import scan
+from bot.scan.findings import scan
 from bot.subprocess_env import minimal_env
 from tests.synthetic import make_tree
 

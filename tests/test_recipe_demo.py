@@ -65,9 +65,9 @@ RECIPE = DemoMarker()
 PROBE = """
 import json, sys
 import bot
-from bot.grouping import group_key
+from bot.recipes.grouping import group_key
 from bot.recipes import recipe_named
-from bot.scan import scan
+from bot.scan.findings import scan
 from bot.verify.evidence import engine_gated, missing_evidence
 from pathlib import Path
 

@@ -26,7 +26,7 @@ import bot
 from bot.cli import main
 from bot.config import cache_dir
 from bot.errors import BotError
-from bot.gitrepo import Repo
+from bot.github.gitrepo import Repo
 from bot.plan import read_plan_dir, update_plan
 from bot.sandbox import gpu_devices
 from bot.subprocess_env import run_build_step, run_upstream_code, scratch_home

@@ -17,7 +17,7 @@ from bot.content_hash import patch_hash
 from bot.drafts import DraftEntry, accept_draft, user_catalogue_path, write_catalogue_file
 from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
-from bot.publish import publish_plan
+from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from tests.claimed import claimed
 from tests.conftest import UPSTREAM

@@ -33,10 +33,10 @@ from bot.codemods.base import CodemodRefused
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
-from bot.publish import publish_plan
-from bot.publish_checks import check_pr_body
+from bot.publish.checks import check_pr_body
+from bot.publish.pr import publish_plan
 from bot.recipes.base import PublishedEdit
-from bot.recipes.eagle3_enable_publish import PUBLISH_RULES as ENABLE_RULES
+from bot.recipes.eagle3_enable.publish import PUBLISH_RULES as ENABLE_RULES
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_FORK_OWNER, STANDIN_TOKEN
@@ -690,7 +690,7 @@ def test_the_dashboard_refuses_rebinding_hosts_and_cross_site_logout(tmp_path: P
     from fastapi.testclient import TestClient
 
     from bot.dashboard.app import DashboardSettings, create_app
-    from bot.store import Journal
+    from bot.journal.store import Journal
 
     settings = DashboardSettings(
         as_login="alice",
@@ -737,7 +737,7 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     """A plan can claim the eagle3-enable recipe's smoke evidence it never produced (plan.json
     is the artifact's); what stands between that and a reviewable PR is the draft state until
     the GPU runner (which re-runs the smoke check) passes."""
-    from bot.propose import branch_name
+    from bot.propose.proposal import branch_name
 
     plan_dir, work_dir = seed
     data = json.loads((plan_dir / "plan.json").read_text())
@@ -811,7 +811,7 @@ def test_an_issue_cannot_pick_an_unreviewed_draft() -> None:
     """The issue's speculative config names a draft (triage passes it on as preferred): only a
     reviewed catalogue entry for the same architecture may be used."""
     from bot.drafts import load_catalogue
-    from bot.registry_plan import plan_registry_entry
+    from bot.recipes.registry_plan import plan_registry_entry
     from bot.tree.fetch import release_tree
 
     tree = release_tree("0.23.0")

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.errors import BotError
-from bot.plan import read_plan_dir
-from bot.store import (
+from bot.journal.store import (
     APPROVABLE,
     APPROVED,
     FAILED,
@@ -23,6 +22,7 @@ from bot.store import (
     FindingFilter,
     Journal,
 )
+from bot.plan import read_plan_dir
 from bot.tree.fetch import release_tree
 from tests.dashboard_seed import SEED_CLASS, hostile_plan_dir, sample_findings, seed_plan_dir
 

@@ -19,7 +19,7 @@ import pytest
 
 from bot.cli import main
 from bot.errors import BotError
-from bot.gitrepo import Repo
+from bot.github.gitrepo import Repo
 from bot.plan import READY, Plan, read_plan_dir, update_plan, write_plan_dir
 from bot.verify import VerifyOptions, verify_plan
 from tests.synthetic import make_tree
@@ -296,7 +296,7 @@ def _dotted(node: ast.AST) -> str:
 
 
 def test_every_subprocess_and_git_call_site_in_bot_gets_the_minimal_environment() -> None:
-    """Keeps new call sites honest: subprocess calls pass env=, git goes through bot.gitrepo."""
+    """Keeps new call sites honest: subprocess calls pass env=, git goes through bot.github.gitrepo."""
     problems = []
     for path in BOT_SOURCES:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -308,5 +308,5 @@ def test_every_subprocess_and_git_call_site_in_bot_gets_the_minimal_environment(
             if is_subprocess and not any(k.arg == "env" for k in node.keywords):
                 problems.append(f"{where}: {name} without env=")
             if name.startswith(("git.Repo", "git.Git")) or name in ("os.system", "os.popen"):
-                problems.append(f"{where}: {name} (use bot.gitrepo.Repo / minimal_env)")
+                problems.append(f"{where}: {name} (use bot.github.gitrepo.Repo / minimal_env)")
     assert problems == []

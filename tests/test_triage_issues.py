@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from bot.drafts import DraftCatalogue, load_catalogue
-from bot.scan import scan_context
+from bot.scan.findings import scan_context
 from bot.tree.fetch import release_tree
 from bot.tree.known_models import load_known_models
-from bot.triage import MAX_PART_CHARS, THRESHOLD, core_name, triage_issue
+from bot.triage.issue import MAX_PART_CHARS, THRESHOLD, core_name, triage_issue
 
 pytestmark = pytest.mark.vllm_tree
 

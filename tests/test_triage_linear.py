@@ -3,8 +3,8 @@ not make triage quadratic; the speed itself is `benchmarks/triage.py --hostile`)
 
 from __future__ import annotations
 
-from bot.triage import _inside, _outside, _spec_spans
-from bot.triage_text import drop_noise, is_container_image, method_request, spaced_phrases
+from bot.triage.issue import _inside, _outside, _spec_spans
+from bot.triage.text import drop_noise, is_container_image, method_request, spaced_phrases
 
 
 def test_an_architectures_dump_is_dropped_and_an_unclosed_one_is_not() -> None:

@@ -19,8 +19,8 @@ from bot.config import cache_dir
 from bot.drafts import DraftCatalogue, DraftEntry, load_catalogue
 from bot.tree.fetch import release_tree
 from bot.tree.known_models import load_known_models
-from bot.triage import triage_issue
-from bot.triage_tree import SPECULATIVE, draft_archs
+from bot.triage.issue import triage_issue
+from bot.triage.tree import SPECULATIVE, draft_archs
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "benchmarks" / "triage_corpus"

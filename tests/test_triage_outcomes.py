@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bot.tree.fetch import release_tree
-from bot.triage import triage_issue
-from bot.triage_text import (
+from bot.triage.issue import triage_issue
+from bot.triage.text import (
     drop_noise,
     method_request,
     model_tokens,
@@ -192,8 +192,8 @@ def test_a_class_fixed_on_one_platform_only_is_still_a_finding() -> None:
 
 
 def test_explain_names_the_variant_still_missing() -> None:
-    from bot.recipes.eagle3_interface import RECIPE
-    from bot.scan import scan_context
+    from bot.recipes.eagle3_interface.recipe import RECIPE
+    from bot.scan.findings import scan_context
 
     ctx = scan_context(release_tree("0.34.0"))
     assert RECIPE.explain("KimiLinearForCausalLM", ctx).startswith("not fixed on every platform")

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot.recipes.interface_status import already_fixed, interface_status, never_built
-from bot.scan import scan_context
+from bot.scan.findings import scan_context
 from bot.tree.fetch import release_tree
-from bot.triage import triage_issue
+from bot.triage.issue import triage_issue
 
 ERROR = "RuntimeError: Model does not support EAGLE3 interface"
 

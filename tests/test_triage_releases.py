@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bot.tree.fetch import release_tree
-from bot.triage import major_words, triage_issue
-from bot.triage_release import loads_family_class, written_major
+from bot.triage.issue import major_words, triage_issue
+from bot.triage.release import loads_family_class, written_major
 
 ERROR = "RuntimeError: Model does not support EAGLE3 interface"
 # A model named only in prose that lacks the interface too: it competes unless the served

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from bot.cli import main
+from bot.journal.store import Journal
 from bot.plan import read_plan_dir
-from bot.store import Journal
 from bot.verify import PollSettings, VerifyOptions, verify_plan
 from bot.verify.dispatch import JUNIT_ARTIFACT, WORKFLOW_FILE
 from bot.verify.render import END, START

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bot.plan import READY, Plan, write_plan_dir
-from bot.rescan import key_json
+from bot.scan.rescan import key_json
 from bot.verify import VerifyOptions, verify_plan
 from bot.verify.verification import Verification
 from tests.synthetic import make_tree

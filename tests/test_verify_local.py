@@ -10,9 +10,9 @@ import git
 import pytest
 
 from bot.cli import main
+from bot.journal.store import Journal
 from bot.pipeline import scan
 from bot.plan import READY, Plan, read_plan_dir, write_plan_dir
-from bot.store import Journal
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import diff_worktree, scratch_worktree
 from bot.verify import VerifyOptions, verify_plan

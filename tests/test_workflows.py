@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from bot.cli import main
-from bot.workflows import ACTIONLINT_CONFIG, WORKFLOW_NAMES, init_workflows
+from bot.github.workflows import ACTIONLINT_CONFIG, WORKFLOW_NAMES, init_workflows
 
 WORKFLOWS = Path(__file__).resolve().parent.parent / "workflows"
 _PINNED = re.compile(r"^[\w.-]+/[\w.-]+@[0-9a-f]{40}$")

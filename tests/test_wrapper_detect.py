@@ -11,8 +11,8 @@ from bot.codemods.safety import changed_lines_confined
 from bot.codemods.spans import AfterClassBody
 from bot.drafts import load_catalogue
 from bot.recipes.base import Declined, PlanContext
-from bot.recipes.eagle3_wrapper import RECIPE, assess_all
-from bot.scan import scan_context
+from bot.recipes.eagle3_wrapper.recipe import RECIPE, assess_all
+from bot.scan.findings import scan_context
 from tests.synthetic import READY_DECODER, make_tree
 
 TEXT = "_TEXT_GENERATION_MODELS"
@@ -57,7 +57,7 @@ def wrapper_findings(tmp_path: Path, source: str, wrappers: list[str]) -> list[d
     registry = {**REGISTRY, MM: {name: ("vl", name) for name in wrappers}}
     models = {"model_executor/models/lm.py": HEADER + LM, "model_executor/models/vl.py": source}
     make_tree(tmp_path, models, registry)
-    from bot.scan import scan
+    from bot.scan.findings import scan
 
     return [f.to_json() for f in scan(tmp_path, use_cache=False).findings]
 

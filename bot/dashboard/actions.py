@@ -9,9 +9,7 @@ from typing import TYPE_CHECKING
 
 from bot.content_hash import review_hash
 from bot.errors import BotError
-from bot.plan import read_plan_dir
-from bot.redact import redact
-from bot.store import (
+from bot.journal.store import (
     APPROVABLE,
     APPROVED,
     PROPOSED,
@@ -20,9 +18,11 @@ from bot.store import (
     REVERIFIABLE,
     Journal,
 )
+from bot.plan import read_plan_dir
+from bot.redact import redact
 
 if TYPE_CHECKING:
-    from bot.publish import PublishResult
+    from bot.publish.pr import PublishResult
 
 # publish(plan_dir, reviewer, approved_hash): it must refuse a plan whose review hash is not
 # approved_hash.
@@ -30,7 +30,7 @@ Publisher = Callable[[Path, str | None, str], "PublishResult"]
 
 
 def default_publisher(plan_dir: Path, reviewer: str | None, approved_hash: str) -> PublishResult:
-    from bot.publish import publish_plan
+    from bot.publish.pr import publish_plan
 
     return publish_plan(plan_dir, reviewer=reviewer, approved_hash=approved_hash)
 

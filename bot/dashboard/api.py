@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel
 
 from bot.errors import BotError
-from bot.store import STATES, FindingFilter, FindingRow, Journal, ProposalRecord, Summary
+from bot.journal.store import STATES, FindingFilter, FindingRow, Journal, ProposalRecord, Summary
 
 # Summary and FindingRow are the store's own dataclasses: FastAPI documents them as they are.
 router = APIRouter(prefix="/api", tags=["journal"])

@@ -25,7 +25,7 @@ from bot.dashboard.security import (
     SecurityHeaders,
     hosts_from_env,
 )
-from bot.store import Journal
+from bot.journal.store import Journal
 
 _HERE = Path(__file__).parent
 

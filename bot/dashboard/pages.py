@@ -22,7 +22,7 @@ from bot.dashboard.auth import (
     viewer_of,
 )
 from bot.errors import BotError
-from bot.store import (
+from bot.journal.store import (
     APPROVABLE,
     REJECTABLE,
     REVERIFIABLE,
@@ -93,10 +93,10 @@ def overview(
 
 
 def _demand(journal: Journal, findings: list[FindingRow]) -> dict[int, str]:
-    """Finding id -> its demand signal as `bot scan` explains it (bot/priority.py)."""
+    """Finding id -> its demand signal as `bot scan` explains it (bot/scan/priority.py)."""
     from bot.drafts import load_catalogue
-    from bot.priority import demand_for
     from bot.recipes import Finding
+    from bot.scan.priority import demand_for
 
     issues, catalogue = journal.triaged_issues(), load_catalogue()
     shown: dict[int, str] = {}

@@ -1,6 +1,5 @@
 """The fix classes the bot knows. A new recipe is one module here plus one line below."""
 
-from bot.recipes import eagle3_broken_claim, eagle3_enable, eagle3_interface, eagle3_wrapper
 from bot.recipes.base import (
     Declined,
     Finding,
@@ -11,6 +10,10 @@ from bot.recipes.base import (
     ScanContext,
     fixes,
 )
+from bot.recipes.eagle3_broken_claim import recipe as eagle3_broken_claim
+from bot.recipes.eagle3_enable import recipe as eagle3_enable
+from bot.recipes.eagle3_interface import recipe as eagle3_interface
+from bot.recipes.eagle3_wrapper import recipe as eagle3_wrapper
 
 RECIPES: tuple[Recipe, ...] = (
     eagle3_interface.RECIPE,

@@ -3,7 +3,7 @@
 A recipe is the whole fix class: ``detect(ctx)`` reports findings, ``plan(finding, ctx)`` says
 how to fix one as a frozen :class:`FixPlan` (the edits and where they may touch, the tests, the
 registry-entry decision, the write-up's own sections, the commit title and the issue comment).
-``bot.propose`` applies any FixPlan the same way and runs the do-no-harm checks on it.
+``bot.propose.proposal`` applies any FixPlan the same way and runs the do-no-harm checks on it.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from bot.codemods.spans import Span  # libcst: only what plans and publishes needs it
     from bot.drafts import DraftCatalogue
     from bot.recipes.cases import RecipeCases
-    from bot.registry_plan import RegistryEntryPlan
+    from bot.recipes.registry_plan import RegistryEntryPlan
 
 # Platform sub-packages of vllm/models/<name>/, one of which is chosen at import time.
 PLATFORMS = frozenset({"nvidia", "amd", "xpu", "cpu", "tpu"})
@@ -232,7 +232,7 @@ class PlanContext:
         return self.scan.root
 
     def url(self, path: str, line: int | None = None) -> str:
-        from bot.writeup import blob_url
+        from bot.publish.writeup import blob_url
 
         ref = f"v{self.version}" if self.version else self.base_commit
         return blob_url(self.upstream, ref, path, line)
@@ -290,7 +290,7 @@ class Recipe(Protocol):
         return finding.summary
 
     def group_key(self, finding: Finding) -> str:
-        """The fix shape ``finding`` shares with others of a release (bot/grouping.py); by
+        """The fix shape ``finding`` shares with others of a release (bot/recipes/grouping.py); by
         default its own class, alone."""
         return f"{finding.recipe}-{finding.class_name}"
 

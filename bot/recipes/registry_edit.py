@@ -13,7 +13,12 @@ from bot.codemods.spans import TopLevel
 from bot.drafts import DraftCatalogue, load_catalogue
 from bot.recipes.base import FileEdit, step
 from bot.recipes.publish_rules import dump
-from bot.registry_plan import DICT_NAME, REGISTRY_FILE, RegistryEntryPlan, registry_entry_for
+from bot.recipes.registry_plan import (
+    DICT_NAME,
+    REGISTRY_FILE,
+    RegistryEntryPlan,
+    registry_entry_for,
+)
 from bot.tree.known_models import KnownModels, parse_test_registry
 
 

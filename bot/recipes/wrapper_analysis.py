@@ -25,7 +25,7 @@ from bot.recipes.eagle3_analysis import (
     declares_eagle3,
     mixin_chain,
 )
-from bot.recipes.eagle3_interface import forwards_decoder_output, is_multimodal
+from bot.recipes.eagle3_interface.recipe import forwards_decoder_output, is_multimodal
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import GENERATION_CATEGORIES
 

@@ -2,7 +2,7 @@
 
 Extracted with ``ast`` together with the rest of a file's facts (and cached with them by content
 hash), so the decoder-enabling recipe's analysis reads dictionaries, never source. Nothing here
-decides whether a shape is safe to patch: :mod:`bot.recipes.eagle3_enable_analysis` does, from
+decides whether a shape is safe to patch: :mod:`bot.recipes.eagle3_enable.analysis` does, from
 these facts and the layer's own ``forward``.
 """
 

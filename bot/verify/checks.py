@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bot import rescan
 from bot.plan import Plan
 from bot.recipes.base import Finding
-from bot.rescan import FindingKey, finding_key
+from bot.scan import rescan
+from bot.scan.rescan import FindingKey, finding_key
 from bot.subprocess_env import minimal_env
 from bot.verify.check import Check
 from bot.verify.junit import TestRun
@@ -35,7 +35,7 @@ def rescan_check(
     resolves: list[FindingKey], before: Iterable[FindingKey], after: Sequence[Finding]
 ) -> Check:
     """Everything the plan resolves is gone after the patch, and no finding appeared that
-    wasn't there (:func:`bot.rescan.compare`, the comparison propose refuses on)."""
+    wasn't there (:func:`bot.scan.rescan.compare`, the comparison propose refuses on)."""
     found = rescan.compare(before, after, resolves)
     problems = [
         f"{cls} ({recipe}) is not found on the unpatched tree" for recipe, cls, _ in found.unknown

@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from bot.errors import BotError
+from bot.github.workflows import GPU_WORKFLOW
 from bot.verify.junit import TestRun, parse_junit
-from bot.workflows import GPU_WORKFLOW
 
 WORKFLOW_FILE = GPU_WORKFLOW
 JUNIT_ARTIFACT = "junit"

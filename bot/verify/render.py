@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import cache_dir, home_dir
-from bot.identity import RESULTS_END, RESULTS_START
+from bot.github.identity import RESULTS_END, RESULTS_START
 from bot.markdown import inline
 from bot.redact import redact
 from bot.verify.verification import GpuRun, Verification

@@ -222,7 +222,7 @@ def _checks_in_tree(
 
 def _scan(tree: Path) -> tuple[Finding, ...] | str:
     """The scan's findings, or why the scan failed."""
-    from bot.scan import scan
+    from bot.scan.findings import scan
 
     try:
         return scan(tree, use_cache=True).findings
@@ -250,7 +250,7 @@ def _dispatch_stage(
         return {"mode": "dispatch", "conclusion": "skipped", "log_excerpt": "no GPU tests listed"}
     settings = github_settings()
     if client is None:
-        from bot.github import GitHubClient
+        from bot.github.client import GitHubClient
 
         client = GitHubClient(settings)
     if not settings.bot_repo:

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bot.dashboard.app import DashboardSettings, create_app
+from bot.journal.store import PR_OPEN, Journal
 from bot.pipeline import scan
-from bot.store import PR_OPEN, Journal
 from bot.tree.fetch import release_tree
 from tests.conftest import UPSTREAM
 from tests.dashboard_seed import (
@@ -62,7 +62,7 @@ def journal(tmp_path: Path) -> Journal:
 
 @pytest.fixture
 def base_url(journal: Journal, upstream_standin: GitHubStandIn) -> Iterator[str]:
-    # Approving publishes for real (bot.publish.publish_plan) to the GitHub stand-in.
+    # Approving publishes for real (bot.publish.pr.publish_plan) to the GitHub stand-in.
     settings = DashboardSettings(
         as_login="alice", maintainers=frozenset({"alice"}), secret_key="browser-test"
     )

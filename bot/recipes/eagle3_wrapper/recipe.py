@@ -1,0 +1,643 @@
+"""Recipe ``eagle3-wrapper``: a multimodal wrapper over an EAGLE-3-capable language model.
+
+The wrapper is what vLLM loads; ``SupportsEagle3`` on it routes through
+``get_language_model()`` to the language model's decoder. Reported where that would work
+(``wrapper_analysis`` says why, with file:line evidence), once per fix class: when a family base
+builds the language model and every registered wrapper below it is ready, the base is fixed.
+Wrappers whose language model comes from the checkpoint's ``text_config`` at run time are
+reported with the language models that would work, but not proposed.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from bot.recipes.base import (
+    Declined,
+    FileEdit,
+    Finding,
+    FixPlan,
+    FixTests,
+    PlanContext,
+    Recipe,
+    RegistryDecision,
+    ScanContext,
+    WriteUp,
+    platform_variant,
+    step,
+)
+from bot.recipes.eagle3_analysis import (
+    INTERFACE,
+    class_finding,
+    declares_eagle3,
+    is_pooling_model,
+    locate,
+)
+from bot.recipes.eagle3_interface.recipe import (
+    _regression_test,
+    declare_interface_edit,
+    is_multimodal,
+    registered_targets,
+)
+from bot.recipes.registry_plan import plan_registry_entry
+from bot.recipes.wrapper_analysis import (
+    DELEGATE,
+    INTERFACE_ONLY,
+    RUNTIME,
+    Assessment,
+    Guard,
+    assess,
+    capable_language_models,
+    runtime_guard,
+)
+from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.model_registry import RegistryEntry
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
+    from bot.recipes.base import PublishRule
+    from bot.recipes.cases import RecipeCases
+
+# The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
+NAME = "eagle3-wrapper"
+TEMPLATES = "recipes/eagle3-wrapper"
+SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
+WRAPPER_TEST = "wrapper-forward-test"
+
+
+class Eagle3Wrapper(Recipe):
+    name = NAME
+    description = "multimodal wrapper whose language model already supports EAGLE-3"
+    engine_gated = True  # the wrapper forwards the capture to its language model
+
+    def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
+        """A wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
+        to declare it too, also when the wrapper's code pins several language models and
+        ``fixed_class`` was the last of them not capable yet (Glm4v's Glm4 and Glm4Moe)."""
+        language_model = finding.evidence.get("language_model")
+        if not isinstance(language_model, dict):
+            return False
+        pinned = language_model.get("pinned")
+        return language_model.get("name") == fixed_class or (
+            isinstance(pinned, list) and fixed_class in pinned
+        )
+
+    def evidence_line(self, finding: Finding) -> str:
+        lm = finding.evidence["language_model"]
+        return f"{lm['attribute']} = {lm['name']} ({lm['path']}:{lm['line']})"
+
+    def group_key(self, finding: Finding) -> str:
+        """``interface-only`` with the plain declarations, else by shape and family."""
+        from bot.recipes.grouping import INTERFACE_ONLY
+
+        shape = str(finding.evidence.get("shape") or "unknown")
+        if shape == "interface":
+            return INTERFACE_ONLY
+        if shape == "runtime":
+            # The language model is the checkpoint's choice: one family, the tree's guard.
+            return "wrapper-runtime"
+        language_model = finding.evidence.get("language_model")
+        named = language_model.get("name") if isinstance(language_model, dict) else None
+        return f"wrapper-{shape}-{named or 'unknown'}"
+
+    @property
+    def publish_rules(self) -> Mapping[str, PublishRule]:
+        from bot.recipes.eagle3_wrapper.publish import PUBLISH_RULES
+
+        return PUBLISH_RULES
+
+    @property
+    def cases(self) -> RecipeCases:
+        from bot.recipes.eagle3_wrapper.cases import CASES
+
+        return CASES
+
+    def detect(self, ctx: ScanContext) -> list[Finding]:
+        return [finding for finding, _ in findings_with_assessments(ctx)]
+
+    def explain(self, wanted: str, ctx: ScanContext) -> str | None:
+        """Why a registered wrapper is not a finding (its language model, a subclass, a
+        language model whose own fix must come first)."""
+        for ref, entries in wrapper_targets(ctx).items():
+            if wanted in (ref.name, *(e.arch for e in entries)):
+                checked = assess_all(ctx).get(ref) or assess(ctx, ref)
+                if checked.shape is None:
+                    return f"{ref.name} is not ready for EAGLE-3: {checked.reason}" + (
+                        _dependency(ctx, checked)
+                    )
+        return None
+
+    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
+        """Declare the interface on the wrapper (or the family base that builds the language
+        model for several wrappers), with the registry entry and a CPU regression test."""
+        from bot.recipes.registry_edit import registry_entry_edit
+
+        source = (ctx.root / finding.path).read_text(encoding="utf-8")
+        declaration = declaration_edit(ctx.scan, finding, source)
+        if isinstance(declaration, Declined):
+            return declaration
+        variant = platform_variant(finding)
+        entry, entry_why = plan_registry_entry(
+            ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
+        )
+        guard = runtime_guard(ctx.scan) if finding.evidence.get("shape") == RUNTIME else None
+        edits = [declaration]
+        if entry is not None:
+            edits.append(registry_entry_edit(entry))
+        test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
+        edits.append(test_edit)
+        forwarding = _wrapper_forward_test(ctx, finding)
+        if isinstance(forwarding, Declined):
+            return forwarding
+        if forwarding is not None:
+            edits.append(forwarding[0])
+            cpu_tests = (*cpu_tests, forwarding[1])
+        covers = finding.evidence.get("covers", [finding.class_name])
+        return FixPlan(
+            recipe=NAME,
+            finding=finding,
+            resolves=(finding,),
+            variant=variant,
+            edits=tuple(edits),
+            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            registry=RegistryDecision(entry, entry_why),
+            writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, covers, guard)),
+            commit_title=(
+                f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
+                + (f" ({variant} variant)" if variant else "")
+            ),
+            issue_comment=(
+                f"it declares `{INTERFACE}` on the multimodal wrapper "
+                f"`{html.escape(finding.class_name)}` so EAGLE-3 speculative decoding reaches "
+                "its language model."
+            ),
+        )
+
+
+def declaration_edit(scan: ScanContext, finding: Finding, source: str) -> FileEdit | Declined:
+    """The edit of the finding's file (whose text is ``source``): the interface declared on the
+    class and, for its shape, the protocol's methods forwarding to its language model (behind
+    the tree's own guard for a model chosen at run time). Publish re-applies it on the base."""
+    shape = finding.evidence.get("shape")
+    if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
+        return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
+    guard = runtime_guard(scan) if shape == RUNTIME else None
+    if shape == RUNTIME and guard is None:
+        return Declined(
+            f"{finding.class_name} builds its language model from the checkpoint's "
+            "text_config at run time; the bot proposes that only with a clear-error guard "
+            "in the style of the tree's own wrappers, and this tree has none"
+        )
+    attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+    if shape != INTERFACE_ONLY and attribute in ("", "self"):
+        return Declined(f"{finding.class_name} is its own language model: nothing to delegate to")
+    edit = declare_interface_edit(finding.path, source, finding.class_name)
+    if shape == DELEGATE:
+        return _with_delegation(edit, finding.class_name, attribute)
+    if guard is not None:
+        return _with_guarded_delegation(edit, finding, attribute, guard)
+    return edit
+
+
+def _dependency(ctx: ScanContext, checked: Assessment) -> str:
+    """The plans this wrapper waits for: its language models' own fixable findings."""
+    from bot.recipes import RECIPES
+
+    lm = checked.language_model
+    names = set(checked.depends_on) or ({lm.cls.name} if lm and lm.cls else set())
+    plans = [
+        f"{f.class_name} ({recipe.name})"
+        for recipe in RECIPES
+        if recipe.name in ("eagle3-interface", "eagle3-enable")
+        for f in recipe.detect(ctx)
+        if f.class_name in names and not f.evidence.get("refused")
+    ]
+    return f"; the plan(s) it depends on: {', '.join(sorted(plans))}" if plans else ""
+
+
+def wrapper_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
+    """Registered multimodal generation models that do not declare SupportsEagle3."""
+    return {
+        ref: entries
+        for ref, entries in registered_targets(ctx).items()
+        if is_multimodal(ctx.index, ref) and not declares_eagle3(ctx.index, ref)
+    }
+
+
+def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
+    """Every candidate wrapper, ready or not (the rejected ones carry their reason).
+
+    A declaration is inherited: a wrapper is only ready when every registered wrapper below it
+    is ready the same way, or the fix would make a subclass claim what it cannot do.
+    """
+    assessments = {ref: assess(ctx, ref) for ref in wrapper_targets(ctx)}
+    checked: dict[ClassRef, Assessment] = {}
+    for ref, assessment in assessments.items():
+        below = [r for r in assessments if r != ref and ref in ctx.index.ancestors(r)]
+        unready = [r for r in below if not _same_fix(assessments[r], assessment)]
+        if assessment.shape is not None and unready:
+            other = assessments[unready[0]]
+            why = other.reason if other.shape is None else "it needs a different fix"
+            assessment = replace(
+                assessment,
+                shape=None,
+                reason=f"the declaration would also reach {unready[0].name}, which is not "
+                f"ready: {why}",
+            )
+        checked[ref] = assessment
+    return checked
+
+
+def wrappers_waiting_for(ctx: ScanContext, class_name: str) -> list[str]:
+    """Registered wrappers whose code pins their language models and whose only one not
+    capable yet is ``class_name``: the wrapper plans that follow from ``class_name``'s own fix
+    (the re-scan then reports them, :func:`bot.recipes.base.follows_from`)."""
+    return sorted(
+        ref.name
+        for ref, checked in assess_all(ctx).items()
+        if checked.shape is None and checked.depends_on == (class_name,)
+    )
+
+
+def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
+    targets = wrapper_targets(ctx)
+    assessments = assess_all(ctx)
+    groups: dict[ClassRef, list[ClassRef]] = defaultdict(list)
+    fix_assessment: dict[ClassRef, Assessment] = {}
+    for ref, assessment in assessments.items():
+        if assessment.shape is None:
+            continue
+        fix_class, fix = _fix_class(ctx, ref, assessment, assessments)
+        groups[fix_class].append(ref)
+        fix_assessment[fix_class] = fix
+    capable: list[str] | None = None
+    results: list[tuple[Finding, Assessment]] = []
+    for fix_class, covered in sorted(groups.items()):
+        assessment = fix_assessment[fix_class]
+        if assessment.shape == RUNTIME and capable is None:
+            capable = capable_language_models(ctx)
+        entries = [e for ref in covered for e in targets[ref]]
+        finding = _finding(ctx.index, fix_class, sorted(covered), entries, assessment, capable)
+        results.append((finding, assessment))
+    return results
+
+
+def _fix_class(
+    ctx: ScanContext,
+    ref: ClassRef,
+    assessment: Assessment,
+    assessments: dict[ClassRef, Assessment],
+) -> tuple[ClassRef, Assessment]:
+    """The most basic class the fix can go on: one declaration for a whole family.
+
+    A base qualifies when it is multimodal, builds the same language model the same way and
+    hands its output back, and every registered class below it either already declares
+    SupportsEagle3 or is ready the same way (a declaration on the base reaches them all).
+    """
+    best = (ref, assessment)
+    for base in ctx.index.ancestors(ref)[1:]:
+        if not isinstance(base, ClassRef) or base.module == INTERFACES_MODULE:
+            continue
+        if not is_multimodal(ctx.index, base) or declares_eagle3(ctx.index, base):
+            continue
+        base_assessment = assessments.get(base) or assess(ctx, base)
+        if not _same_fix(base_assessment, assessment):
+            continue
+        below = [r for r in assessments if base in ctx.index.ancestors(r)]
+        if all(_same_fix(assessments[r], assessment) for r in below):
+            best = (base, base_assessment)
+    return best
+
+
+def _same_fix(a: Assessment, b: Assessment) -> bool:
+    if a.shape is None or a.shape != b.shape or a.language_model is None:
+        return False
+    assert b.language_model is not None
+    return (
+        a.language_model.cls == b.language_model.cls
+        and a.language_model.attribute == b.language_model.attribute
+        and a.forward_returns == b.forward_returns
+    )
+
+
+def _finding(
+    index: ClassIndex,
+    ref: ClassRef,
+    covered: list[ClassRef],
+    entries: list[RegistryEntry],
+    assessment: Assessment,
+    capable: list[str] | None,
+) -> Finding:
+    lm = assessment.language_model
+    assert lm is not None and assessment.forward_owner is not None
+    attribute = f"self.{lm.attribute}" if lm.attribute else "self"
+    assigned = {"path": index.path_of(lm.owner), "line": lm.line}
+    if lm.cls is not None:
+        where = locate(index, lm.cls).to_json()
+    else:
+        where = {"name": "text_config.architectures (run time)", **assigned}
+    evidence: dict[str, Any] = {
+        "shape": assessment.shape,
+        "why": assessment.reason,
+        "language_model": {
+            **where,
+            "attribute": attribute,
+            "how": lm.how,
+            "assigned_at": assigned,
+            "declares_eagle3": bool(lm.cls and declares_eagle3(index, lm.cls)),
+        },
+        "lm_decoder": locate(index, assessment.decoder).to_json() if assessment.decoder else None,
+        "forward": {
+            "path": index.path_of(assessment.forward_owner),
+            "line": assessment.forward_line,
+            "returns": assessment.forward_returns,
+        },
+        "covers": [c.name for c in covered],
+    }
+    if assessment.pinned:
+        evidence["language_model"]["pinned"] = list(assessment.pinned)
+    if capable is not None and lm.cls is None:
+        evidence["works_with"] = capable
+    family = "" if covered == [ref] else f" (base of {', '.join(c.name for c in covered)})"
+    if lm.cls is None:
+        summary = (
+            f"multimodal {ref.name}{family} builds {attribute} from the checkpoint's "
+            f"text_config at run time and hands back {assessment.forward_returns}; "
+            f"SupportsEagle3 would work when that is one of {len(capable or [])} EAGLE-3 "
+            "capable language models; proposed only with the tree's clear-error guard"
+        )
+    else:
+        state = (
+            "declares SupportsEagle3"
+            if evidence["language_model"]["declares_eagle3"]
+            else ("is EAGLE-3 ready")
+        )
+        summary = (
+            f"multimodal {ref.name}{family} wraps {lm.cls.name} ({attribute}, {lm.how}), which "
+            f"{state}, and hands back {assessment.forward_returns}, but does not declare "
+            "SupportsEagle3 itself"
+        )
+    return class_finding(NAME, index, ref, entries, evidence, summary)
+
+
+def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:
+    """The declaration plus the two protocol methods forwarding to ``self.<attribute>``."""
+    from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+    from bot.codemods.spans import AfterClassBody, ClassBody
+
+    return replace(
+        edit,
+        kind="declare-interface-and-delegate",
+        description=(
+            f"{edit.description}; forward {' and '.join(PROTOCOL_METHODS)} to self.{attribute}"
+        ),
+        steps=(
+            *edit.steps,
+            step(add_delegating_methods, class_name=class_name, attribute=attribute),
+        ),
+        confined_to=(*edit.confined_to, ClassBody(class_name), AfterClassBody(class_name)),
+    )
+
+
+def _with_guarded_delegation(
+    edit: FileEdit, finding: Finding, attribute: str, guard: Guard
+) -> FileEdit:
+    """The declaration, the tree's guard and the two methods calling it before forwarding."""
+    from bot.codemods.delegate_methods import PROTOCOL_METHODS, add_delegating_methods
+    from bot.codemods.imports import add_import_name
+    from bot.codemods.spans import AfterClassBody, ClassBody
+
+    module = dict(edit.steps[0].args)["module"]
+    return replace(
+        edit,
+        kind="declare-interface-and-guarded-delegate",
+        description=(
+            f"{edit.description}; add {guard.name} (as {guard.owner.name} has it) and forward "
+            f"{' and '.join(PROTOCOL_METHODS)} to self.{attribute} behind it"
+        ),
+        steps=(
+            *edit.steps,
+            step(add_import_name, module=module, name=SUPPORTS_EAGLE3_CHECK),
+            step(
+                add_delegating_methods,
+                class_name=finding.class_name,
+                attribute=attribute,
+                guard_name=guard.name,
+                guard_source=guard.text_for(attribute),
+            ),
+        ),
+        confined_to=(
+            *edit.confined_to,
+            ClassBody(finding.class_name),
+            AfterClassBody(finding.class_name),
+        ),
+    )
+
+
+def _wrapper_regression_test(
+    ctx: PlanContext, finding: Finding, variant: str | None
+) -> tuple[FileEdit, tuple[str, ...]]:
+    """One wrapper: the same test the interface recipe adds. A family base: the registry
+    test for every architecture it covers (each registered wrapper must advertise it)."""
+    from bot.codemods.regression_test import (
+        add_eagle3_regression_test,
+        add_registry_eagle3_test,
+        regression_test_spans,
+    )
+
+    if len(finding.architectures) <= 1:
+        return _regression_test(ctx, finding, variant)
+    archs = tuple(finding.architectures)
+    planned = add_eagle3_regression_test(
+        ctx.root,
+        class_name=finding.class_name,
+        class_module=finding.module,
+        archs=list(archs),
+        platform_variant=True,  # through the registry: each architecture is its own case
+    )
+    edit = FileEdit(
+        path=planned.path,
+        kind="regression-test",
+        description=f"assert supports_eagle3 for {', '.join(archs)} on the CPU",
+        steps=(step(add_registry_eagle3_test, archs=archs),),
+        confined_to=regression_test_spans(),
+    )
+    return edit, tuple(planned.node_ids)
+
+
+def _wrapper_forward_test(
+    ctx: PlanContext, finding: Finding
+) -> tuple[FileEdit, str] | Declined | None:
+    """The contributed CPU test that runs the forwarding methods (and the guard) the plan
+    adds, on a stand-in language model, and its node id; None for an interface-only plan."""
+    from bot.codemods.base import CodemodRefused
+    from bot.codemods.wrapper_forward_test import (
+        create_wrapper_forward_test,
+        new_wrapper_test_file,
+        wrapper_test_name,
+        wrapper_test_path,
+    )
+
+    fields = wrapper_test_fields(ctx.scan, finding)
+    if fields is None or isinstance(fields, Declined):
+        return fields
+    try:
+        new_wrapper_test_file(**fields)
+    except CodemodRefused as refused:
+        return Declined(f"needs a human: no contributed forwarding test ({refused})")
+    path = wrapper_test_path(finding.module)
+    if (ctx.root / path).exists():
+        return Declined(f"needs a human: no contributed forwarding test ({path} exists)")
+    guarded = fields["guard_error"] is not None
+    edit = FileEdit(
+        path=path,
+        kind=WRAPPER_TEST,
+        description=(
+            f"a CPU test calling {finding.class_name}'s two protocol methods on a stand-in "
+            "language model: "
+            + (
+                "one without SupportsEagle3 gets the guard's error, one with it is reached"
+                if guarded
+                else "both reach it"
+            )
+        ),
+        steps=(step(create_wrapper_forward_test, **fields),),
+        confined_to=(),
+        creates=True,
+    )
+    return edit, f"{path}::{wrapper_test_name(finding.class_name, guarded)}"
+
+
+def wrapper_test_fields(scan: ScanContext, finding: Finding) -> dict[str, Any] | Declined | None:
+    """The forwarding test's fields (:func:`bot.codemods.wrapper_forward_test.
+    new_wrapper_test_file`), all from the finding the scan made and the tree: the module, the
+    class, its language model's attribute, the tree guard's error, the tree's platform skip.
+    None where the plan adds no method (interface only)."""
+    shape = finding.evidence.get("shape")
+    if shape not in (DELEGATE, RUNTIME):
+        return None
+    guard_error = None
+    if shape == RUNTIME:
+        guard = runtime_guard(scan)
+        if guard is None or guard.error is None:
+            return Declined(f"{finding.class_name}: the tree has no guard raising a plain error")
+        guard_error = guard.error
+    attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+    return {
+        "module": finding.module,
+        "wrapper": finding.class_name,
+        "attribute": attribute,
+        "guard_error": guard_error,
+        "skip": _platform_skip(scan.root, finding.architectures),
+    }
+
+
+def _platform_skip(root: Path, archs: tuple[str, ...]) -> tuple[str, str] | None:
+    """The tree's ``test_registry_imports`` skip for the first of ``archs`` it skips."""
+    from bot.codemods.regression_test import REGISTRY_TEST, platform_skip
+
+    try:
+        source = (root / REGISTRY_TEST).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    skips = (platform_skip(source, arch) for arch in sorted(archs))
+    return next((skip for skip in skips if skip is not None), None)
+
+
+def _writeup_context(
+    ctx: PlanContext, finding: Finding, covers: list[str], guard: Guard | None
+) -> dict[str, Any]:
+    url = ctx.url
+    ev = finding.evidence
+    lm = ev["language_model"]
+    decoder = ev.get("lm_decoder")
+    forward = ev["forward"]
+    return {
+        "shape": ev.get("shape"),
+        "why": ev.get("why", ""),
+        "files": [finding.path],
+        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "covers": covers,
+        "language_model": {
+            **lm,
+            "url": url(lm["path"], lm["line"]),
+            "assigned_url": url(lm["assigned_at"]["path"], lm["assigned_at"]["line"]),
+        },
+        "lm_decoder": {**decoder, "url": url(decoder["path"], decoder["line"])}
+        if decoder
+        else None,
+        "forward": {**forward, "url": url(forward["path"], forward["line"])},
+        "guard": {**guard.to_json(), "url": url(guard.path, guard.line)} if guard else None,
+        "works_with": ev.get("works_with", []),
+        "reached": reached_subclasses(ctx.scan, finding),
+        "unproven": _unproven(finding),
+        "forward_test": _forward_test_context(ctx, finding),
+    }
+
+
+def _forward_test_context(ctx: PlanContext, finding: Finding) -> dict[str, Any] | None:
+    from bot.codemods.wrapper_forward_test import wrapper_test_path
+
+    fields = wrapper_test_fields(ctx.scan, finding)
+    if not isinstance(fields, dict):
+        return None
+    return {"path": wrapper_test_path(finding.module), "error": fields["guard_error"]}
+
+
+_REACHED_WHY = {
+    "pooling": "a pooling model: vLLM runs speculative decoding only for generation, so "
+    "the two methods are never called for it",
+    "streaming": "streaming (SupportsRealtime) generation over the same language model; the "
+    "realtime path with speculative decoding is not exercised by this PR's tests",
+    "generation": "builds and hands back the same language model the same way",
+}
+
+
+def reached_subclasses(ctx: ScanContext, finding: Finding) -> list[dict[str, Any]]:
+    """Every registered class below the declaring class (it inherits the declaration), with
+    its kind (generation, streaming, pooling) and why the declaration is safe for it."""
+    index = ctx.index
+    declaring = [r for r in index.classes() if r.name == finding.class_name]
+    by_class: dict[ClassRef, list[RegistryEntry]] = defaultdict(list)
+    for entry in ctx.registry.entries:
+        for resolved in index.resolve(entry.module, entry.class_name):
+            if isinstance(resolved, ClassRef):
+                by_class[resolved].append(entry)
+    reached = []
+    for ref, entries in sorted(by_class.items()):
+        if ref in declaring or not any(d in index.ancestors(ref) for d in declaring):
+            continue
+        if is_pooling_model(index, ref, entries):
+            kind = "pooling"
+        elif any(
+            isinstance(a, ClassRef) and a.name == "SupportsRealtime" for a in index.ancestors(ref)
+        ):
+            kind = "streaming"
+        else:
+            kind = "generation"
+        archs = sorted({e.arch for e in entries})
+        reached.append({"name": ref.name, "archs": archs, "kind": kind, "why": _REACHED_WHY[kind]})
+    return reached
+
+
+def _unproven(finding: Finding) -> list[dict[str, str]]:
+    lines = []
+    if finding.evidence.get("shape") == RUNTIME:
+        lines.append(
+            {
+                "name": finding.class_name,
+                "where": "",
+                "url": "",
+                "text": "which language model a checkpoint brings is known only at run time; "
+                "the CPU test proves the declaration and the guard, not a served checkpoint",
+            }
+        )
+    return lines
+
+
+RECIPE = Eagle3Wrapper()

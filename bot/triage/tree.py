@@ -1,0 +1,124 @@
+"""What triage reads from a vLLM tree beyond example ids: drafts, config classes, broken claims.
+
+All of it is read as text (``ast`` and bounded regular expressions), never imported, and cached
+per tree root.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bot.tree.known_models import load_known_models
+from bot.tree.model_registry import GENERATION_CATEGORIES, load_model_registry
+
+if TYPE_CHECKING:
+    from bot.recipes.base import ScanContext
+
+SPECULATIVE = "speculative_decoding"
+CONFIGS_DIR = "vllm/transformers_utils/configs"
+_CONFIG_CLASS = re.compile(r"(?m)^class (?P<name>\w+)\([^)]{0,200}\):")
+_CONFIG_IMPORT = re.compile(
+    r"(?m)^from vllm\.transformers_utils\.configs(?:\.\w+)? import (\([^)]{0,2000}\)|[^\n]{0,500})"
+)
+_OWN = "own:"
+_MODEL_TYPE_ATTR = re.compile(
+    r"""(?m)^    model_type(?:\s*:\s*\w+)?\s*=\s*["'](?P<type>\w{1,80})["']"""
+)
+
+
+@lru_cache(maxsize=8)
+def draft_archs(tree_root: Path) -> frozenset[str]:
+    """Every name the tree registers as a speculative-decoding draft or MTP head: the keys and
+    class names of the model registry's speculative-decoding dict and the test registry's."""
+    names: set[str] = set()
+    for entry in load_model_registry(tree_root).entries:
+        if entry.category == SPECULATIVE:
+            names.update((entry.arch, entry.class_name))
+    for example in load_known_models(tree_root).examples:
+        if example.category == SPECULATIVE:
+            names.add(example.arch)
+    return frozenset(names)
+
+
+@lru_cache(maxsize=8)
+def config_model_types(tree_root: Path) -> dict[str, tuple[str, ...]]:
+    """``model_type`` -> generation architectures, through the tree's own config classes: a
+    class in ``vllm/transformers_utils/configs`` with ``model_type = "x"`` is the config of the
+    registered architectures whose model module names that class."""
+    config_types: dict[str, str] = {}
+    configs = tree_root / CONFIGS_DIR
+    for path in sorted(configs.glob("*.py")) if configs.is_dir() else []:
+        text = _read(path)
+        classes = list(_CONFIG_CLASS.finditer(text))
+        for number, match in enumerate(classes):
+            end = classes[number + 1].start() if number + 1 < len(classes) else len(text)
+            found = _MODEL_TYPE_ATTR.search(text, match.end(), end)
+            if found:
+                config_types[match.group("name")] = found.group("type").lower()
+    if not config_types:
+        return {}
+    table: dict[str, list[str]] = {}
+    imported: dict[str, set[str]] = {}
+    for entry in load_model_registry(tree_root).entries:
+        if entry.category not in GENERATION_CATEGORIES:
+            continue
+        if entry.module not in imported:
+            lines = _CONFIG_IMPORT.findall(_module_text(tree_root, entry.module))
+            imported[entry.module] = {n for line in lines for n in re.findall(r"\w+", line)}
+        own_module = entry.module.rsplit(".", 1)[-1]
+        for name in sorted(imported[entry.module] & config_types.keys()):
+            model_type = config_types[name]
+            archs = table.setdefault(model_type, [])
+            if entry.arch not in archs:
+                archs.append(entry.arch)
+            if own_module == model_type:
+                table.setdefault(f"{_OWN}{model_type}", []).append(entry.arch)
+    result = {key: tuple(archs) for key, archs in table.items() if not key.startswith(_OWN)}
+    for key, archs in table.items():  # a module named after the model type is its own class
+        if key.startswith(_OWN):
+            result[key.removeprefix(_OWN)] = tuple(dict.fromkeys(archs))
+    return result
+
+
+def _module_text(tree_root: Path, module: str) -> str:
+    """The source of a registry module (a file, or a platform package's files together)."""
+    relative = Path(*module.split("."))
+    file = tree_root / relative.with_suffix(".py")
+    if file.is_file():
+        return _read(file)
+    package = tree_root / relative
+    if package.is_dir():  # a platform package: its variants import the same config
+        return "\n".join(_read(p) for p in sorted(package.glob("*/*.py"))[:20])
+    return ""
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def broken_claim(ctx: ScanContext, arch: str) -> str | None:
+    """Why the class ``arch`` loads declares ``SupportsEagle3`` but would fail when used (the
+    :mod:`bot.recipes.eagle3_broken_claim.recipe` judgement on each platform variant), or None when
+    the claim holds or cannot be judged."""
+    from bot.recipes.eagle3_broken_claim.recipe import judge
+    from bot.recipes.wrapper_analysis import protocol_defaults
+    from bot.tree.index import ClassRef
+
+    defaults = protocol_defaults(ctx.root)
+    if defaults is None:
+        return None
+    for entry in ctx.registry.entries:
+        if entry.arch != arch or entry.category not in GENERATION_CATEGORIES:
+            continue
+        for ref in ctx.index.resolve(entry.module, entry.class_name):
+            if isinstance(ref, ClassRef):
+                verdict = judge(ctx, ref, defaults)
+                if verdict.kind is not None:
+                    return verdict.why
+    return None
