@@ -1,4 +1,5 @@
-"""Which findings share a plan (bot/recipes/grouping.py): by fix shape, wrappers by family, capped."""
+"""Which findings share a plan (bot/recipes/grouping.py): by fix shape, wrappers by family,
+capped."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ def test_no_generic_module_names_a_recipe() -> None:
     names = [recipe.name for recipe in RECIPES]
     assert len(names) >= 4
     files = _generic_files()
-    assert BOT / "report.py" in files and BOT / "verify" / "evidence.py" in files
+    assert BOT / "scan" / "report.py" in files and BOT / "verify" / "evidence.py" in files
     found = [
         f"{path.relative_to(BOT.parent)}:{number}: {name}"
         for path in files

@@ -296,7 +296,8 @@ def _dotted(node: ast.AST) -> str:
 
 
 def test_every_subprocess_and_git_call_site_in_bot_gets_the_minimal_environment() -> None:
-    """Keeps new call sites honest: subprocess calls pass env=, git goes through bot.github.gitrepo."""
+    """Keeps new call sites honest: subprocess calls pass env=, git goes through
+    bot.github.gitrepo."""
     problems = []
     for path in BOT_SOURCES:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -1,13 +1,14 @@
 """A group plan: several classes of one fix shape in one plan, one branch, one PR.
 
-Each member is planned by its own recipe, exactly as a single-class plan would be, and applied
-in one scratch worktree in turn with the same do-no-harm checks (:func:`bot.propose.proposal._apply_edit`);
-later members see what earlier ones changed, so the regression test is one parametrized test
-whose list grows, not one test per class. Each member's own diff (against the tree the earlier
-members left) becomes its own commit on the branch; the members' diffs add up to patch.diff.
+Each member is planned by its own recipe, exactly as a single-class plan would be, and applied in
+one scratch worktree in turn with the same do-no-harm checks
+(:func:`bot.propose.proposal._apply_edit`); later members see what earlier ones changed, so the
+regression test is one parametrized test whose list grows, not one test per class. Each member's own
+diff (against the tree the earlier members left) becomes its own commit on the branch; the members'
+diffs add up to patch.diff.
 A member is left out, with the reason said, when its class is already in a PR (any state; see
-:mod:`bot.publish.published`), when its recipe declines it, or when its edit is refused. A group that
-ends up with one member is a single-class plan, byte for byte what ``bot propose --class``
+:mod:`bot.publish.published`), when its recipe declines it, or when its edit is refused. A group
+that ends up with one member is a single-class plan, byte for byte what ``bot propose --class``
 writes.
 """
 

@@ -645,8 +645,8 @@ def _verified(
     its own (an artifact can say ``passed`` and name any green run), so a PR leaves draft only
     when GitHub shows the bot repository's gpu-verify run of this very commit, with the tests
     and smoke target re-derived here, made after the commit, passed, and not followed by a
-    failed or cancelled one (:mod:`bot.publish.gpu_evidence`). A local GPU run is the operator's word,
-    taken only outside GitHub Actions (where the plan comes from another job, which ran no GPU
+    failed or cancelled one (:mod:`bot.publish.gpu_evidence`). A local GPU run is the operator's
+    word, taken only outside GitHub Actions (where the plan comes from another job, which ran no GPU
     test)."""
     verification = plan.verification
     gpu = verification.gpu if verification else None

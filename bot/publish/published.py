@@ -1,10 +1,10 @@
 """What GitHub already holds: each class the bot's pull requests name, and in which PR.
 
-A PR names its classes by markers (:mod:`bot.github.identity`): a single-class PR by its fingerprint,
-a group by one member marker per class. A class found in any PR, open, merged or closed, is
-not proposed again: open means it is under review, merged means done, closed unmerged means a
-maintainer said no. Matching ignores the base commit, so a class proposed on an older release
-counts too. PRs are found by the bot's label (every state, every page), and when a token is
+A PR names its classes by markers (:mod:`bot.github.identity`): a single-class PR by its
+fingerprint, a group by one member marker per class. A class found in any PR, open, merged or
+closed, is not proposed again: open means it is under review, merged means done, closed unmerged
+means a maintainer said no. Matching ignores the base commit, so a class proposed on an older
+release counts too. PRs are found by the bot's label (every state, every page), and when a token is
 set also by the bot's own login, so no token is needed to read them.
 """
 

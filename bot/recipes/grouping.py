@@ -6,8 +6,8 @@ together by default. Each recipe names the shape of its findings
 
 - ``interface-only``: every declaration that is only ``SupportsEagle3`` on a class whose
   decoder (or, for a multimodal wrapper, whose language model) already supports EAGLE-3
-  (:mod:`bot.recipes.eagle3_interface.recipe` findings, and :mod:`bot.recipes.eagle3_wrapper.recipe` findings
-  of shape ``interface``);
+  (:mod:`bot.recipes.eagle3_interface.recipe` findings, and
+  :mod:`bot.recipes.eagle3_wrapper.recipe` findings of shape ``interface``);
 - ``wrapper-delegate-<language model>``: wrappers that forward the two methods, by family
   (the language model class they wrap, as ``bot.recipes.wrapper_analysis`` reads it);
 - ``wrapper-runtime``: wrappers whose language model is the checkpoint's choice, each behind

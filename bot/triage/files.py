@@ -1,9 +1,9 @@
 """`bot triage FILE|DIR ...`: triage issue files offline, in a batch, as a table or JSON.
 
-An issue file is GitHub's REST issue object as JSON (``bot.github.issues.read_issue_file``). A directory
-contributes its ``*.json`` files (not recursively) that are issue objects; other JSON files in it
-(a labels file, a config) are listed as skipped. A file named on the command line must be an
-issue: anything else is bad input, reported before any result is printed.
+An issue file is GitHub's REST issue object as JSON (``bot.github.issues.read_issue_file``). A
+directory contributes its ``*.json`` files (not recursively) that are issue objects; other JSON
+files in it (a labels file, a config) are listed as skipped. A file named on the command line must
+be an issue: anything else is bad input, reported before any result is printed.
 """
 
 from __future__ import annotations

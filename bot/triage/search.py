@@ -103,7 +103,8 @@ def demand(
 
 
 def candidates_path() -> Path:
-    """Where candidates are kept until the journal (bot/journal/store.py) takes over: re-point here."""
+    """Where candidates are kept until the journal (bot/journal/store.py) takes over:
+    re-point here."""
     return home_dir() / "triage-candidates.json"
 
 

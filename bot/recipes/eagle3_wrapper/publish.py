@@ -45,9 +45,9 @@ def declare_and_guarded_delegate(edit: PublishedEdit) -> None:
 
 
 def _declare_with_methods(edit: PublishedEdit, guarded: bool) -> None:
-    """Exactly what the recipe's edit of the finding's file (:func:`bot.recipes.eagle3_wrapper.recipe.
-    declaration_edit`) writes when re-applied on the base text, for the finding and the guard
-    a scan of the base tree gives (never the plan's)."""
+    """Exactly what the recipe's edit of the finding's file
+    (:func:`bot.recipes.eagle3_wrapper.recipe.declaration_edit`) writes when re-applied on the base
+    text, for the finding and the guard a scan of the base tree gives (never the plan's)."""
     from bot.recipes.eagle3_wrapper.recipe import declaration_edit
 
     path, before, after, class_name = edit.path, edit.before, edit.after, edit.class_name
