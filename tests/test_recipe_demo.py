@@ -1,9 +1,10 @@
-"""A new fix class is its own module plus its registration in ``bot/recipes/__init__.py``.
+"""A new fix class is its own package plus its registration in ``bot/recipes/__init__.py``.
 
 A copy of the package gains a small demonstration recipe (never shipped: it lives only in the
-copy) and nothing else; run from the copy, `bot scan` reports its findings with its own
+copy), in the form every fix class has (``bot/recipes/<fix class>/`` with its ``recipe``
+module), and nothing else; run from the copy, `bot scan` reports its findings with its own
 evidence line, and the generic evidence gate and grouping read its protocol members. The copy
-differs from ``bot/`` in exactly the new module and the registry module.
+differs from ``bot/`` in exactly the new package and the registry module.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class DemoMarker(Recipe):
 RECIPE = DemoMarker()
 '''
 
+DEMO_PACKAGE = '''"""Fix class ``demo-marker``: a demonstration, never shipped."""
+'''
+
 PROBE = """
 import json, sys
 import bot
@@ -85,14 +89,18 @@ print(json.dumps({
 def _with_demo(dest: Path) -> Path:
     package = dest / "bot"
     shutil.copytree(BOT, package, ignore=shutil.ignore_patterns("__pycache__"))
-    (package / "recipes" / "demo_marker.py").write_text(dedent(DEMO).lstrip(), encoding="utf-8")
+    demo = package / "recipes" / "demo_marker"
+    demo.mkdir()
+    (demo / "__init__.py").write_text(DEMO_PACKAGE, encoding="utf-8")
+    (demo / "recipe.py").write_text(dedent(DEMO).lstrip(), encoding="utf-8")
     registry = package / "recipes" / "__init__.py"
     text = registry.read_text(encoding="utf-8")
     marker = "RECIPES: tuple[Recipe, ...] = (\n"
     assert text.count(marker) == 1
     registry.write_text(
         text.replace(
-            marker, "from bot.recipes import demo_marker  # noqa: E402\n\n" + marker
+            marker,
+            "from bot.recipes.demo_marker import recipe as demo_marker  # noqa: E402\n\n" + marker,
         ).replace(marker, marker + "    demo_marker.RECIPE,\n"),
         encoding="utf-8",
     )
@@ -112,7 +120,11 @@ def test_a_demonstration_recipe_needs_only_its_module_and_its_registration(
     tmp_path: Path,
 ) -> None:
     package = _with_demo(tmp_path / "copy")
-    assert _differences(BOT, package) == ["recipes/__init__.py", "recipes/demo_marker.py"]
+    assert _differences(BOT, package) == ["recipes/__init__.py", "recipes/demo_marker"]
+    assert sorted(p.name for p in (package / "recipes" / "demo_marker").iterdir()) == [
+        "__init__.py",
+        "recipe.py",
+    ]
     tree = make_tree(
         tmp_path / "tree",
         {"model_executor/models/demo.py": "class DemoForCausalLM:  # DEMO-MARKER\n    pass\n"},

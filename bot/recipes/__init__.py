@@ -1,4 +1,5 @@
-"""The fix classes the bot knows. A new recipe is one module here plus one line below."""
+"""The fix classes the bot knows. A new recipe is one package here (``<fix class>/recipe.py``,
+beside its cases and publish rules) plus one line below."""
 
 from bot.recipes.base import (
     Declined,
