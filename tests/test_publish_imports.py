@@ -3,10 +3,10 @@
 `bot publish` holds the write token, and what it can run is what it imports. The rule is read
 from bot/'s own source with ``ast``: every import counts, at module level or inside a function
 (a lazy import runs all the same), and importing ``a.b.c`` runs the packages ``a`` and ``a.b``
-too. From every publish module (``bot.publish.pr``, ``bot.publish_*``, and ``bot/publish/`` once
-it is a package) no chain of imports may reach ``bot.propose.proposal``, ``bot.pipeline``, triage
-(``bot.triage.issue``, ``bot.triage_*``) or one of verify's runners: a module under ``bot/verify/``
-that starts processes (imports ``subprocess``, or the bot's sandboxed runner).
+too. From every module of the ``bot/publish/`` package (and the package itself) no chain of
+imports may reach the ``bot/propose/`` package or one of its modules, ``bot/pipeline.py``, the
+``bot/triage/`` package or one of its modules, or one of verify's runners: a module under
+``bot/verify/`` that starts processes (imports ``subprocess``, or the bot's sandboxed runner).
 """
 
 from __future__ import annotations
@@ -93,14 +93,22 @@ def import_graph(root: Path) -> dict[str, set[str]]:
     return graph
 
 
+def _in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(f"{package}.")
+
+
 def _forbidden(graph: dict[str, set[str]], package: str) -> set[str]:
-    triage = {m for m in graph if m == f"{package}.triage" or m.startswith(f"{package}.triage")}
+    stages = {
+        m
+        for m in graph
+        if _in_package(m, f"{package}.propose") or _in_package(m, f"{package}.triage")
+    }
     runners = {
         m
         for m, runs in graph.items()
         if m.startswith(f"{package}.verify.") and runs & PROCESS_STARTERS
     }
-    return {f"{package}.propose", f"{package}.pipeline", *triage, *runners} & set(graph)
+    return {f"{package}.pipeline", *stages, *runners} & set(graph)
 
 
 def violations(root: Path) -> list[str]:
@@ -108,7 +116,9 @@ def violations(root: Path) -> list[str]:
     graph = import_graph(root)
     package = root.name
     forbidden = _forbidden(graph, package)
-    publish = sorted(m for m in graph if m.startswith(f"{package}.publish") and m not in forbidden)
+    publish = sorted(
+        m for m in graph if _in_package(m, f"{package}.publish") and m not in forbidden
+    )
     found = []
     for start in publish:
         chain = {start: [start]}
@@ -126,18 +136,16 @@ def violations(root: Path) -> list[str]:
 
 
 def test_the_rule_knows_what_it_forbids() -> None:
-    """The forbidden set is read from the tree: propose, triage and the verify modules that
-    run things (the runners of today's tree among them), never an empty set."""
+    """The forbidden set is read from the tree: the propose and triage packages with their
+    modules, and the verify modules that run things (the runners of today's tree among them),
+    never an empty set; the publish side is the whole package."""
     forbidden = _forbidden(import_graph(BOT), "bot")
-    assert {
-        "bot.propose.proposal",
-        "bot.triage.issue",
-        "bot.verify.run",
-        "bot.verify.smoke",
-    } <= forbidden
+    stages = {"bot.propose", "bot.propose.proposal", "bot.propose.group"}
+    stages |= {"bot.triage", "bot.triage.issue", "bot.triage.search"}
+    assert stages | {"bot.pipeline", "bot.verify.run", "bot.verify.smoke"} <= forbidden
     assert "bot.verify.evidence" not in forbidden  # the gate publish reads runs nothing
-    publish = {m for m in import_graph(BOT) if m.startswith("bot.publish.pr")}
-    assert "bot.publish.pr" in publish and "bot.publish.checks" in publish
+    publish = {m for m in import_graph(BOT) if _in_package(m, "bot.publish")}
+    assert {"bot.publish", "bot.publish.pr", "bot.publish.checks", "bot.publish.lock"} <= publish
 
 
 def test_publish_never_imports_propose_triage_or_verify_runners() -> None:
@@ -160,6 +168,17 @@ def test_a_planted_lazy_import_is_a_violation(tmp_path: Path) -> None:
 def test_a_name_the_verify_package_loads_lazily_is_an_import(tmp_path: Path) -> None:
     """``from bot.verify import verify_plan`` runs bot.verify.run on first use: it counts."""
     copy = Path(shutil.copytree(BOT, tmp_path / "bot"))
-    target = copy / "publish_lock.py"
+    target = copy / "publish" / "lock.py"
     target.write_text(target.read_text() + "\n\nfrom bot.verify import verify_plan\n")
     assert "bot.publish.lock -> bot.verify.run" in violations(copy)
+
+
+def test_a_planted_import_of_a_propose_module_is_a_violation(tmp_path: Path) -> None:
+    """``from bot.propose import group`` in a publish module runs the propose package and its
+    group module: both are reported, from that module."""
+    copy = Path(shutil.copytree(BOT, tmp_path / "bot"))
+    target = copy / "publish" / "checks.py"
+    target.write_text(target.read_text() + "\n\nfrom bot.propose import group\n")
+    found = violations(copy)
+    assert "bot.publish.checks -> bot.propose" in found
+    assert "bot.publish.checks -> bot.propose.group" in found
