@@ -84,6 +84,7 @@ GROUPS: dict[str, Group] = {
             "bot/recipes/publish_rules.py",
             "bot/recipes/eagle3_interface/publish.py",
             "bot/recipes/eagle3_wrapper/publish.py",
+            "bot/recipes/eagle3_enable/publish.py",
         ),
         tests=(
             "tests/test_publish_trust.py",
