@@ -8,6 +8,7 @@ registry-entry decision, the write-up's own sections, the commit title and the i
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -270,9 +271,20 @@ class Recipe(Protocol):
     required_edit_kinds: tuple[str, ...] = ()
     # How the smoke check builds its plans' target; None: its plans get no smoke check.
     smoke: SmokeBuild | None = None
-    # Its VALID / INVALID / quiet cases (bot/recipes/cases.py), run by tests/test_recipe_cases.py;
-    # a recipe without them fails that test.
-    cases: RecipeCases | None = None
+
+    @property
+    def cases(self) -> RecipeCases | None:
+        """Its VALID / INVALID / quiet cases (bot/recipes/cases.py): ``CASES`` in its package's
+        ``cases`` module, run by tests/test_recipe_cases.py; a recipe without them fails that
+        test."""
+        return from_own_package(self, "cases", "CASES")
+
+    @property
+    def publish_rules(self) -> Mapping[str, PublishRule]:
+        """One rule per edit kind its FileEdits use (publish refuses any other kind):
+        ``PUBLISH_RULES`` in its package's ``publish`` module; none for a recipe that only
+        reports."""
+        return from_own_package(self, "publish", "PUBLISH_RULES") or {}
 
     def detect(self, ctx: ScanContext) -> list[Finding]: ...
 
@@ -335,6 +347,21 @@ class FixingRecipe(Protocol):
     def detect(self, ctx: ScanContext) -> list[Finding]: ...
 
     def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined: ...
+
+
+def from_own_package(recipe: object, module: str, name: str) -> Any:
+    """``name`` in the module ``module`` beside the recipe's own (a fix class is a package:
+    recipe.py, cases.py, publish.py), or None when its package has no such module or name.
+    Imported on first use: publish rules need libcst, and the scan does not."""
+    package = type(recipe).__module__.rpartition(".")[0]
+    wanted = f"{package}.{module}"
+    try:
+        found = importlib.import_module(wanted)
+    except ModuleNotFoundError as exc:
+        if exc.name != wanted:
+            raise
+        return None
+    return getattr(found, name, None)
 
 
 def fixes(recipe: Recipe) -> TypeGuard[FixingRecipe]:

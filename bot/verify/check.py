@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class Check:
     name: str
     passed: bool | None  # None: not checked, neither passed nor failed

@@ -13,7 +13,7 @@ without the modules that run checks.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from bot.errors import BotError
@@ -112,9 +112,6 @@ class Verification:
 
     def check_passed(self, name: str) -> bool:
         return any(c.name == name and c.passed is True for c in self.checks)
-
-    def with_patch_hash(self, digest: str) -> Verification:
-        return replace(self, patch_hash=digest)
 
 
 def _check_from_json(data: object) -> Check:

@@ -19,7 +19,7 @@ language model is chosen at run time, or whose decoder the bot cannot resolve is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.recipes.base import Finding, Recipe, ScanContext
 from bot.recipes.eagle3_analysis import (
@@ -42,9 +42,6 @@ from bot.recipes.wrapper_analysis import (
 )
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
-
-if TYPE_CHECKING:
-    from bot.recipes.cases import RecipeCases
 
 NAME = "eagle3-broken-claim"
 NO_MIXIN = "no-mixin"
@@ -83,12 +80,6 @@ class Verdict:
 class Eagle3BrokenClaim(Recipe):
     name = NAME
     description = "declares SupportsEagle3 but would fail when used (reported, not patched)"
-
-    @property
-    def cases(self) -> RecipeCases:
-        from bot.recipes.eagle3_broken_claim.cases import CASES
-
-        return CASES
 
     def evidence_line(self, finding: Finding) -> str:
         declared = finding.evidence["declared"]

@@ -79,11 +79,7 @@ from bot.tree.index import ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from bot.codemods.spans import Span
-    from bot.recipes.base import PublishRule
-    from bot.recipes.cases import RecipeCases
 
 NAME = "eagle3-enable"
 BROKEN_CLAIM = "eagle3-broken-claim"
@@ -119,18 +115,6 @@ class Candidate:
 class Eagle3Enable(Recipe):
     name = NAME
     description = "teach the decoder to collect aux hidden states and declare SupportsEagle3"
-
-    @property
-    def publish_rules(self) -> Mapping[str, PublishRule]:
-        from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
-
-        return PUBLISH_RULES
-
-    @property
-    def cases(self) -> RecipeCases:
-        from bot.recipes.eagle3_enable.cases import CASES
-
-        return CASES
 
     # The edit changes the decoder's forward: verify and publish require the CPU forward check.
     required_checks = ("smoke",)

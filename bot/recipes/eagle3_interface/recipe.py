@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.recipes.base import (
     FileEdit,
@@ -47,12 +47,6 @@ from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 from bot.tree.signatures import error_signatures
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from bot.recipes.base import PublishRule
-    from bot.recipes.cases import RecipeCases
-
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 
 NAME = "eagle3-interface"
@@ -73,18 +67,6 @@ class Eagle3Interface(Recipe):
         from bot.recipes.grouping import INTERFACE_ONLY
 
         return INTERFACE_ONLY
-
-    @property
-    def publish_rules(self) -> Mapping[str, PublishRule]:
-        from bot.recipes.eagle3_interface.publish import PUBLISH_RULES
-
-        return PUBLISH_RULES
-
-    @property
-    def cases(self) -> RecipeCases:
-        from bot.recipes.eagle3_interface.cases import CASES
-
-        return CASES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         findings: list[Finding] = []

@@ -57,11 +57,8 @@ from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from pathlib import Path
 
-    from bot.recipes.base import PublishRule
-    from bot.recipes.cases import RecipeCases
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 NAME = "eagle3-wrapper"
@@ -104,18 +101,6 @@ class Eagle3Wrapper(Recipe):
         language_model = finding.evidence.get("language_model")
         named = language_model.get("name") if isinstance(language_model, dict) else None
         return f"wrapper-{shape}-{named or 'unknown'}"
-
-    @property
-    def publish_rules(self) -> Mapping[str, PublishRule]:
-        from bot.recipes.eagle3_wrapper.publish import PUBLISH_RULES
-
-        return PUBLISH_RULES
-
-    @property
-    def cases(self) -> RecipeCases:
-        from bot.recipes.eagle3_wrapper.cases import CASES
-
-        return CASES
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]
