@@ -7,11 +7,12 @@ deep enough to exhaust the stack. Each becomes a one-line :class:`BotError` here
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import types
 import typing
-from typing import Any
+from typing import Any, Self, TypeVar
 
 from bot.errors import BotError
 
@@ -116,3 +117,92 @@ def type_name(hint: Any) -> str:
     if isinstance(hint, type):
         return hint.__name__
     return str(hint).replace("typing.", "").replace("NoneType", "null")
+
+
+# -- frozen records read from and written to JSON, field by field ----------------------------
+
+# Field metadata: the JSON key when it is not the field's name (``class``), and whether a None
+# value leaves the key out (a key only some records carry) instead of writing null.
+JSON_KEY = "json_key"
+OMIT_NONE = "omit_none"
+
+
+def optional(**metadata: Any) -> Any:
+    """A field absent from the JSON when None."""
+    return dataclasses.field(default=None, metadata={OMIT_NONE: True, **metadata})
+
+
+class JsonRecord:
+    """Mixed into a frozen dataclass: ``from_json`` builds it from its JSON object (nested
+    records, ``tuple[X, ...]`` from lists, ``X | None``) and refuses a missing, unknown or
+    mistyped field with a one-line :class:`BotError` naming its path; ``to_json`` writes the
+    fields in declaration order, so a record read back writes the same bytes."""
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> Self:
+        return record_from_json(cls, data, where)
+
+    def to_json(self) -> dict[str, Any]:
+        return record_to_json(self)
+
+
+R = TypeVar("R")
+
+
+def record_from_json(cls: type[R], data: object, where: str) -> R:
+    if not isinstance(data, dict):
+        raise BotError(f"{where} must be an object")
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    unknown = set(data) - {_key(f) for f in fields}
+    if unknown:
+        raise BotError(f"{where} has unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for f in fields:
+        key = _key(f)
+        if key in data:
+            values[f.name] = _read(hints[f.name], data[key], f"{where}.{key}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise BotError(f"{where} lacks `{key}`")
+    return cls(**values)
+
+
+def record_to_json(record: object) -> dict[str, Any]:
+    data = {}
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        value = getattr(record, f.name)
+        if value is None and f.metadata.get(OMIT_NONE):
+            continue
+        data[_key(f)] = _write(value)
+    return data
+
+
+def _key(f: dataclasses.Field[Any]) -> str:
+    return f.metadata.get(JSON_KEY, f.name)
+
+
+def _read(hint: Any, value: Any, where: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (types.UnionType, typing.Union) and type(None) in args:
+        if value is None:
+            return None
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if isinstance(hint, type) and hasattr(hint, "from_json"):
+        return hint.from_json(value, where)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+        if not isinstance(value, list):
+            raise BotError(f"{where} must be a list")
+        return tuple(_read(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+    if not has_type(value, hint):
+        raise BotError(f"{where} must be {type_name(hint)}")
+    return value
+
+
+def _write(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, tuple | list):
+        return [_write(item) for item in value]
+    return value

@@ -258,7 +258,7 @@ def test_one_parse_of_the_protocol_answers_both_recipes(tmp_path: Path) -> None:
 def test_real_reports_on_0_34_0_point_at_the_lines_they_name() -> None:
     root = release_tree("0.34.0")
     found = [f for f in scan(root).findings if f.recipe == NAME]
-    kinds = {(f.class_name, f.evidence["broken"]) for f in found}
+    kinds = {(f.class_name, f.evidence.broken) for f in found}
     # Read by hand (see the report): each decoder named lacks the mixin, or MiMoModel's forward
     # overrides Qwen2Model's without the capture.
     assert kinds == {
@@ -268,7 +268,7 @@ def test_real_reports_on_0_34_0_point_at_the_lines_they_name() -> None:
         ("MiMoForCausalLM", NO_CAPTURE),
     }
     for finding in found:
-        ev = finding.evidence
+        ev = finding.evidence.to_json()
         declared = _line(root, ev["declared"]["path"], ev["declared"]["line"])
         assert declared.startswith(f"class {ev['declared']['name']}(")
         decoder = _line(root, ev["decoder"]["path"], ev["decoder"]["line"])

@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,15 +35,19 @@ from bot.tree.fetch import release_tree
 MIXTRAL = "vllm.model_executor.models.mixtral"
 
 
-def _mixtral_finding() -> dict[str, object]:
-    return {
-        "class": "MixtralForCausalLM",
-        "module": MIXTRAL,
-        "evidence": {
-            "decoder": {"name": "MixtralModel"},
-            "shape": {"residual": "residual-stream"},
-        },
-    }
+@functools.cache
+def _enable_findings() -> dict[str, dict[str, Any]]:
+    """0.34.0's eagle3-enable findings as plan.json carries them, by class."""
+    found = scan(release_tree("0.34.0")).findings
+    return {f.class_name: f.to_json() for f in found if f.recipe == "eagle3-enable"}
+
+
+def _plan_finding(target: str) -> dict[str, Any]:
+    return copy.deepcopy(_enable_findings()[target])
+
+
+def _mixtral_finding() -> dict[str, Any]:
+    return _plan_finding("MixtralForCausalLM")
 
 
 def _test_text(residual: str = "residual-stream") -> str:
@@ -118,7 +124,7 @@ def test_publish_derives_the_new_shapes_forward_tests_from_the_base(target: str)
     fields = {**_NEW_SHAPES[target], "target": target}
     module = str(fields["module"])
     text = new_aux_test_file(**fields)  # type: ignore[arg-type]
-    finding = {"class": target, "module": module, "evidence": {}}
+    finding = _plan_finding(target)
 
     def edit(after: str) -> PublishedEdit:
         path = aux_test_path(module)
@@ -155,7 +161,7 @@ def test_the_residual_semantics_come_from_the_tree_not_the_plan() -> None:
     the test would pass for a capture that drops the residual. Refused (the tree says
     residual-stream)."""
     finding = _mixtral_finding()
-    finding["evidence"] = {**finding["evidence"], "shape": {"residual": "no-residual"}}
+    finding["evidence"]["shape"]["residual"] = "no-residual"
     tampered = dataclasses.replace(_edit(_test_text("no-residual")), finding=finding)
     with pytest.raises(CodemodRefused, match="not the one the recipe writes"):
         aux_forward_test(tampered)

@@ -344,7 +344,7 @@ def test_a_refused_target_needs_a_human_and_comes_last(tmp_path):
     assert publish_plan(tmp_path / "plan", reviewer=None).action == "nothing-to-do"
 
     ranked = pipeline.prioritise(pipeline.scan(tree).findings)
-    refused = [r for r in ranked if r.finding.evidence.get("refused")]
+    refused = [r for r in ranked if r.finding.evidence.refusal()]
     assert refused and not any(r.fixable for r in refused)
     assert min(r.rank for r in refused) > max(r.rank for r in ranked if r not in refused)
     step5 = next(r for r in refused if r.finding.class_name == "Step5ForCausalLM")

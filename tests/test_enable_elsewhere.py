@@ -153,9 +153,9 @@ def test_a_decoder_elsewhere_is_refused_and_never_patched(
 ) -> None:
     tree = _elsewhere_tree(tmp_path, loader)
     (finding,) = [f for f in scan(tree, use_cache=False).findings if f.recipe == "eagle3-enable"]
-    assert finding.evidence["decoder"]["attribute"] == "self.transformer"
-    assert finding.evidence["shape"] is None
-    refused = finding.evidence["refused"]
+    assert finding.evidence.decoder.attribute == "self.transformer"
+    assert finding.evidence.shape is None
+    refused = finding.evidence.refused
     assert refused.startswith("needs a human: the decoder is self.transformer, not self.model")
     assert reason in refused
     recipe = fixer_named("eagle3-enable")

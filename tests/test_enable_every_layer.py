@@ -59,9 +59,9 @@ def _no_stage_tree(tmp_path: Path, loop: str, target_pp: bool, before_loop: str 
 def test_every_layer_without_pipeline_parallelism_is_captured_from_zero(tmp_path: Path) -> None:
     tree = _no_stage_tree(tmp_path, EVERY_LAYER_ALIAS, target_pp=False)
     (finding,) = _enable_findings(tree)
-    assert finding.evidence["refused"] is None
-    shape = finding.evidence["shape"]
-    assert (shape["loop"], shape["residual"], shape["stream"]) == (
+    assert finding.evidence.refused is None
+    shape = finding.evidence.shape
+    assert (shape.loop, shape.residual, shape.stream) == (
         "every",
         "no-residual",
         "hidden_states",
@@ -89,15 +89,15 @@ def test_every_layer_without_pipeline_parallelism_is_captured_from_zero(tmp_path
 
 def test_every_layer_under_a_pipeline_parallel_target_stays_refused(tmp_path: Path) -> None:
     (finding,) = _enable_findings(_no_stage_tree(tmp_path, EVERY_LAYER_ALIAS, target_pp=True))
-    assert "keeps no self.start_layer / self.end_layer" in finding.evidence["refused"]
-    assert "though its target declares SupportsPP" in finding.evidence["refused"]
+    assert "keeps no self.start_layer / self.end_layer" in finding.evidence.refused
+    assert "though its target declares SupportsPP" in finding.evidence.refused
 
 
 def test_a_float32_stream_is_named(tmp_path: Path) -> None:
     cast = "        hidden_states = hidden_states.to(torch.float32)\n"
     tree = _no_stage_tree(tmp_path, EVERY_LAYER_ALIAS, target_pp=False, before_loop=cast)
     (finding,) = _enable_findings(tree)
-    assert "the stream is float32 between layers (line" in finding.evidence["refused"]
+    assert "the stream is float32 between layers (line" in finding.evidence.refused
 
 
 @pytest.fixture(scope="module")

@@ -159,9 +159,9 @@ def test_a_layer_class_read_through_the_init(
     tmp_path: Path, layers: str, init: str, classes: list[str]
 ) -> None:
     finding = _finding(_tree(tmp_path, layers, init))
-    assert finding.evidence["refused"] is None, finding.evidence["refused"]
-    assert finding.evidence["shape"]["layer_classes"] == classes
-    assert finding.evidence["shape"]["residual"] == "residual-stream"
+    assert finding.evidence.refused is None, finding.evidence.refused
+    assert list(finding.evidence.shape.layer_classes) == classes
+    assert finding.evidence.shape.residual == "residual-stream"
 
 
 @pytest.mark.parametrize(
@@ -177,7 +177,7 @@ def test_a_helper_picking_layers_that_return_different_shapes_refuses(
 ) -> None:
     tree = _tree(tmp_path, layers, init)
     finding = _finding(tree)
-    assert "do not all return the same shape of output" in finding.evidence["refused"]
+    assert "do not all return the same shape of output" in finding.evidence.refused
     planned = fixer_named("eagle3-enable").plan(finding, _ctx(tree, finding))  # type: ignore[union-attr]
     assert isinstance(planned, Declined)
 
@@ -222,16 +222,15 @@ def test_a_decoder_whose_embedding_the_loader_cannot_share_refuses(
     tree = _tree(tmp_path, LAYER_PAIR, init, loader)
     finding = _finding(tree)
     if refused is None:
-        assert finding.evidence["refused"] is None, finding.evidence["refused"]
+        assert finding.evidence.refused is None, finding.evidence.refused
         return
-    assert finding.evidence["refused"].startswith(f"needs a human: {refused}")
-    assert (
-        "eagle/utils.py:4: `getattr(target_inner, 'embed_tokens', None)`"
-        in (finding.evidence["refused"])
+    assert finding.evidence.refused.startswith(f"needs a human: {refused}")
+    assert "eagle/utils.py:4: `getattr(target_inner, 'embed_tokens', None)`" in (
+        finding.evidence.refused
     )
     planned = fixer_named("eagle3-enable").plan(finding, _ctx(tree, finding))  # type: ignore[union-attr]
     assert isinstance(planned, Declined)
-    assert planned.reason == finding.evidence["refused"]
+    assert planned.reason == finding.evidence.refused
 
 
 @pytest.mark.vllm_tree

@@ -252,7 +252,7 @@ def test_every_ready_decoder_edit_on_the_newest_release_is_idempotent_and_compil
     fixable = {
         (f.class_name, f.path): f
         for f in scanned.findings
-        if f.recipe == "eagle3-enable" and f.evidence["refused"] is None
+        if f.recipe == "eagle3-enable" and f.evidence.refused is None
     }
     assert set(fixable) == {(c.ref.name, ctx.index.path_of(c.ref)) for c in ready}
     planned = 0

@@ -467,11 +467,11 @@ def _plan(tree: Path, finding: Finding) -> FixPlan | Declined:
 )
 def test_named_shape(tmp_path: Path, loop: str, residual: str, layer: str, source: str) -> None:
     (finding,) = _enable_findings(_tree(tmp_path, layer, source))
-    assert finding.evidence["refused"] is None
-    shape = finding.evidence["shape"]
-    assert (shape["loop"], shape["residual"]) == (loop, residual)
+    assert finding.evidence.refused is None
+    shape = finding.evidence.shape
+    assert (shape.loop, shape.residual) == (loop, residual)
     expected = None if residual in ("no-residual", "full-stream-pair") else "residual"
-    assert shape["residual_name"] == expected
+    assert shape.residual_name == expected
 
 
 @pytest.mark.parametrize(
@@ -480,9 +480,9 @@ def test_named_shape(tmp_path: Path, loop: str, residual: str, layer: str, sourc
 def test_refused_shape(tmp_path: Path, layer: str, source: str, reason: str) -> None:
     tree = _tree(tmp_path, layer, source)
     (finding,) = _enable_findings(tree)
-    assert finding.evidence["shape"] is None
-    assert finding.evidence["refused"].startswith("needs a human: ")
-    assert reason in finding.evidence["refused"]
+    assert finding.evidence.shape is None
+    assert finding.evidence.refused.startswith("needs a human: ")
+    assert reason in finding.evidence.refused
     assert "needs a human: " in finding.summary
     planned = _plan(tree, finding)
     assert isinstance(planned, Declined)
@@ -502,7 +502,7 @@ def test_a_subclass_that_post_processes_the_output_refuses_the_base(tmp_path: Pa
     )
     tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM), subclass)
     by_class = {f.class_name: f for f in _enable_findings(tree)}
-    refused = by_class["DemoForCausalLM"].evidence["refused"]
+    refused = by_class["DemoForCausalLM"].evidence.refused
     assert "the subclass DemoChatForCausalLM overrides forward" in refused
 
 
@@ -510,7 +510,7 @@ def test_a_registered_subclass_that_passes_the_output_through_is_fine(tmp_path: 
     subclass = "\n\nclass DemoChatForCausalLM(DemoForCausalLM):\n    pass\n"
     tree = _tree(tmp_path, LAYER_PAIR, decoder(ISLICE + PAIR_CALL, FUSED_NORM), subclass)
     by_class = {f.class_name: f for f in _enable_findings(tree)}
-    assert by_class["DemoForCausalLM"].evidence["refused"] is None
+    assert by_class["DemoForCausalLM"].evidence.refused is None
 
 
 def ready_model_edit(tmp_path: Path) -> tuple[Path, Finding, Any]:
@@ -568,8 +568,8 @@ def test_cohere_layers_hand_on_the_whole_stream() -> None:
         return next(f for f in found if f.class_name == "CohereForCausalLM")
 
     for version in ("0.19.1", "0.34.0"):
-        shape = cohere(version).evidence["shape"]
-        assert (shape["residual"], shape["residual_name"]) == ("full-stream-pair", None)
+        shape = cohere(version).evidence.shape
+        assert (shape.residual, shape.residual_name) == ("full-stream-pair", None)
 
 
 def test_the_scan_knows_the_forward_tests_stand_in_layers() -> None:
@@ -594,7 +594,7 @@ def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
     """AXK1's ``getattr(self.config, "llama_4_scaling", None)``: the contributed test sets an
     empty config, so the forward takes the default."""
     tree, finding = _config_read(tmp_path, 'scaling = getattr(self.config, "scaling", None)')
-    assert finding.evidence["refused"] is None
+    assert finding.evidence.refused is None
     from bot.codemods.aux_forward_test import create_aux_forward_test
     from bot.recipes.eagle3_enable.recipe import forward_test_fields
 
@@ -618,7 +618,7 @@ def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
 )
 def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, read: str) -> None:
     tree, finding = _config_read(tmp_path, read)
-    assert finding.evidence["refused"] == (
+    assert finding.evidence.refused == (
         "needs a human: no contributed forward test: DemoModel.forward reads self.config, "
         "which a test on stand-in layers does not set up"
     )
@@ -751,7 +751,7 @@ def test_a_target_refusing_speculative_decoding_is_refused_first(tmp_path: Path)
         {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}},
     )
     (finding,) = _enable_findings(tree)
-    assert finding.evidence["refused"] == (
+    assert finding.evidence.refused == (
         "needs a human: DemoForCausalLM.__init__ refuses speculative decoding itself (line 40: "
         "`if vllm_config.num_speculative_tokens: raise NotImplementedError('Demo does not "
         "support speculative decoding.')`), so declaring SupportsEagle3 would promise what the "
@@ -772,7 +772,7 @@ def test_a_pair_carried_beside_the_stream_is_named(tmp_path: Path) -> None:
     )
     tree = _tree(tmp_path, ZAYA_LAYER, source)
     (finding,) = _enable_findings(tree)
-    refused = finding.evidence["refused"]
+    refused = finding.evidence.refused
     assert "applies the final norm inside the return (`return self.norm(hidden_states)`)" in refused
     assert (
         "the layers hand back (hidden_states, router_states) and nothing after the loop reads "

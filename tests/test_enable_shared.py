@@ -19,6 +19,7 @@ from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import add_registry_eagle3_test
 from bot.plan import Plan
 from bot.recipes.base import Finding, PublishedEdit
+from bot.recipes.eagle3_enable.evidence import EnableEvidence
 from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
 from bot.recipes.eagle3_enable.shared import (
     SHARED_DECODER,
@@ -27,6 +28,7 @@ from bot.recipes.eagle3_enable.shared import (
     shared_forward_tests,
     shared_set_of,
 )
+from bot.recipes.evidence import At, Bound, Located, SharedSet
 from bot.scan.findings import scan
 from bot.verify.check import Check
 from bot.verify.checks import rescan_check, resolved_by
@@ -107,7 +109,7 @@ def shared_tree(root: Path, *, chat_forward: str | None = None) -> Path:
 
 def _enable(tree: Path) -> dict[str, dict]:
     found = scan(tree, use_cache=False).findings
-    return {f.class_name: f.evidence for f in found if f.recipe == "eagle3-enable"}
+    return {f.class_name: f.evidence.to_json() for f in found if f.recipe == "eagle3-enable"}
 
 
 def test_the_targets_sharing_a_decoder_are_ready_together(tmp_path: Path) -> None:
@@ -214,7 +216,11 @@ class _Base:
 def _publish(
     tree: Path, path: str, kind: str, after: str, class_name: str = "DemoChatForCausalLM"
 ) -> None:
-    finding = {"class": class_name, "path": DEMO, "evidence": {"shared": {"lead": class_name}}}
+    (finding,) = [
+        f.to_json()
+        for f in scan(tree, use_cache=False).findings
+        if (f.recipe, f.class_name) == ("eagle3-enable", class_name)
+    ]
     before = (tree / path).read_text()
     edit = PublishedEdit(path, kind, before, after, class_name, finding, _Base(tree))
     PUBLISH_RULES[kind](edit)
@@ -337,13 +343,13 @@ def _snake(name: str) -> str:
 
 
 def _set_plan(paths: list[str] | None = None) -> Plan:
-    names = list(TARGETS)
-    finding = {
-        "recipe": "eagle3-enable",
-        "class": "DemoChatForCausalLM",
-        "path": DEMO,
-        "evidence": {"shared": {"targets": names, "paths": paths or [DEMO, DEMO, NGRAM]}},
-    }
+    lead = "DemoChatForCausalLM"
+    shared = SharedSet("DemoModel", TARGETS, tuple(paths or [DEMO, DEMO, NGRAM]), lead)
+    decoder = Bound("DemoModel", DEMO, 1, attribute="self.model", assigned_at=At(DEMO, 2))
+    evidence = EnableEvidence(Located(lead, DEMO, 3), decoder, None, None, shared)
+    finding = Finding(
+        "eagle3-enable", lead, DEMO.removesuffix(".py").replace("/", "."), DEMO, 3, (), evidence, ""
+    ).to_json()
     edits = [
         {"path": DEMO, "kind": SHARED_DECODER, "description": ""},
         {"path": NGRAM, "kind": SHARED_INTERFACE, "description": ""},

@@ -7,12 +7,35 @@ import pytest
 
 from bot.errors import BotError
 from bot.recipes.base import Finding
+from bot.recipes.eagle3_enable.evidence import EnableEvidence
+from bot.recipes.eagle3_interface.evidence import AuxCollected, InterfaceEvidence, Mixin
+from bot.recipes.eagle3_wrapper.evidence import LanguageModel, WrapperEvidence, WrapperForward
+from bot.recipes.evidence import At, Bound, Evidence, Located
 from bot.recipes.grouping import INTERFACE_ONLY, group_findings, group_key
 
 
 def _finding(recipe: str, name: str, shape: str | None = None, lm: str = "Qwen2ForCausalLM"):
-    evidence = {} if shape is None else {"shape": shape, "language_model": {"name": lm}}
-    return Finding(recipe, name, "vllm.m", f"vllm/{name.lower()}.py", 1, (name,), evidence, "")
+    path = f"vllm/{name.lower()}.py"
+    evidence = _evidence(recipe, Located(name, path, 1), shape, lm)
+    return Finding(recipe, name, "vllm.m", path, 1, (name,), evidence, "")
+
+
+def _evidence(recipe: str, where: Located, shape: str | None, lm: str) -> Evidence:
+    """The record each recipe's detector makes; only the fields grouping reads matter."""
+    at = At(where.path, 2)
+    decoder = Bound("DemoModel", where.path, 3, attribute="self.model", assigned_at=at)
+    if recipe == "eagle3-wrapper":
+        assert shape is not None
+        language_model = LanguageModel(
+            lm, "vllm/lm.py", 1, "self.language_model", "init", at, False
+        )
+        forward = WrapperForward(where.path, 4, "hidden_states")
+        return WrapperEvidence(where, shape, "", language_model, None, forward, (where.name,))
+    if recipe == "eagle3-enable":
+        return EnableEvidence(where, decoder, shape=None, refused=None)
+    mixin = Mixin("DemoModel", where.path, 3, chain=("DemoModel",))
+    aux = AuxCollected(where.path, 5, (6,), ())
+    return InterfaceEvidence(where, decoder, mixin, aux, sibling=None)
 
 
 GAP = _finding("eagle3-interface", "Glm4ForCausalLM")

@@ -124,7 +124,7 @@ def test_0_34_reports_wrappers_built_every_way_the_tree_uses() -> None:
     assert shapes["LlavaNextForConditionalGeneration"] == "runtime"
     # One finding on the family base InternVLChatModel for the wrappers built on it.
     intern = found["InternVLChatModel"][0]
-    assert intern.evidence["covers"] == [
+    assert list(intern.evidence.covers) == [
         "H2OVLChatModel",
         "InternVLChatModel",
         "NVLM_D_Model",

@@ -28,9 +28,17 @@ DEMO = '''
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from bot.recipes.base import Finding, Recipe, ScanContext
+from bot.recipes.evidence import Evidence, Located
 
 NAME = "demo-marker"
+
+
+@dataclass(frozen=True)
+class MarkerEvidence(Evidence):
+    marker_line: int
 
 
 class DemoMarker(Recipe):
@@ -38,6 +46,7 @@ class DemoMarker(Recipe):
     description = "a model file that carries a DEMO-MARKER comment"
     required_checks = ("smoke",)
     engine_gated = True
+    evidence_type = MarkerEvidence
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         found = []
@@ -47,14 +56,15 @@ class DemoMarker(Recipe):
                 if "DEMO-MARKER" in line:
                     rel = str(path.relative_to(ctx.root))
                     module = rel.removesuffix(".py").replace("/", ".")
-                    evidence = {"marker_line": number}
+                    where = Located(path.stem, rel, 1)
+                    evidence = MarkerEvidence(where, marker_line=number)
                     found.append(
                         Finding(NAME, path.stem, module, rel, number, (), evidence, "a marker")
                     )
         return found
 
     def evidence_line(self, finding: Finding) -> str:
-        return f"marker on line {finding.evidence['marker_line']}"
+        return f"marker on line {finding.evidence_as(MarkerEvidence).marker_line}"
 
     def group_key(self, finding: Finding) -> str:
         return "demo-markers"
@@ -71,13 +81,16 @@ import json, sys
 import bot
 from bot.recipes.grouping import group_key
 from bot.recipes import recipe_named
+from bot.recipes.base import Finding
 from bot.scan.findings import scan
 from bot.verify.evidence import engine_gated, missing_evidence
 from pathlib import Path
 
 result = scan(Path(sys.argv[1]), use_cache=False)
 (finding,) = [f for f in result.findings if f.recipe == "demo-marker"]
+read_back = Finding.from_json(json.loads(json.dumps(finding.to_json())))
 print(json.dumps({
+    "read_back": [type(read_back.evidence).__name__, read_back == finding],
     "bot": bot.__file__,
     "group": group_key(finding),
     "engine_gated": engine_gated("demo-marker"),
@@ -155,5 +168,6 @@ def test_a_demonstration_recipe_needs_only_its_module_and_its_registration(
     said = json.loads(probe.stdout)
     assert said["bot"].startswith(str(package))  # the copy ran, not the checkout
     assert said["group"] == "demo-markers"
+    assert said["read_back"] == ["MarkerEvidence", True]  # its own evidence record, via JSON
     assert said["engine_gated"] is True
     assert "requires a passed smoke check" in said["missing"]

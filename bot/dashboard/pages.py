@@ -95,17 +95,12 @@ def overview(
 def _demand(journal: Journal, findings: list[FindingRow]) -> dict[int, str]:
     """Finding id -> its demand signal as `bot scan` explains it (bot/scan/priority.py)."""
     from bot.drafts import load_catalogue
-    from bot.recipes import Finding
-    from bot.scan.priority import demand_for
+    from bot.scan.priority import demand_for_archs
 
     issues, catalogue = journal.triaged_issues(), load_catalogue()
     shown: dict[int, str] = {}
     for row in findings:
-        finding = Finding(
-            row.recipe, row.class_name, "", row.path, row.line or 0,
-            tuple(row.architectures), row.evidence, row.summary,
-        )  # fmt: skip
-        demand = demand_for(finding, issues, catalogue)
+        demand = demand_for_archs(row.architectures, issues, catalogue)
         if demand.issues or demand.drafts:
             shown[row.id] = demand.explain()
     return shown

@@ -127,10 +127,7 @@ def check_identity(plan: Plan) -> None:
     another fix's branch."""
     from bot.recipes.base import Finding, platform_variant
 
-    try:
-        finding = Finding.from_json(plan.finding or {})
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise BotError("the plan's finding is malformed; refusing to publish") from None
+    finding = Finding.from_json(plan.finding or {}, "the plan's finding")
     recipe, class_name = str(plan.recipe), str(plan.class_name)
     for variant in dict.fromkeys((None, platform_variant(finding))):
         if (plan.branch, plan.fingerprint) == (
@@ -184,10 +181,7 @@ def check_member(member: Member, base_commit: str) -> None:
     if not _RECIPE.match(member.recipe):
         raise BotError("a member's recipe is not a recipe name")
     identifier(member.class_name, "a member's class_name")
-    try:
-        finding = Finding.from_json(member.finding)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise BotError(f"{member.class_name}: the member's finding is malformed") from None
+    finding = Finding.from_json(member.finding, f"{member.class_name}: the member's finding")
     if finding.class_name != member.class_name or finding.recipe != member.recipe:
         raise BotError(f"{member.class_name}: the member's finding is for another class")
     if member.variant not in (None, platform_variant(finding)):

@@ -13,8 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
+from bot.errors import BotError
+from bot.jsonio import has_type, type_name
+from bot.recipes.evidence import Evidence
 from bot.tree.index import ClassIndex
 from bot.tree.model_registry import ModelRegistry
 
@@ -35,6 +38,9 @@ class ScanContext:
     registry: ModelRegistry
 
 
+E = TypeVar("E", bound=Evidence)
+
+
 @dataclass(frozen=True)
 class Finding:
     recipe: str
@@ -43,7 +49,7 @@ class Finding:
     path: str  # relative to the tree root
     line: int
     architectures: tuple[str, ...]
-    evidence: dict[str, Any]
+    evidence: Evidence  # its recipe's own record (Recipe.evidence_type)
     summary: str
 
     def to_json(self) -> dict[str, Any]:
@@ -54,27 +60,57 @@ class Finding:
             "path": self.path,
             "line": self.line,
             "architectures": list(self.architectures),
-            "evidence": self.evidence,
+            "evidence": self.evidence.to_json(),
             "summary": self.summary,
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Finding:
+    def from_json(cls, data: object, where: str = "finding") -> Finding:
+        """A finding as ``to_json`` wrote it, its evidence read as its recipe's record; a
+        one-line BotError when a field is missing or mistyped or the recipe is unknown."""
+        from bot.recipes import recipe_named  # the registry imports this module
+
+        if not isinstance(data, dict):
+            raise BotError(f"{where} must be an object")
+        recipe = recipe_named(data.get("recipe")) if isinstance(data.get("recipe"), str) else None
+        if recipe is None:
+            raise BotError(f"{where}: `recipe` names no recipe the bot knows")
+        architectures = data.get("architectures", [])
+        if not has_type(architectures, list[str]):
+            raise BotError(f"{where}: `architectures` must be a list of strings")
         return cls(
-            recipe=data["recipe"],
-            class_name=data["class"],
-            module=data["module"],
-            path=data["path"],
-            line=int(data["line"]),
-            architectures=tuple(data.get("architectures", ())),
-            evidence=dict(data.get("evidence", {})),
-            summary=data.get("summary", ""),
+            recipe=recipe.name,
+            class_name=_field(data, "class", str, where),
+            module=_field(data, "module", str, where),
+            path=_field(data, "path", str, where),
+            line=_field(data, "line", int, where),
+            architectures=tuple(architectures),
+            evidence=recipe.evidence_type.from_json(data.get("evidence"), f"{where}.evidence"),
+            summary=_field({"summary": "", **data}, "summary", str, where),
         )
+
+    def evidence_as(self, kind: type[E]) -> E:
+        """Its evidence as the record its recipe makes (a finding read through ``from_json``
+        or made by its detector always carries that record)."""
+        if not isinstance(self.evidence, kind):
+            raise BotError(
+                f"{self.recipe} finding for {self.class_name} carries "
+                f"{type(self.evidence).__name__}, not {kind.__name__}"
+            )
+        return self.evidence
 
     @property
     def key(self) -> tuple[str, str, str]:
         """What identifies a finding across scans: its summary may change, this does not."""
         return (self.recipe, self.class_name, self.path)
+
+
+def _field(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise BotError(f"{where} lacks `{key}`")
+    if not has_type(data[key], kind):
+        raise BotError(f"{where}: `{key}` must be {type_name(kind)}")
+    return data[key]
 
 
 def platform_variant(finding: Finding) -> str | None:
@@ -271,6 +307,8 @@ class Recipe(Protocol):
     required_edit_kinds: tuple[str, ...] = ()
     # How the smoke check builds its plans' target; None: its plans get no smoke check.
     smoke: SmokeBuild | None = None
+    # The record its findings' evidence is (bot/recipes/evidence.py), read back from JSON.
+    evidence_type: type[Evidence] = Evidence
 
     @property
     def cases(self) -> RecipeCases | None:

@@ -7,9 +7,9 @@ file:line evidence a maintainer needs to check it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from bot.recipes.base import Finding
+from bot.recipes.evidence import Bound, Evidence, Located
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef, External
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
 
@@ -28,16 +28,6 @@ _POOLING_BASES = frozenset(
     }
 )
 _POOLING_FLAGS = ("is_pooling_model",)
-
-
-@dataclass(frozen=True)
-class Located:
-    name: str
-    path: str
-    line: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "path": self.path, "line": self.line}
 
 
 @dataclass(frozen=True)
@@ -65,14 +55,13 @@ class AuxCollection:
 
 def class_finding(
     recipe: str,
-    index: ClassIndex,
     ref: ClassRef,
     entries: list[RegistryEntry],
-    evidence: dict[str, Any],
+    evidence: Evidence,
     summary: str,
 ) -> Finding:
-    """A finding about ``ref``, registered under ``entries``; evidence starts with the class."""
-    where = locate(index, ref)
+    """A finding about ``ref``, registered under ``entries``."""
+    where = evidence.cls
     return Finding(
         recipe=recipe,
         class_name=ref.name,
@@ -80,7 +69,7 @@ def class_finding(
         path=where.path,
         line=where.line,
         architectures=tuple(sorted({e.arch for e in entries})),
-        evidence={"class": where.to_json(), **evidence},
+        evidence=evidence,
         summary=summary,
     )
 
@@ -187,17 +176,6 @@ def external_name(base: ClassRef | External) -> str:
     return base.name if isinstance(base, ClassRef) else base.dotted
 
 
-def decoder_evidence_line(finding: Finding) -> str:
-    """A finding's decoder (and its sibling, and the enable analysis's verdict where it gave
-    one) in one line of `bot scan`'s table."""
-    ev = finding.evidence
-    decoder = ev["decoder"]
-    attribute = decoder.get("attribute", "self.model")
-    text = f"{attribute} = {decoder['name']} ({decoder['path']}:{decoder['line']})"
-    if ev.get("sibling"):
-        text += f"; sibling {ev['sibling']['name']}"
-    if ev.get("refused"):  # why a human is needed, or the decoder's shape
-        text += f"; {ev['refused']}"
-    elif ev.get("shape"):
-        text += f"; {ev['shape']['loop']} loop, {ev['shape']['residual']}"
-    return text
+def decoder_evidence_line(decoder: Bound) -> str:
+    """A finding's decoder in `bot scan`'s table; its recipe adds what else it knows."""
+    return f"{decoder.attribute} = {decoder.name} ({decoder.path}:{decoder.line})"

@@ -89,8 +89,8 @@ def _without_set_members(findings: Sequence[Finding]) -> list[Finding]:
     present = {(f.recipe, f.class_name) for f in findings}
     kept = []
     for finding in findings:
-        shared = finding.evidence.get("shared")
-        lead = shared.get("lead") if isinstance(shared, dict) else None
+        shared = finding.evidence.fixed_with()
+        lead = shared.lead if shared else None
         if lead and lead != finding.class_name and (finding.recipe, lead) in present:
             continue
         kept.append(finding)

@@ -16,7 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from bot.recipes.base import ScanContext
-from bot.recipes.eagle3_analysis import Located, declares_eagle3, locate
+from bot.recipes.eagle3_analysis import declares_eagle3, locate
+from bot.recipes.evidence import Located
 from bot.tree.index import ClassRef
 
 

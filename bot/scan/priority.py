@@ -74,7 +74,14 @@ class Ranked:
 def demand_for(
     finding: Finding, issues: Iterable[TriagedIssue], catalogue: DraftCatalogue
 ) -> Demand:
-    archs = set(finding.architectures)
+    return demand_for_archs(finding.architectures, issues, catalogue)
+
+
+def demand_for_archs(
+    architectures: Iterable[str], issues: Iterable[TriagedIssue], catalogue: DraftCatalogue
+) -> Demand:
+    """The open issues and reviewed drafts that ask for any of ``architectures``."""
+    archs = set(architectures)
     open_issues = tuple(
         IssueDemand(i.number, i.url, i.architecture)
         for i in sorted(issues, key=lambda i: i.number)
@@ -126,7 +133,7 @@ def rank(
 
 def needs_human(finding: Finding) -> bool:
     """The recipe found a real gap but refuses to patch it (its reason is in the evidence)."""
-    return bool((finding.evidence or {}).get("refused"))
+    return bool(finding.evidence.refusal())
 
 
 def top_fixable(ranked: Sequence[Ranked], n: int) -> list[Ranked]:

@@ -58,14 +58,13 @@ def rescan_check(
 def fixed_together(finding: dict[str, Any] | None) -> list[dict[str, Any]]:
     """The findings a plan for a set of targets sharing a decoder must make disappear (every
     member's, the plan's own among them); empty for any other plan."""
-    shared = (finding or {}).get("evidence", {}).get("shared")
-    if not isinstance(shared, dict):
+    if not finding:
         return []
-    names, paths = shared.get("targets"), shared.get("paths")
-    if not (isinstance(names, list) and isinstance(paths, list) and len(names) == len(paths)):
+    shared = Finding.from_json(finding, "plan.json: `finding`").evidence.fixed_with()
+    if shared is None:
         return []
-    recipe = (finding or {}).get("recipe")
-    return [{"recipe": recipe, "class": n, "path": p} for n, p in zip(names, paths, strict=True)]
+    recipe = finding["recipe"]
+    return [{"recipe": recipe, "class": n, "path": p} for n, p in shared.members()]
 
 
 def compile_check(tree: Path, files: list[str]) -> Check:

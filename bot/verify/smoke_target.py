@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.plan import Plan
+from bot.recipes.base import Finding
 
 if TYPE_CHECKING:
     from bot.recipes.base import SmokeBuild
@@ -85,18 +86,11 @@ def set_targets_of(plan: Plan) -> list[SmokeTarget]:
         for edit in plan.edits
         if isinstance(edit, dict) and edit.get("kind") in build.set_kinds
     }
-    evidence = (plan.finding or {}).get("evidence")
-    shared = evidence.get("shared") if isinstance(evidence, dict) else None
-    if not isinstance(shared, dict):
-        return []
-    names, paths = shared.get("targets"), shared.get("paths")
-    if not (isinstance(names, list) and isinstance(paths, list) and len(names) == len(paths)):
-        return []
+    finding = Finding.from_json(plan.finding, "plan.json: `finding`") if plan.finding else None
+    shared = finding.evidence.fixed_with() if finding else None
     targets = []
-    for name, path in zip(names, paths, strict=True):
-        if name == primary.class_name or path not in edited:
-            continue
-        if not (isinstance(name, str) and name.isidentifier() and isinstance(path, str)):
+    for name, path in shared.members() if shared else ():
+        if name == primary.class_name or path not in edited or not name.isidentifier():
             continue
         module = path.removesuffix(".py").replace("/", ".")
         if path.endswith(".py") and all(part.isidentifier() for part in module.split(".")):

@@ -13,10 +13,10 @@ capture and the declaration together.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from bot.recipes.base import ScanContext
 from bot.recipes.eagle3_analysis import mixin_chain
+from bot.recipes.eagle3_broken_claim.evidence import ClaimFix
 from bot.recipes.eagle3_enable.analysis import NEEDS_HUMAN, DecoderShape, Refusal, decoder_shape
 from bot.recipes.eagle3_enable.recipe import Candidate, forward_owner
 from bot.tree.index import ClassRef
@@ -31,19 +31,19 @@ def claim_fix(
     holder: ClassRef,
     claimant: ClassRef,
     enable_candidates: Callable[[], Sequence[Candidate]],
-) -> dict[str, Any] | None:
-    """``{"ready": [targets]}`` (the eagle3-enable plans whose enablement repairs the claim)
-    or ``{"refused": "needs a human: ..."}`` naming every blocker; None for a kind no
+) -> ClaimFix | None:
+    """The eagle3-enable targets whose plan repairs the claim (``ready``), or ``refused``
+    ("needs a human: ...") naming every blocker; None for a kind no
     enablement repairs (the target's own forward dropping the output)."""
     if kind == NO_MIXIN:
         matching = [c for c in enable_candidates() if c.decoder == holder]
         ready = sorted(c.ref.name for c in matching if isinstance(c.verdict, DecoderShape))
         if ready:
-            return {"ready": ready}
+            return ClaimFix(ready=tuple(ready))
         if matching:
             reasons = [c.verdict.reason for c in matching if isinstance(c.verdict, Refusal)]
-            return {"refused": _refused(reasons)}
-        return {"refused": _refused([_unbuilt(holder), *_shape_blockers(ctx, holder)])}
+            return ClaimFix(refused=_refused(reasons))
+        return ClaimFix(refused=_refused([_unbuilt(holder), *_shape_blockers(ctx, holder)]))
     if kind == NO_CAPTURE:
         chain = mixin_chain(ctx.index, holder) or [holder]
         reasons = [
@@ -53,7 +53,7 @@ def claim_fix(
             "to a forward that dropped it",
             *_shape_blockers(ctx, holder),
         ]
-        return {"refused": _refused(reasons)}
+        return ClaimFix(refused=_refused(reasons))
     return None
 
 

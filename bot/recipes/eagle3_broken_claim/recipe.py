@@ -18,7 +18,7 @@ language model is chosen at run time, or whose decoder the bot cannot resolve is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from typing import Any
 
 from bot.recipes.base import Finding, Recipe, ScanContext
@@ -31,6 +31,14 @@ from bot.recipes.eagle3_analysis import (
     locate,
     mixin_chain,
 )
+from bot.recipes.eagle3_broken_claim.evidence import (
+    BrokenClaimEvidence,
+    ClaimFix,
+    ClaimTrace,
+    Declared,
+    Reached,
+)
+from bot.recipes.evidence import At, Bound, Located
 from bot.recipes.wrapper_analysis import (
     DECODER_ATTRIBUTE,
     INTERFACES_PATH,
@@ -72,7 +80,7 @@ class Verdict:
 
     kind: str | None
     why: str
-    evidence: dict[str, Any]
+    trace: ClaimTrace | None
     unjudged: str = ""
     holder: ClassRef | None = None  # the decoder the interface's defaults reach
 
@@ -80,10 +88,11 @@ class Verdict:
 class Eagle3BrokenClaim(Recipe):
     name = NAME
     description = "declares SupportsEagle3 but would fail when used (reported, not patched)"
+    evidence_type = BrokenClaimEvidence
 
     def evidence_line(self, finding: Finding) -> str:
-        declared = finding.evidence["declared"]
-        return f"declared {declared['path']}:{declared['line']}; {finding.evidence['why']}"
+        ev = finding.evidence_as(BrokenClaimEvidence)
+        return f"declared {ev.declared.path}:{ev.declared.line}; {ev.why}"
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         defaults = protocol_defaults(ctx.root)
@@ -135,7 +144,7 @@ def judge(ctx: ScanContext, ref: ClassRef, defaults: ProtocolDefaults) -> Verdic
     resolution = resolve_holder(ctx, ref, defaults)
     if isinstance(resolution, str):
         return _unjudged(resolution)
-    evidence = _resolution_evidence(ctx, resolution, defaults)
+    trace = _trace(ctx, resolution, defaults)
     holder = resolution.holder
     if mixin_chain(index, holder) is None:
         where = locate(index, holder)
@@ -148,15 +157,12 @@ def judge(ctx: ScanContext, ref: ClassRef, defaults: ProtocolDefaults) -> Verdic
             f"the interface's default set_aux_hidden_state_layers reaches {_path_text(resolution)}"
             f" = {holder.name} ({where.path}:{where.line}), which lacks EagleModelMixin: {fails}"
         )
-        return Verdict(NO_MIXIN, why, evidence, holder=holder)
+        return Verdict(NO_MIXIN, why, trace, holder=holder)
     decoder_forward = _forward(index, holder)
     if decoder_forward is None:
         return _unjudged(f"{holder.name} has no forward in the model packages")
     owner, facts = decoder_forward
-    evidence["decoder_forward"] = {
-        "name": f"{owner.name}.forward",
-        **_at(index, owner, facts["line"]),
-    }
+    trace = replace(trace, decoder_forward=_forward_at(index, owner, facts["line"]))
     if not handles_aux(index, holder):
         why = (
             f"{holder.name} has EagleModelMixin but {owner.name}.forward "
@@ -164,19 +170,19 @@ def judge(ctx: ScanContext, ref: ClassRef, defaults: ProtocolDefaults) -> Verdic
             "_maybe_add_hidden_state, no aux_hidden_state_layers, nothing it hands off to does), "
             "so EAGLE-3 gets none back"
         )
-        return Verdict(NO_CAPTURE, why, evidence, holder=holder)
+        return Verdict(NO_CAPTURE, why, trace, holder=holder)
     checked = _forward_check(index, ref, resolution)
     if checked is not None:
         verdict, owner, line, why = checked
         if verdict == "reworks":
             return _unjudged(why)
-        evidence["forward"] = {"name": f"{owner.name}.forward", **_at(index, owner, line)}
-        return Verdict(FORWARD_DROPS, why, evidence)
-    return Verdict(None, "the claim holds", evidence)
+        trace = replace(trace, forward=_forward_at(index, owner, line))
+        return Verdict(FORWARD_DROPS, why, trace)
+    return Verdict(None, "the claim holds", trace)
 
 
 def _unjudged(reason: str) -> Verdict:
-    return Verdict(None, "", {}, unjudged=reason)
+    return Verdict(None, "", None, unjudged=reason)
 
 
 def _overridden_protocol(index: ClassIndex, ref: ClassRef) -> str | None:
@@ -346,8 +352,12 @@ def _check_calls(
 # -- evidence -------------------------------------------------------------------------------
 
 
-def _at(index: ClassIndex, ref: ClassRef, line: int) -> dict[str, Any]:
-    return {"path": index.path_of(ref), "line": line}
+def _at(index: ClassIndex, ref: ClassRef, line: int) -> At:
+    return At(index.path_of(ref), line)
+
+
+def _forward_at(index: ClassIndex, owner: ClassRef, line: int) -> Located:
+    return Located(f"{owner.name}.forward", index.path_of(owner), line)
 
 
 def _path_text(resolution: Resolution) -> str:
@@ -359,43 +369,42 @@ def _path_text(resolution: Resolution) -> str:
     return ".".join(parts)
 
 
-def declaration(index: ClassIndex, ref: ClassRef) -> dict[str, Any]:
+def declaration(index: ClassIndex, ref: ClassRef) -> Declared:
     """Where ``ref`` gets the interface: the class that lists SupportsEagle3 among its bases."""
     chain = index.path_to(ref, SUPPORTS_EAGLE3)
     if chain and len(chain) >= 2:
         declaring = chain[-2]
-        return {**locate(index, declaring).to_json(), "inherited": declaring != ref}
+        return Declared(*astuple(locate(index, declaring)), inherited=declaring != ref)
     flag = index.find_class_attr(ref, "supports_eagle3")
     owner = flag[0] if flag else ref
-    return {**locate(index, owner).to_json(), "inherited": owner != ref, "flag": True}
+    return Declared(*astuple(locate(index, owner)), inherited=owner != ref, flag=True)
 
 
-def _resolution_evidence(
-    ctx: ScanContext, resolution: Resolution, defaults: ProtocolDefaults
-) -> dict[str, Any]:
+def _trace(ctx: ScanContext, resolution: Resolution, defaults: ProtocolDefaults) -> ClaimTrace:
     index = ctx.index
-    evidence: dict[str, Any] = {
-        "interface": {
-            "name": f"SupportsEagle3.{PROTOCOL_METHODS[0]}",
-            "path": INTERFACES_PATH,
-            "line": defaults.assert_line or defaults.line,
-        },
-        "decoder": {
-            **locate(index, resolution.holder).to_json(),
-            "reached_as": _path_text(resolution),
-        },
-    }
+    holder_at = None
     if resolution.holder_line:
-        evidence["decoder"]["assigned_at"] = _at(
-            index, resolution.holder_owner, resolution.holder_line
-        )
+        holder_at = _at(index, resolution.holder_owner, resolution.holder_line)
+    language_model = None
     if resolution.parent_attribute:
-        evidence["language_model"] = {
-            **locate(index, resolution.parent).to_json(),
-            "attribute": f"self.{resolution.parent_attribute}",
-            "assigned_at": _at(index, resolution.parent_owner, resolution.parent_line),
-        }
-    return evidence
+        language_model = Bound(
+            *astuple(locate(index, resolution.parent)),
+            attribute=f"self.{resolution.parent_attribute}",
+            assigned_at=_at(index, resolution.parent_owner, resolution.parent_line),
+        )
+    return ClaimTrace(
+        interface=Located(
+            f"SupportsEagle3.{PROTOCOL_METHODS[0]}",
+            INTERFACES_PATH,
+            defaults.assert_line or defaults.line,
+        ),
+        decoder=Reached(
+            *astuple(locate(index, resolution.holder)),
+            reached_as=_path_text(resolution),
+            assigned_at=holder_at,
+        ),
+        language_model=language_model,
+    )
 
 
 def _finding(
@@ -403,19 +412,28 @@ def _finding(
     ref: ClassRef,
     entries: list[RegistryEntry],
     verdict: Verdict,
-    fix: dict[str, Any] | None = None,
+    fix: ClaimFix | None = None,
 ) -> Finding:
+    trace = verdict.trace
+    assert verdict.kind is not None and trace is not None  # only broken claims are reported
     declared = declaration(index, ref)
-    evidence = {"declared": declared, "broken": verdict.kind, "why": verdict.why}
-    evidence.update(verdict.evidence)
-    via = f" (inherited from {declared['name']})" if declared["inherited"] else ""
+    evidence = BrokenClaimEvidence(
+        cls=locate(index, ref),
+        declared=declared,
+        broken=verdict.kind,
+        why=verdict.why,
+        interface=trace.interface,
+        decoder=trace.decoder,
+        language_model=trace.language_model,
+        decoder_forward=trace.decoder_forward,
+        forward=trace.forward,
+        fix=fix,
+    )
+    via = f" (inherited from {declared.name})" if declared.inherited else ""
     summary = f"{ref.name} declares SupportsEagle3{via} but would fail when used: {verdict.why}"
-    if fix is not None:
-        # {"ready": [eagle3-enable targets whose plan repairs it]} or {"refused": every blocker}
-        evidence["fix"] = fix
-        if fix.get("ready"):
-            summary += f"; the eagle3-enable plan for {', '.join(fix['ready'])} repairs it"
-    return class_finding(NAME, index, ref, entries, evidence, summary)
+    if fix is not None and fix.ready:
+        summary += f"; the eagle3-enable plan for {', '.join(fix.ready)} repairs it"
+    return class_finding(NAME, ref, entries, evidence, summary)
 
 
 RECIPE = Eagle3BrokenClaim()

@@ -57,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bot.jsonio import JsonRecord
 from bot.tree.index import ClassIndex, ClassRef
 
 NEEDS_HUMAN = "needs a human"
@@ -68,7 +69,7 @@ _NOT_LAYERS = frozenset({"PPMissingLayer", "ModuleList", "Identity"})
 
 
 @dataclass(frozen=True)
-class DecoderShape:
+class DecoderShape(JsonRecord):
     loop: str  # one of LOOP_KINDS
     residual: str  # one of RESIDUAL_KINDS
     layers_attr: str

@@ -23,7 +23,7 @@ from bot.codemods.bases import append_base_class
 from bot.codemods.nested_capture import add_capture
 from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
-from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
+from bot.recipes.base import Declined, Finding, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
 from bot.recipes.eagle3_enable.shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface.publish import (
@@ -224,8 +224,10 @@ def enable_regression_test(edit: PublishedEdit) -> None:
 
 
 def _is_shared(edit: PublishedEdit) -> bool:
-    evidence = edit.finding.get("evidence") if isinstance(edit.finding, Mapping) else None
-    return isinstance(evidence, Mapping) and bool(evidence.get("shared"))
+    """Whether the plan says it fixes a set of targets sharing a decoder (which rule applies;
+    the rule then derives the set itself from the base tree)."""
+    finding = Finding.from_json(dict(edit.finding), "the plan's finding")
+    return finding.evidence.fixed_with() is not None
 
 
 def _shared_forward_test(edit: PublishedEdit) -> None:

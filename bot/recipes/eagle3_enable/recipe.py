@@ -28,7 +28,7 @@ from __future__ import annotations
 import ast
 import functools
 import html
-from dataclasses import dataclass, field, replace
+from dataclasses import astuple, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ from bot.recipes.eagle3_analysis import (
     locate,
     mixin_chain,
 )
+from bot.recipes.eagle3_broken_claim.evidence import BrokenClaimEvidence
 from bot.recipes.eagle3_enable.analysis import (
     NEEDS_HUMAN,
     DecoderShape,
@@ -65,6 +66,7 @@ from bot.recipes.eagle3_enable.analysis import (
     absolute_convention,
     decoder_shape,
 )
+from bot.recipes.eagle3_enable.evidence import EnableEvidence
 from bot.recipes.eagle3_interface.recipe import (
     _declare_interface,
     _interfaces_module,
@@ -73,6 +75,7 @@ from bot.recipes.eagle3_interface.recipe import (
     is_multimodal,
     registered_targets,
 )
+from bot.recipes.evidence import At, Bound, SharedSet
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.drafter_loader import LoaderSite, SharedEmbedding, decoder_reads, shared_embedding
 from bot.tree.index import ClassIndex, ClassRef
@@ -122,6 +125,7 @@ class Eagle3Enable(Recipe):
     # a plan without it (dropping it would open a PR whose capture no test exercises).
     required_edit_kinds = ("aux-forward-test",)
     engine_gated = True
+    evidence_type = EnableEvidence
     smoke = SmokeBuild(
         # the target in the decoder's file, or declared in its own (a declare-interface edit)
         frozenset({"enable-decoder-and-declare", "declare-interface"}),
@@ -132,21 +136,26 @@ class Eagle3Enable(Recipe):
     def evidence_line(self, finding: Finding) -> str:
         from bot.recipes.eagle3_analysis import decoder_evidence_line
 
-        return decoder_evidence_line(finding)
+        ev = finding.evidence_as(EnableEvidence)
+        if ev.refused:  # why a human is needed
+            why = f"; {ev.refused}"
+        else:
+            why = f"; {ev.shape.loop} loop, {ev.shape.residual}" if ev.shape else ""
+        return decoder_evidence_line(ev.decoder) + why
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [_finding(ctx.index, c) for c in candidates(ctx)]
 
     def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
-        refused = finding.evidence.get("refused")
-        if refused:
-            return Declined(str(refused))
+        evidence = finding.evidence_as(EnableEvidence)
+        if evidence.refused:
+            return Declined(evidence.refused)
         group = ctx.group or (finding,)
         if len(group) > 1:
             return Declined(
                 f"needs a human: {finding.class_name} has {len(group)} platform variants"
             )
-        if finding.evidence.get("shared"):
+        if evidence.shared:
             from bot.recipes.eagle3_enable.shared import shared_plan
 
             return shared_plan(finding, ctx)
@@ -171,7 +180,7 @@ class Eagle3Enable(Recipe):
             path = ctx.scan.index.path_of(candidate.captured)
             context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
         context["broken_claims"] = [
-            {"cls": c.class_name, "why": c.evidence.get("why", "")} for c in claims
+            {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
         ]
         forward_test = _aux_forward_test(ctx, finding, candidate, shape)
         if isinstance(forward_test, Declined):
@@ -268,12 +277,13 @@ def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding
     path = ctx.scan.index.path_of(candidate.decoder)
     fixed: list[Finding] = []
     for other in ctx.findings:
-        decoder = other.evidence.get("decoder") if other.recipe == BROKEN_CLAIM else None
-        if (
-            isinstance(decoder, dict)
-            and other.evidence.get("broken") == "no-mixin"
-            and decoder.get("name") == candidate.decoder.name
-            and decoder.get("path") == path
+        if other.recipe != BROKEN_CLAIM:
+            continue
+        claim = other.evidence_as(BrokenClaimEvidence)
+        decoder = claim.decoder
+        if claim.broken == "no-mixin" and (decoder.name, decoder.path) == (
+            candidate.decoder.name,
+            path,
         ):
             fixed.append(other)
     return fixed
@@ -1032,17 +1042,17 @@ def _writeup_context(
     from bot.recipes.eagle3_wrapper.recipe import wrappers_waiting_for
 
     url = ctx.url
-    ev = finding.evidence
-    decoder = ev["decoder"]
+    ev = finding.evidence_as(EnableEvidence)
+    decoder = ev.decoder
     has_pp_flag = bool(
         ctx.scan.index.find_class_attr(EAGLE_MODEL_MIXIN, "supports_aux_hidden_states_over_pp")
     )
     return {
-        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
-        "decoder": {**decoder, "url": url(decoder["path"], decoder["line"])},
+        "where": {**ev.cls.to_json(), "url": url(ev.cls.path, ev.cls.line)},
+        "decoder": {**decoder.to_json(), "url": url(decoder.path, decoder.line)},
         "shape": shape.to_json(),
-        "loop_url": url(decoder["path"], shape.loop_line),
-        "norm_url": url(decoder["path"], shape.norm_line),
+        "loop_url": url(decoder.path, shape.loop_line),
+        "norm_url": url(decoder.path, shape.norm_line),
         "absolute": absolute,
         "pp_flag": has_pp_flag,
         "unproven": unproven_lines(ctx, finding, shape),
@@ -1052,15 +1062,15 @@ def _writeup_context(
 
 def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> list[dict[str, str]]:
     """What this plan's tests leave unproven for the class, one line each."""
-    decoder = finding.evidence["decoder"]
+    decoder = finding.evidence_as(EnableEvidence).decoder
     lines: list[dict[str, str]] = []
-    scaled = _scaled_embedding(ctx.root / decoder["path"], decoder["name"])
+    scaled = _scaled_embedding(ctx.root / decoder.path, decoder.name)
     if scaled is not None:
         lines.append(
             {
-                "name": decoder["name"],
-                "where": f"{decoder['path']}:{scaled}",
-                "url": ctx.url(decoder["path"], scaled),
+                "name": decoder.name,
+                "where": f"{decoder.path}:{scaled}",
+                "url": ctx.url(decoder.path, scaled),
                 "text": "scales its input embedding (embed_input_ids multiplies it); an EAGLE-3 "
                 "drafter that shares the embedding weights does not apply the scale, so how "
                 "well a draft predicts for this model is not measured here",
@@ -1069,7 +1079,7 @@ def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> l
     if shape.residual == "residual-stream":
         lines.append(
             {
-                "name": decoder["name"],
+                "name": decoder.name,
                 "where": "",
                 "url": "",
                 "text": "the captured state is hidden_states + residual in the model's dtype; "
@@ -1105,26 +1115,25 @@ def _scaled_embedding(path: Path, decoder: str) -> int | None:
 
 def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
     ref, decoder, verdict = candidate.ref, candidate.decoder, candidate.verdict
-    where = locate(index, decoder)
-    evidence: dict[str, Any] = {
-        "decoder": {
-            **where.to_json(),
-            "attribute": f"self.{candidate.attribute}",
-            "assigned_at": {
-                "path": index.path_of(candidate.assigned_owner),
-                "line": candidate.assigned_line,
-            },
-        },
-        "shape": verdict.to_json() if isinstance(verdict, DecoderShape) else None,
-        "refused": str(verdict) if isinstance(verdict, Refusal) else None,
-    }
+    shared = None
     if candidate.shared:
-        evidence["shared"] = {
-            "decoder": candidate.captured.name,
-            "targets": [r.name for r in candidate.shared],
-            "paths": [index.path_of(r) for r in candidate.shared],
-            "lead": candidate.lead.name if candidate.lead else None,
-        }
+        shared = SharedSet(
+            decoder=candidate.captured.name,
+            targets=tuple(r.name for r in candidate.shared),
+            paths=tuple(index.path_of(r) for r in candidate.shared),
+            lead=candidate.lead.name if candidate.lead else None,
+        )
+    evidence = EnableEvidence(
+        cls=locate(index, ref),
+        decoder=Bound(
+            *astuple(locate(index, decoder)),
+            attribute=f"self.{candidate.attribute}",
+            assigned_at=At(index.path_of(candidate.assigned_owner), candidate.assigned_line),
+        ),
+        shape=verdict if isinstance(verdict, DecoderShape) else None,
+        refused=str(verdict) if isinstance(verdict, Refusal) else None,
+        shared=shared,
+    )
     if isinstance(verdict, Refusal):
         summary = (
             f"{ref.name} lacks SupportsEagle3 and its decoder {decoder.name} does not collect "
@@ -1144,7 +1153,7 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
             f"EagleModelMixin; its forward ({verdict.loop} loop, {verdict.residual}) can "
             "collect the aux hidden states"
         )
-    return class_finding(NAME, index, ref, candidate.entries, evidence, summary)
+    return class_finding(NAME, ref, candidate.entries, evidence, summary)
 
 
 RECIPE = Eagle3Enable()

@@ -31,6 +31,7 @@ from bot.recipes.base import (
     step,
 )
 from bot.recipes.eagle3_analysis import locate
+from bot.recipes.eagle3_broken_claim.evidence import BrokenClaimEvidence
 from bot.recipes.eagle3_enable.analysis import Refusal
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.index import ClassIndex, ClassRef
@@ -236,7 +237,7 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
     claims = _broken_claims_fixed(ctx, found.lead)
     context = _writeup_context(ctx, lead_finding, capture.shape, capture.absolute)
     context["broken_claims"] = [
-        {"cls": c.class_name, "why": c.evidence.get("why", "")} for c in claims
+        {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
     ]
     context["shared"] = _shared_context(ctx, found)
     names = ", ".join(f"`{html.escape(m.ref.name)}`" for m in found.members)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
+from dataclasses import astuple
 from typing import Any
 
 from bot.recipes.base import (
@@ -41,6 +42,13 @@ from bot.recipes.eagle3_analysis import (
     locate,
     mixin_chain,
 )
+from bot.recipes.eagle3_interface.evidence import (
+    AuxCollected,
+    InterfaceEvidence,
+    Mixin,
+    Sibling,
+)
+from bot.recipes.evidence import At, Bound
 from bot.recipes.interface_status import already_fixed, missing_variants
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
@@ -59,9 +67,12 @@ class Eagle3Interface(Recipe):
     name = NAME
     description = "declare SupportsEagle3 on a model whose decoder already supports EAGLE-3"
     smoke = SmokeBuild(frozenset({"declare-interface"}))
+    evidence_type = InterfaceEvidence
 
     def evidence_line(self, finding: Finding) -> str:
-        return decoder_evidence_line(finding)
+        ev = finding.evidence_as(InterfaceEvidence)
+        sibling = f"; sibling {ev.sibling.name}" if ev.sibling else ""
+        return decoder_evidence_line(ev.decoder) + sibling
 
     def group_key(self, finding: Finding) -> str:
         from bot.recipes.grouping import INTERFACE_ONLY
@@ -227,22 +238,24 @@ def _writeup_context(
     ctx: PlanContext, finding: Finding, group: tuple[Finding, ...]
 ) -> dict[str, Any]:
     url = ctx.url
-    ev = finding.evidence
-    decoder = ev["decoder"]
-    sibling = ev.get("sibling")
+    ev = finding.evidence_as(InterfaceEvidence)
+    decoder, sibling, mixin, aux = ev.decoder, ev.sibling, ev.mixin, ev.aux
+    assigned = decoder.assigned_at
     return {
         "files": sorted({f.path for f in group}),
-        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "where": {**ev.cls.to_json(), "url": url(ev.cls.path, ev.cls.line)},
         "decoder": {
-            **decoder,
-            "url": url(decoder["path"], decoder["line"]),
-            "assigned_path": decoder["assigned_at"]["path"],
-            "assigned_line": decoder["assigned_at"]["line"],
-            "assigned_url": url(decoder["assigned_at"]["path"], decoder["assigned_at"]["line"]),
+            **decoder.to_json(),
+            "url": url(decoder.path, decoder.line),
+            "assigned_path": assigned.path,
+            "assigned_line": assigned.line,
+            "assigned_url": url(assigned.path, assigned.line),
         },
-        "mixin": {**ev["mixin"], "url": url(ev["mixin"]["path"], ev["mixin"]["line"])},
-        "aux": {**ev["aux"], "url": url(ev["aux"]["path"], ev["aux"]["forward_line"])},
-        "sibling": {**sibling, "url": url(sibling["path"], sibling["line"])} if sibling else None,
+        "mixin": {**mixin.to_json(), "url": url(mixin.path, mixin.line)},
+        "aux": {**aux.to_json(), "url": url(aux.path, aux.forward_line)},
+        "sibling": {**sibling.to_json(), "url": url(sibling.path, sibling.line)}
+        if sibling
+        else None,
         "crash_sites": [
             {
                 "message": s.message_prefix,
@@ -338,6 +351,15 @@ def _registered_generation_classes(ctx: ScanContext) -> set[ClassRef]:
     return classes
 
 
+def _sibling_evidence(
+    index: ClassIndex, sibling: tuple[ClassRef, ClassRef, str] | None
+) -> Sibling | None:
+    if sibling is None:
+        return None
+    cls, other_decoder, kinship = sibling
+    return Sibling(*astuple(locate(index, cls)), decoder=other_decoder.name, kinship=kinship)
+
+
 def _sibling(
     index: ClassIndex, decoder: ClassRef, siblings: dict[ClassRef, ClassRef]
 ) -> tuple[ClassRef, ClassRef, str] | None:
@@ -393,35 +415,31 @@ def _finding(
 ) -> Finding:
     decoder = locate(index, construction.cls)
     sibling = _sibling(index, construction.cls, siblings)
-    evidence: dict[str, Any] = {
-        "decoder": {
-            **decoder.to_json(),
-            "attribute": f"self.{construction.attribute}",
-            "assigned_at": {"path": index.path_of(construction.owner), "line": construction.line},
-        },
-        "mixin": {**locate(index, chain[-1]).to_json(), "chain": [c.name for c in chain]},
-        "aux": {
-            "path": index.path_of(aux.forward_owner),
-            "forward_line": aux.forward_line,
-            "helper_lines": list(aux.helper_lines),
-            "layer_check_lines": list(aux.layer_check_lines),
-        },
-        "sibling": None,
-    }
-    if sibling is not None:
-        cls, other_decoder, kinship = sibling
-        evidence["sibling"] = {
-            **locate(index, cls).to_json(),
-            "decoder": other_decoder.name,
-            "kinship": kinship,
-        }
+    evidence = InterfaceEvidence(
+        cls=locate(index, ref),
+        decoder=Bound(
+            decoder.name,
+            decoder.path,
+            decoder.line,
+            attribute=f"self.{construction.attribute}",
+            assigned_at=At(index.path_of(construction.owner), construction.line),
+        ),
+        mixin=Mixin(*astuple(locate(index, chain[-1])), chain=tuple(c.name for c in chain)),
+        aux=AuxCollected(
+            path=index.path_of(aux.forward_owner),
+            forward_line=aux.forward_line,
+            helper_lines=tuple(aux.helper_lines),
+            layer_check_lines=tuple(aux.layer_check_lines),
+        ),
+        sibling=_sibling_evidence(index, sibling),
+    )
     via = "" if chain[-1] == construction.cls else f" (via {chain[-1].name})"
     summary = (
         f"{ref.name} builds self.{construction.attribute} = {construction.cls.name}, which has "
         f"EagleModelMixin{via} and collects aux hidden states in forward, but {ref.name} does "
         "not declare SupportsEagle3"
     )
-    return class_finding(NAME, index, ref, entries, evidence, summary)
+    return class_finding(NAME, ref, entries, evidence, summary)
 
 
 RECIPE = Eagle3Interface()

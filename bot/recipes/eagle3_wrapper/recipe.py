@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import astuple, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import (
@@ -42,6 +42,8 @@ from bot.recipes.eagle3_interface.recipe import (
     is_multimodal,
     registered_targets,
 )
+from bot.recipes.eagle3_wrapper.evidence import LanguageModel, WrapperEvidence, WrapperForward
+from bot.recipes.evidence import At, Located
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.recipes.wrapper_analysis import (
     DELEGATE,
@@ -71,36 +73,31 @@ class Eagle3Wrapper(Recipe):
     name = NAME
     description = "multimodal wrapper whose language model already supports EAGLE-3"
     engine_gated = True  # the wrapper forwards the capture to its language model
+    evidence_type = WrapperEvidence
 
     def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
         """A wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
         to declare it too, also when the wrapper's code pins several language models and
         ``fixed_class`` was the last of them not capable yet (Glm4v's Glm4 and Glm4Moe)."""
-        language_model = finding.evidence.get("language_model")
-        if not isinstance(language_model, dict):
-            return False
-        pinned = language_model.get("pinned")
-        return language_model.get("name") == fixed_class or (
-            isinstance(pinned, list) and fixed_class in pinned
-        )
+        language_model = finding.evidence_as(WrapperEvidence).language_model
+        return fixed_class in (language_model.name, *(language_model.pinned or ()))
 
     def evidence_line(self, finding: Finding) -> str:
-        lm = finding.evidence["language_model"]
-        return f"{lm['attribute']} = {lm['name']} ({lm['path']}:{lm['line']})"
+        lm = finding.evidence_as(WrapperEvidence).language_model
+        return f"{lm.attribute} = {lm.name} ({lm.path}:{lm.line})"
 
     def group_key(self, finding: Finding) -> str:
         """``interface-only`` with the plain declarations, else by shape and family."""
         from bot.recipes.grouping import INTERFACE_ONLY
 
-        shape = str(finding.evidence.get("shape") or "unknown")
+        evidence = finding.evidence_as(WrapperEvidence)
+        shape = evidence.shape
         if shape == "interface":
             return INTERFACE_ONLY
         if shape == "runtime":
             # The language model is the checkpoint's choice: one family, the tree's guard.
             return "wrapper-runtime"
-        language_model = finding.evidence.get("language_model")
-        named = language_model.get("name") if isinstance(language_model, dict) else None
-        return f"wrapper-{shape}-{named or 'unknown'}"
+        return f"wrapper-{shape}-{evidence.language_model.name}"
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
         return [finding for finding, _ in findings_with_assessments(ctx)]
@@ -130,7 +127,8 @@ class Eagle3Wrapper(Recipe):
         entry, entry_why = plan_registry_entry(
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
         )
-        guard = runtime_guard(ctx.scan) if finding.evidence.get("shape") == RUNTIME else None
+        evidence = finding.evidence_as(WrapperEvidence)
+        guard = runtime_guard(ctx.scan) if evidence.shape == RUNTIME else None
         edits = [declaration]
         if entry is not None:
             edits.append(registry_entry_edit(entry))
@@ -142,7 +140,7 @@ class Eagle3Wrapper(Recipe):
         if forwarding is not None:
             edits.append(forwarding[0])
             cpu_tests = (*cpu_tests, forwarding[1])
-        covers = finding.evidence.get("covers", [finding.class_name])
+        covers = list(evidence.covers)
         return FixPlan(
             recipe=NAME,
             finding=finding,
@@ -168,7 +166,8 @@ def declaration_edit(scan: ScanContext, finding: Finding, source: str) -> FileEd
     """The edit of the finding's file (whose text is ``source``): the interface declared on the
     class and, for its shape, the protocol's methods forwarding to its language model (behind
     the tree's own guard for a model chosen at run time). Publish re-applies it on the base."""
-    shape = finding.evidence.get("shape")
+    evidence = finding.evidence_as(WrapperEvidence)
+    shape = evidence.shape
     if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
         return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
     guard = runtime_guard(scan) if shape == RUNTIME else None
@@ -178,7 +177,7 @@ def declaration_edit(scan: ScanContext, finding: Finding, source: str) -> FileEd
             "text_config at run time; the bot proposes that only with a clear-error guard "
             "in the style of the tree's own wrappers, and this tree has none"
         )
-    attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+    attribute = evidence.language_model.attribute.removeprefix("self.")
     if shape != INTERFACE_ONLY and attribute in ("", "self"):
         return Declined(f"{finding.class_name} is its own language model: nothing to delegate to")
     edit = declare_interface_edit(finding.path, source, finding.class_name)
@@ -200,7 +199,7 @@ def _dependency(ctx: ScanContext, checked: Assessment) -> str:
         for recipe in RECIPES
         if recipe.name in ("eagle3-interface", "eagle3-enable")
         for f in recipe.detect(ctx)
-        if f.class_name in names and not f.evidence.get("refused")
+        if f.class_name in names and not f.evidence.refusal()
     ]
     return f"; the plan(s) it depends on: {', '.join(sorted(plans))}" if plans else ""
 
@@ -321,33 +320,34 @@ def _finding(
     lm = assessment.language_model
     assert lm is not None and assessment.forward_owner is not None
     attribute = f"self.{lm.attribute}" if lm.attribute else "self"
-    assigned = {"path": index.path_of(lm.owner), "line": lm.line}
+    assigned = At(index.path_of(lm.owner), lm.line)
     if lm.cls is not None:
-        where = locate(index, lm.cls).to_json()
+        where = locate(index, lm.cls)
     else:
-        where = {"name": "text_config.architectures (run time)", **assigned}
-    evidence: dict[str, Any] = {
-        "shape": assessment.shape,
-        "why": assessment.reason,
-        "language_model": {
-            **where,
-            "attribute": attribute,
-            "how": lm.how,
-            "assigned_at": assigned,
-            "declares_eagle3": bool(lm.cls and declares_eagle3(index, lm.cls)),
-        },
-        "lm_decoder": locate(index, assessment.decoder).to_json() if assessment.decoder else None,
-        "forward": {
-            "path": index.path_of(assessment.forward_owner),
-            "line": assessment.forward_line,
-            "returns": assessment.forward_returns,
-        },
-        "covers": [c.name for c in covered],
-    }
-    if assessment.pinned:
-        evidence["language_model"]["pinned"] = list(assessment.pinned)
-    if capable is not None and lm.cls is None:
-        evidence["works_with"] = capable
+        where = Located("text_config.architectures (run time)", assigned.path, assigned.line)
+    declares = bool(lm.cls and declares_eagle3(index, lm.cls))
+    assert assessment.shape is not None  # only ready wrappers are findings
+    evidence = WrapperEvidence(
+        cls=locate(index, ref),
+        shape=assessment.shape,
+        why=assessment.reason,
+        language_model=LanguageModel(
+            *astuple(where),
+            attribute=attribute,
+            how=lm.how,
+            assigned_at=assigned,
+            declares_eagle3=declares,
+            pinned=tuple(assessment.pinned) if assessment.pinned else None,
+        ),
+        lm_decoder=locate(index, assessment.decoder) if assessment.decoder else None,
+        forward=WrapperForward(
+            index.path_of(assessment.forward_owner),
+            assessment.forward_line,
+            assessment.forward_returns,
+        ),
+        covers=tuple(c.name for c in covered),
+        works_with=tuple(capable) if capable is not None and lm.cls is None else None,
+    )
     family = "" if covered == [ref] else f" (base of {', '.join(c.name for c in covered)})"
     if lm.cls is None:
         summary = (
@@ -357,17 +357,13 @@ def _finding(
             "capable language models; proposed only with the tree's clear-error guard"
         )
     else:
-        state = (
-            "declares SupportsEagle3"
-            if evidence["language_model"]["declares_eagle3"]
-            else ("is EAGLE-3 ready")
-        )
+        state = "declares SupportsEagle3" if declares else ("is EAGLE-3 ready")
         summary = (
             f"multimodal {ref.name}{family} wraps {lm.cls.name} ({attribute}, {lm.how}), which "
             f"{state}, and hands back {assessment.forward_returns}, but does not declare "
             "SupportsEagle3 itself"
         )
-    return class_finding(NAME, index, ref, entries, evidence, summary)
+    return class_finding(NAME, ref, entries, evidence, summary)
 
 
 def _with_delegation(edit: FileEdit, class_name: str, attribute: str) -> FileEdit:
@@ -503,7 +499,8 @@ def wrapper_test_fields(scan: ScanContext, finding: Finding) -> dict[str, Any] |
     new_wrapper_test_file`), all from the finding the scan made and the tree: the module, the
     class, its language model's attribute, the tree guard's error, the tree's platform skip.
     None where the plan adds no method (interface only)."""
-    shape = finding.evidence.get("shape")
+    evidence = finding.evidence_as(WrapperEvidence)
+    shape = evidence.shape
     if shape not in (DELEGATE, RUNTIME):
         return None
     guard_error = None
@@ -512,7 +509,7 @@ def wrapper_test_fields(scan: ScanContext, finding: Finding) -> dict[str, Any] |
         if guard is None or guard.error is None:
             return Declined(f"{finding.class_name}: the tree has no guard raising a plain error")
         guard_error = guard.error
-    attribute = finding.evidence["language_model"]["attribute"].removeprefix("self.")
+    attribute = evidence.language_model.attribute.removeprefix("self.")
     return {
         "module": finding.module,
         "wrapper": finding.class_name,
@@ -538,27 +535,25 @@ def _writeup_context(
     ctx: PlanContext, finding: Finding, covers: list[str], guard: Guard | None
 ) -> dict[str, Any]:
     url = ctx.url
-    ev = finding.evidence
-    lm = ev["language_model"]
-    decoder = ev.get("lm_decoder")
-    forward = ev["forward"]
+    ev = finding.evidence_as(WrapperEvidence)
+    lm, decoder, forward = ev.language_model, ev.lm_decoder, ev.forward
     return {
-        "shape": ev.get("shape"),
-        "why": ev.get("why", ""),
+        "shape": ev.shape,
+        "why": ev.why,
         "files": [finding.path],
-        "where": {**ev["class"], "url": url(ev["class"]["path"], ev["class"]["line"])},
+        "where": {**ev.cls.to_json(), "url": url(ev.cls.path, ev.cls.line)},
         "covers": covers,
         "language_model": {
-            **lm,
-            "url": url(lm["path"], lm["line"]),
-            "assigned_url": url(lm["assigned_at"]["path"], lm["assigned_at"]["line"]),
+            **lm.to_json(),
+            "url": url(lm.path, lm.line),
+            "assigned_url": url(lm.assigned_at.path, lm.assigned_at.line),
         },
-        "lm_decoder": {**decoder, "url": url(decoder["path"], decoder["line"])}
+        "lm_decoder": {**decoder.to_json(), "url": url(decoder.path, decoder.line)}
         if decoder
         else None,
-        "forward": {**forward, "url": url(forward["path"], forward["line"])},
+        "forward": {**forward.to_json(), "url": url(forward.path, forward.line)},
         "guard": {**guard.to_json(), "url": url(guard.path, guard.line)} if guard else None,
-        "works_with": ev.get("works_with", []),
+        "works_with": list(ev.works_with or ()),
         "reached": reached_subclasses(ctx.scan, finding),
         "unproven": _unproven(finding),
         "forward_test": _forward_test_context(ctx, finding),
@@ -612,7 +607,7 @@ def reached_subclasses(ctx: ScanContext, finding: Finding) -> list[dict[str, Any
 
 def _unproven(finding: Finding) -> list[dict[str, str]]:
     lines = []
-    if finding.evidence.get("shape") == RUNTIME:
+    if finding.evidence_as(WrapperEvidence).shape == RUNTIME:
         lines.append(
             {
                 "name": finding.class_name,
