@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import json
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
@@ -31,43 +32,41 @@ from bot.verify.evidence import (
 from tests.claimed import claimed
 from tests.conftest import UPSTREAM
 
-PASSED_SMOKE = {
-    "name": "smoke",
-    "passed": True,
-    "detail": "2 aux hidden states for layers [2, 3]; each, fed back ..., gives ...",
-    "record": {"values_proven": True},
-}
-ENGINE_PASSED = {"name": "engine", "passed": True, "detail": "EAGLE-3: ...; DFlash: ..."}
-ENGINE_NOT_CHECKED = {
-    "name": "engine",
-    "passed": None,
-    "detail": "not checked: vllm.model_executor.models.x does not import on this engine",
-}
+PASSED_SMOKE = Check(
+    "smoke",
+    True,
+    "2 aux hidden states for layers [2, 3]; each, fed back ..., gives ...",
+    record={"values_proven": True},
+)
+ENGINE_PASSED = Check("engine", True, "EAGLE-3: ...; DFlash: ...")
+ENGINE_NOT_CHECKED = Check(
+    "engine", None, "not checked: vllm.model_executor.models.x does not import on this engine"
+)
 
 
-def _plan(recipe: str, checks: list[dict]) -> Plan:
-    return Plan(status=READY, reason="", recipe=recipe, verification=claimed(None, checks=checks))
+def _plan(recipe: str, checks: list[Check]) -> Plan:
+    """A plan whose plan.json records ``checks``, read back as publish reads it."""
+    recorded = [c.to_json() for c in checks]
+    return Plan(status=READY, reason="", recipe=recipe, verification=claimed(None, checks=recorded))
 
 
 def test_the_enable_recipe_requires_a_passed_smoke_check() -> None:
     assert missing_evidence("eagle3-enable", [PASSED_SMOKE, ENGINE_PASSED]) is None
-    not_checked = {"name": "smoke", "passed": None, "detail": "not checked: no config class"}
+    not_checked = Check("smoke", None, "not checked: no config class")
     assert "not checked: no config class" in (missing_evidence("eagle3-enable", [not_checked]))
     assert "it was not run" in missing_evidence("eagle3-enable", [ENGINE_PASSED])
-    failed = {"name": "smoke", "passed": False, "detail": "2 aux states for 3 layers"}
-    assert missing_evidence(
-        "eagle3-enable", [failed, ENGINE_PASSED, {"name": "apply", "passed": True}]
-    )
+    failed = Check("smoke", False, "2 aux states for 3 layers")
+    assert missing_evidence("eagle3-enable", [failed, ENGINE_PASSED, Check("apply", True, "")])
 
 
 def test_a_smoke_check_that_proved_only_shapes_is_not_the_evidence() -> None:
     """Recorded by the harness before it checked the aux values: count and shape only."""
-    shapes_only = {
-        "name": "smoke",
-        "passed": True,
-        "detail": "2 aux hidden states for layers [2, 3]; with none requested the output "
+    shapes_only = Check(
+        "smoke",
+        True,
+        "2 aux hidden states for layers [2, 3]; with none requested the output "
         "equals the unpatched model's bit for bit",
-    }
+    )
     assert "proves the aux values" in missing_evidence(
         "eagle3-enable", [shapes_only, ENGINE_PASSED]
     )
@@ -86,10 +85,10 @@ def _harness() -> ModuleType:
     return module
 
 
-def _recorded(result: dict) -> dict:
+def _recorded(result: dict) -> Check:
     """A harness result as plan.json records it: through JSON, read as verify reads it."""
     run = smoke.read_result(json.loads(json.dumps(result)), reference=False)
-    return smoke.smoke_check(run).to_json()
+    return smoke.smoke_check(run)
 
 
 def test_the_gate_recognises_the_harness_proven_values() -> None:
@@ -103,7 +102,7 @@ def test_the_gate_recognises_the_harness_proven_values() -> None:
     without = {k: v for k, v in written.items() if k != "values_proven"}
     for unproven in (without, {**written, "values_proven": "true"}):
         recorded = _recorded(unproven)
-        assert recorded["passed"] is True
+        assert recorded.passed is True
         assert "proves the aux values" in missing_evidence(
             "eagle3-enable", [recorded, ENGINE_PASSED]
         )
@@ -161,20 +160,18 @@ def test_the_engine_check_gates_what_it_could_run() -> None:
     """Where the engine ran the target it must have passed; where it could not, the reason is
     recorded and shown, and the smoke check stays the gate; never run at all is refused."""
     assert missing_evidence("eagle3-enable", [PASSED_SMOKE, ENGINE_NOT_CHECKED]) is None
-    failed = {"name": "engine", "passed": False, "detail": "EAGLE-3 after the patch: run_error"}
+    failed = Check("engine", False, "EAGLE-3 after the patch: run_error")
     assert "requires a passed engine check (EAGLE-3 after the patch: run_error)" in (
         missing_evidence("eagle3-enable", [PASSED_SMOKE, failed])
     )
-    silent = {"name": "engine", "passed": None, "detail": "skipped"}
+    silent = Check("engine", None, "skipped")
     assert "neither passed nor says why not" in missing_evidence(
         "eagle3-enable", [PASSED_SMOKE, silent]
     )
     with pytest.raises(BotError, match="engine check's result, and it was not run"):
         require_evidence(_plan("eagle3-enable", [PASSED_SMOKE]))
     require_evidence(_plan("eagle3-enable", [PASSED_SMOKE, ENGINE_NOT_CHECKED]))
-    assert (
-        engine_line([PASSED_SMOKE, ENGINE_NOT_CHECKED]) == f"engine: {ENGINE_NOT_CHECKED['detail']}"
-    )
+    assert engine_line([PASSED_SMOKE, ENGINE_NOT_CHECKED]) == f"engine: {ENGINE_NOT_CHECKED.detail}"
     # A declaration shows the engine check but is not gated by it.
     assert missing_evidence("eagle3-interface", [failed]) is None
 
@@ -183,7 +180,7 @@ def test_publish_side_check() -> None:
     require_evidence(_plan("eagle3-enable", [PASSED_SMOKE, ENGINE_PASSED]))
     with pytest.raises(BotError, match="requires a passed smoke check"):
         require_evidence(
-            _plan("eagle3-enable", [{**PASSED_SMOKE, "passed": None}, ENGINE_NOT_CHECKED])
+            _plan("eagle3-enable", [replace(PASSED_SMOKE, passed=None), ENGINE_NOT_CHECKED])
         )
     with pytest.raises(BotError, match="requires a passed smoke check"):
         require_evidence(Plan(status=READY, reason="", recipe="eagle3-enable"))

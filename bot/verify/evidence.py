@@ -17,7 +17,6 @@ refused: whether the engine could run it was never asked.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from bot.errors import BotError
 from bot.plan import READY, Plan
@@ -39,52 +38,51 @@ def engine_gated(recipe: str | None) -> bool:
     return found is not None and found.engine_gated
 
 
-def values_proven(check: dict[str, Any]) -> bool:
+def values_proven(check: Check) -> bool:
     """Whether a recorded smoke check proved the aux VALUES (each aux state, fed back as the
     stream into its layer, leads the decoder to the model's output), not only their count and
     shape: the harness's ``values_proven`` field, kept in the check's record. A smoke check
     recorded before the harness proved values lacks it."""
-    record = check.get("record")
-    return isinstance(record, dict) and record.get("values_proven") is True
+    return check.record is not None and check.record.get("values_proven") is True
 
 
 NOT_CHECKED = "not checked: "
 
 
-def missing_engine_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> str | None:
+def missing_engine_evidence(recipe: str | None, checks: Sequence[Check]) -> str | None:
     """Why ``checks`` lack the engine check ``recipe`` needs, or None (passed, or not checked
     with the reason the engine could not run it)."""
     if not engine_gated(recipe):
         return None
-    found = [c for c in checks if isinstance(c, dict) and c.get("name") == "engine"]
+    found = [c for c in checks if c.name == "engine"]
     if not found:
         return f"the {recipe} recipe requires the engine check's result, and it was not run"
     for check in found:
-        detail = str(check.get("detail") or "")
-        if check.get("passed") is False:
-            return f"the {recipe} recipe requires a passed engine check ({detail[:300]})"
-        if check.get("passed") is None and not detail.startswith(NOT_CHECKED):
+        if check.passed is False:
+            return f"the {recipe} recipe requires a passed engine check ({check.detail[:300]})"
+        if check.passed is None and not check.detail.startswith(NOT_CHECKED):
             return f"the {recipe} recipe's engine check neither passed nor says why not"
     return None
 
 
-def engine_line(checks: Sequence[dict[str, Any]]) -> str | None:
+def engine_line(checks: Sequence[Check]) -> str | None:
     """``engine: passed ...`` / ``engine: not checked: <reason>`` for the plan and the PR."""
     for check in checks:
-        if isinstance(check, dict) and check.get("name") == "engine":
-            state = {True: "passed", False: "failed"}.get(check.get("passed"))
-            detail = str(check.get("detail") or "")
-            return f"engine: {state}: {detail}" if state else f"engine: {detail}"
+        if check.name == "engine":
+            if check.passed is None:
+                return f"engine: {check.detail}"
+            return f"engine: {'passed' if check.passed else 'failed'}: {check.detail}"
     return None
 
 
-def missing_evidence(recipe: str | None, checks: Sequence[dict[str, Any]]) -> str | None:
-    """Why ``checks`` (as recorded in plan.json) lack what ``recipe`` requires, or None."""
+def missing_evidence(recipe: str | None, checks: Sequence[Check]) -> str | None:
+    """Why ``checks`` (verify's, or plan.json's read back) lack what ``recipe`` requires, or
+    None."""
     for name in required_checks(recipe):
-        found = [c for c in checks if isinstance(c, dict) and c.get("name") == name]
-        passed = [c for c in found if c.get("passed") is True]
+        found = [c for c in checks if c.name == name]
+        passed = [c for c in found if c.passed is True]
         if not passed:
-            detail = str(found[0].get("detail") or "") if found else "it was not run"
+            detail = found[0].detail if found else "it was not run"
             return f"the {recipe} recipe requires a passed {name} check ({detail[:300]})"
         if name == "smoke" and not any(values_proven(c) for c in passed):
             return (
@@ -99,13 +97,12 @@ def evidence_check(recipe: str | None, checks: Sequence[Check]) -> Check | None:
     requires nothing."""
     if not required_checks(recipe) and not engine_gated(recipe):
         return None
-    recorded = [c.to_json() for c in checks]
-    missing = missing_evidence(recipe, recorded)
+    missing = missing_evidence(recipe, checks)
     if missing:
         return Check("evidence", False, missing)
     said = [f"{', '.join(required_checks(recipe))} passed"] if required_checks(recipe) else []
     if engine_gated(recipe):
-        said.append(str(engine_line(recorded))[:400])
+        said.append(str(engine_line(checks))[:400])
     return Check("evidence", True, "; ".join(said))
 
 
@@ -114,6 +111,6 @@ def require_evidence(plan: Plan) -> None:
     if plan.status != READY or not (required_checks(plan.recipe) or engine_gated(plan.recipe)):
         return
     checks = plan.verification.checks if plan.verification else ()
-    missing = missing_evidence(plan.recipe, [c.to_json() for c in checks])
+    missing = missing_evidence(plan.recipe, checks)
     if missing:
         raise BotError(f"refused: {missing}; run `bot verify` with the release's environment")

@@ -156,7 +156,7 @@ def set_smoke_check(targets: list[str], checks: list[Check]) -> Check:
             detail = f"{target}: {check.detail}"
             return Check("smoke", check.passed, detail, check.log_excerpt, check.record)
     listed = "; ".join(f"{t}: {c.detail}" for t, c in zip(targets, checks, strict=True))
-    proven = all(values_proven(c.to_json()) for c in checks)
+    proven = all(values_proven(c) for c in checks)
     return Check(
         "smoke", True, f"every target of the set: {listed}", record={"values_proven": proven}
     )
