@@ -103,3 +103,31 @@ def test_a_malformed_record_is_refused_in_one_line(record: object, words: str) -
         Verification.from_json(record)
     message = str(raised.value)
     assert words in message and "\n" not in message, message
+
+
+@pytest.mark.vllm_tree
+def test_an_engine_only_run_keeps_the_record_of_its_own_patch_only(seed_plan: Path) -> None:
+    """`bot engine PLAN` adds the engine check to the verification recorded for the same
+    patch (its other checks and GPU run kept, as values); for any other patch it records the
+    engine check alone, not passed, and says the rest must run again."""
+    from bot.verify.engine_only import _record
+
+    data = json.loads((seed_plan / "plan.json").read_text())
+    data["verification"]["gpu"] = {"mode": "dispatch", "conclusion": "success", "run_id": 7}
+    (seed_plan / "plan.json").write_text(json.dumps(data))
+    before = read_plan_dir(seed_plan).plan.verification
+    assert before is not None and before.gpu is not None
+    engine = Check("engine", True, "EAGLE-3: lossless; DFlash: lossless")
+    _record(seed_plan, read_plan_dir(seed_plan), engine, journal=False)
+    kept = read_plan_dir(seed_plan).plan.verification
+    assert kept is not None
+    assert kept.checks == (*(c for c in before.checks if c.name != "engine"), engine)
+    assert (kept.gpu, kept.passed, kept.patch_hash) == (before.gpu, True, before.patch_hash)
+
+    patch = seed_plan / "patch.diff"
+    patch.write_text(patch.read_text() + "\n")
+    _record(seed_plan, read_plan_dir(seed_plan), engine, journal=False)
+    alone = read_plan_dir(seed_plan).plan.verification
+    assert alone is not None and alone.checks == (engine,)
+    assert (alone.passed, alone.gpu) == (False, GpuRun("skip", "not_run"))
+    assert "only the engine check ran" in alone.message

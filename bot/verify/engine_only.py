@@ -23,6 +23,7 @@ from bot.verify.checks import Check
 from bot.verify.confine import confinement_check
 from bot.verify.engine_env import Engine
 from bot.verify.evidence import evidence_check
+from bot.verify.verification import GpuRun
 
 
 def engine_plans(
@@ -84,12 +85,12 @@ def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> Non
         checks = [*kept, check]
         if (evidence := evidence_check(loaded.plan.recipe, checks)) is not None:
             checks.append(evidence)
-        gpu = recorded.gpu.to_json() if recorded.gpu else {"mode": "skip", "conclusion": "skipped"}
+        gpu = recorded.gpu or GpuRun("skip", "skipped")
         ok = all(c.passed is not False for c in checks)
         verification = _verdict(checks, gpu, ok, digest)
     else:
         verification = dataclasses.replace(
-            _verdict([check], {"mode": "skip", "conclusion": "not_run"}, True, digest),
+            _verdict([check], GpuRun("skip", "not_run"), True, digest),
             passed=False,
             local_passed=False,
             message="only the engine check ran; run `bot verify` for the rest",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -127,7 +128,9 @@ def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) 
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
-    verification = _verdict(local_checks, gpu, local_ok, patch_hash(item.loaded.patch))
+    verification = _verdict(
+        local_checks, GpuRun.from_json(gpu), local_ok, patch_hash(item.loaded.patch)
+    )
     _record(item.plan_dir, item.loaded, verification, options.journal)
     return verification
 
@@ -309,12 +312,9 @@ def _default_branch(client: ActionsClient, repo: str) -> str:
     return str(branch(repo)) if callable(branch) else "main"
 
 
-def _verdict(
-    local_checks: list[Check], gpu_json: dict[str, Any], local_ok: bool, digest: str
-) -> Verification:
+def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str) -> Verification:
     """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``."""
-    excerpt = redact(str(gpu_json.get("log_excerpt") or ""))
-    gpu = GpuRun.from_json({**gpu_json, "log_excerpt": excerpt})
+    gpu = dataclasses.replace(gpu, log_excerpt=redact(gpu.log_excerpt))
     conclusion = gpu.conclusion
     passed = local_ok and conclusion == "success"
     if not local_ok:
