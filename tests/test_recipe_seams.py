@@ -2,8 +2,9 @@
 
 Everything verify, publish, the report and grouping need of a fix class is a typed member of
 :class:`bot.recipes.base.Recipe` (required checks, engine gate, smoke build, follow-ups, the
-explanation, the report line, the group key, required edit kinds). So no file of ``bot/``
-outside ``bot/recipes/`` names a registered recipe, and none probes a recipe's members with
+explanation, the report line, the group key, required edit kinds, the write-up's replication
+and model-evaluation lines). So no file of ``bot/`` outside ``bot/recipes/``, and no template
+outside ``templates/recipes/``, names a registered recipe, and none probes a recipe's members with
 ``getattr``: a new fix class is its own module plus one registration line.
 """
 
@@ -17,13 +18,19 @@ from bot.recipes.base import FixingRecipe, Recipe
 
 BOT = Path(__file__).parents[1] / "bot"
 RECIPES_DIR = BOT / "recipes"
+# The write-up's templates: a recipe's own live in templates/recipes/<name>/, the generic
+# sections (checklist, contribution, ...) beside them ask the recipe for its lines.
+TEMPLATES = BOT.parent / "templates"
+OWN_TEMPLATES = TEMPLATES / "recipes"
 
 
 def _generic_files() -> list[Path]:
-    """Every text file of the package outside bot/recipes/ (code, data, templates)."""
+    """Every text file of the package outside bot/recipes/ (code, data), and every template
+    outside templates/recipes/."""
     files = []
-    for path in sorted(BOT.rglob("*")):
-        if not path.is_file() or RECIPES_DIR in path.parents or "__pycache__" in path.parts:
+    for path in sorted([*BOT.rglob("*"), *TEMPLATES.rglob("*")]):
+        owned = RECIPES_DIR in path.parents or OWN_TEMPLATES in path.parents
+        if not path.is_file() or owned or "__pycache__" in path.parts:
             continue
         try:
             path.read_text(encoding="utf-8")
@@ -46,6 +53,7 @@ def test_no_generic_module_names_a_recipe() -> None:
     assert len(names) >= 4
     files = _generic_files()
     assert BOT / "scan" / "report.py" in files and BOT / "verify" / "evidence.py" in files
+    assert TEMPLATES / "sections" / "checklist.j2" in files
     found = [
         f"{path.relative_to(BOT.parent)}:{number}: {name}"
         for path in files

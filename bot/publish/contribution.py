@@ -352,11 +352,20 @@ def contribution_context(
     trailer: str | None,
 ) -> dict[str, Any]:
     """Everything the contribution and checklist sections show, as plain escaped values."""
+    from bot.recipes import recipe_named
+
     report = checklist_report(patch, rules) if rules.pr_checklist_sections else None
     published = search is not None
+    named = list(dict.fromkeys(m.recipe for m in plan.members)) or [plan.recipe or ""]
+    recipes = [r for r in map(recipe_named, named) if r is not None]
+    smoke_passed = _check_passed(plan, "smoke")
     return {
         "published": published,
-        "recipe": ", ".join(dict.fromkeys(m.recipe for m in plan.members)) or plan.recipe,
+        "recipe": ", ".join(named),
+        "replication": " ".join(dict.fromkeys(r.replication for r in recipes if r.replication)),
+        "model_evaluation": " ".join(
+            dict.fromkeys(r.model_evaluation(smoke_passed) for r in recipes)
+        ),
         "search": _search_view(search),
         "tests": [
             {"command": t.command, "outcome": t.outcome, "figures": inline(t.figures, 300)}
@@ -365,7 +374,6 @@ def contribution_context(
         "model_eval_rule": any(
             "model evaluation" in item.lower() for item in rules.description_must_include
         ),
-        "smoke_passed": _check_passed(plan, "smoke"),
         "submitter": submitter,
         "review": review,
         "trailer": trailer,

@@ -309,6 +309,12 @@ class Recipe(Protocol):
     smoke: SmokeBuild | None = None
     # The record its findings' evidence is (bot/recipes/evidence.py), read back from JSON.
     evidence_type: type[Evidence] = Evidence
+    # The PR checklist's "Replication" line: what its fix reuses (one Markdown sentence).
+    replication: str = ""
+
+    def model_evaluation(self, smoke_passed: bool) -> str:
+        """The PR's "Model evaluation" line (Markdown), given whether the smoke check passed."""
+        return "none run."
 
     @property
     def cases(self) -> RecipeCases | None:

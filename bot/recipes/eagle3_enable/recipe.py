@@ -126,6 +126,19 @@ class Eagle3Enable(Recipe):
     required_edit_kinds = ("aux-forward-test",)
     engine_gated = True
     evidence_type = EnableEvidence
+    replication = (
+        "Reuses `EagleModelMixin` and the capture the release's other decoders use; no new helper."
+    )
+
+    def model_evaluation(self, smoke_passed: bool) -> str:
+        if not smoke_passed:
+            return "none recorded."
+        return (
+            "with no aux hidden-state layers requested, the patched model's output equals the "
+            "unpatched model's bit for bit (the smoke check above, a tiny random config on "
+            "CPU); no end-to-end model evaluation was run."
+        )
+
     smoke = SmokeBuild(
         # the target in the decoder's file, or declared in its own (a declare-interface edit)
         frozenset({"enable-decoder-and-declare", "declare-interface"}),

@@ -63,11 +63,26 @@ ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 TEMPLATES = "recipes/eagle3-interface"
 
 
+# A declaration changes no forward pass: what the PR says in place of a model evaluation.
+DECLARATION_EVALUATION = (
+    "none run: the change declares an interface and changes no forward pass, so output, "
+    "accuracy and serving are unchanged unless EAGLE-3-family speculative decoding is "
+    "requested (which failed at load time before)."
+)
+
+
 class Eagle3Interface(Recipe):
     name = NAME
     description = "declare SupportsEagle3 on a model whose decoder already supports EAGLE-3"
     smoke = SmokeBuild(frozenset({"declare-interface"}))
     evidence_type = InterfaceEvidence
+    replication = (
+        "Reuses the existing `SupportsEagle3` protocol and the decoder's existing aux-state "
+        "capture; no new code path."
+    )
+
+    def model_evaluation(self, smoke_passed: bool) -> str:
+        return DECLARATION_EVALUATION
 
     def evidence_line(self, finding: Finding) -> str:
         ev = finding.evidence_as(InterfaceEvidence)

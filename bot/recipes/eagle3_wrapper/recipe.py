@@ -37,6 +37,7 @@ from bot.recipes.eagle3_analysis import (
     locate,
 )
 from bot.recipes.eagle3_interface.recipe import (
+    DECLARATION_EVALUATION,
     _regression_test,
     declare_interface_edit,
     is_multimodal,
@@ -74,6 +75,13 @@ class Eagle3Wrapper(Recipe):
     description = "multimodal wrapper whose language model already supports EAGLE-3"
     engine_gated = True  # the wrapper forwards the capture to its language model
     evidence_type = WrapperEvidence
+    replication = (
+        "Reuses `SupportsEagle3` and the language model's existing aux-state capture; no new "
+        "helper."
+    )
+
+    def model_evaluation(self, smoke_passed: bool) -> str:
+        return DECLARATION_EVALUATION
 
     def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
         """A wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
