@@ -23,7 +23,7 @@ from bot import pipeline
 from bot.config import github_settings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
-from bot.plan import READY, read_plan_dir, update_plan
+from bot.plan import READY, Member, read_plan_dir, update_plan
 from bot.publish.checks import check_plan_fields, pull_request_title
 from bot.publish.pr import publish_plan
 from bot.recipes.cases import SyntheticTree
@@ -361,6 +361,16 @@ def test_a_group_plan_passes_the_field_checks(tmp_path):
     check_plan_fields(read_plan_dir(_group_plan(tmp_path)), github_settings())
 
 
+def _refused_member(plan_dir: Path, problem: str, change: Callable[[Member], Member]) -> None:
+    """The group plan with its first member changed is refused by the field checks."""
+    plan = read_plan_dir(plan_dir).plan
+    update_plan(
+        plan_dir, dataclasses.replace(plan, members=[change(plan.members[0]), *plan.members[1:]])
+    )
+    with pytest.raises(BotError, match=problem):
+        check_plan_fields(read_plan_dir(plan_dir), github_settings())
+
+
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
@@ -370,9 +380,21 @@ def test_a_group_plan_passes_the_field_checks(tmp_path):
     ],
 )
 def test_a_tampered_group_member_is_refused(tmp_path, change, problem):
-    plan_dir = _group_plan(tmp_path)
-    plan = read_plan_dir(plan_dir).plan
-    members = [dataclasses.replace(plan.members[0], **change), *plan.members[1:]]
-    update_plan(plan_dir, dataclasses.replace(plan, members=members))
-    with pytest.raises(BotError, match=problem):
-        check_plan_fields(read_plan_dir(plan_dir), github_settings())
+    _refused_member(_group_plan(tmp_path), problem, lambda m: dataclasses.replace(m, **change))
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        lambda f: {**f, "line": "seven"},
+        lambda f: {**f, "line": None},
+        lambda f: {k: v for k, v in f.items() if k != "recipe"},
+    ],
+    ids=["line-not-a-number", "line-null", "no-recipe"],
+)
+def test_a_malformed_member_finding_is_refused(tmp_path, malformed):
+    _refused_member(
+        _group_plan(tmp_path),
+        "the member's finding is malformed",
+        lambda m: dataclasses.replace(m, finding=malformed(dict(m.finding))),
+    )
