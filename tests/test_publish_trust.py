@@ -2,11 +2,13 @@
 
 Each attack edits the bot's own seed plan (from `bot propose` + `bot verify` on vLLM 0.23.0)
 the way a compromised unprivileged job could, then runs the real publisher against the GitHub
-stand-in and a bare fork: nothing may be pushed and no pull request opened.
+stand-in and a bare fork: nothing may be pushed and no pull request opened. A group plan's
+members are checked on a group the bot proposes for two interface gaps of a synthetic tree.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 import tempfile
@@ -18,15 +20,21 @@ import git
 import pytest
 
 from bot import pipeline
+from bot.config import github_settings
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
-from bot.plan import read_plan_dir, update_plan
+from bot.plan import READY, Member, read_plan_dir, update_plan
+from bot.publish.checks import check_plan_fields, pull_request_title
 from bot.publish.pr import publish_plan
+from bot.recipes.cases import SyntheticTree
+from bot.recipes.eagle3_interface import cases as interface_cases
+from bot.recipes.grouping import INTERFACE_ONLY
 from bot.tree.fetch import release_tree
 from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER
+from tests.test_recipe_cases import build
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -186,6 +194,7 @@ def _apply_own_then(own: str, source: str, planted: str | None, path: str = MODE
         ("reason", "as agreed with @vllm-project/maintainers", "@mention"),
         ("title", "Co-authored-by: someone", "trailer-looking"),
         ("class_name", "Qwen3Next\nReviewed-by: x", "not a Python identifier"),
+        ("title", "T" * 121, "longer than 120 characters"),
     ],
 )
 def test_commit_text_comes_only_from_validated_fields(
@@ -194,6 +203,15 @@ def test_commit_text_comes_only_from_validated_fields(
     plan_dir, work_dir = seed
     _edit_plan(plan_dir, **{field: value})
     _refused(plan_dir, work_dir, upstream_standin, problem)
+
+
+def test_a_title_of_exactly_the_limit_is_the_prs_title(seed):
+    plan_dir, _ = seed
+    planned = read_plan_dir(plan_dir)
+    title = "T" * 120
+    (plan_dir / "pr.md").write_text(planned.pr_markdown.replace(planned.pr_title, title, 1))
+    _edit_plan(plan_dir, title=title)
+    assert pull_request_title(read_plan_dir(plan_dir)) == title
 
 
 def test_repo_path_is_never_an_object_source(seed, upstream_standin, tmp_path):
@@ -314,3 +332,69 @@ def test_the_hourly_cap_counts_pull_requests_on_github(
     for item in upstream_standin.state.issues.values():
         item["created_at"] = _iso(1.5)
     assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
+
+
+# A group plan (one PR, a commit per class) is checked member by member. Two interface gaps of
+# a synthetic tree make one in seconds; tests/test_publish_group.py publishes a real one.
+def _two_interface_gaps() -> SyntheticTree:
+    foo = interface_cases.GAP.tree
+    bar = {p.replace("foo", "bar"): t.replace("Foo", "Bar") for p, t in foo.files.items()}
+    registry = {
+        d: {**e, "BarForCausalLM": ("bar", "BarForCausalLM")} for d, e in foo.registry.items()
+    }
+    return SyntheticTree({**foo.files, **bar}, registry)
+
+
+def _group_plan(tmp_path: Path) -> Path:
+    root = build(_two_interface_gaps(), tmp_path / "base")
+    ranked, groups = pipeline.find_groups(root)
+    out = tmp_path / "group-plan"
+    plan, left_out = pipeline.propose_group(
+        root, out, INTERFACE_ONLY, ranked=ranked, groups=groups, upstream=UPSTREAM, dedupe=False
+    )
+    assert plan.status == READY and left_out == [] and len(plan.members) == 2
+    assert plan.base_commit  # each member's fingerprint is derived with it
+    return out
+
+
+def test_a_group_plan_passes_the_field_checks(tmp_path):
+    check_plan_fields(read_plan_dir(_group_plan(tmp_path)), github_settings())
+
+
+def _refused_member(plan_dir: Path, problem: str, change: Callable[[Member], Member]) -> None:
+    """The group plan with its first member changed is refused by the field checks."""
+    plan = read_plan_dir(plan_dir).plan
+    update_plan(
+        plan_dir, dataclasses.replace(plan, members=[change(plan.members[0]), *plan.members[1:]])
+    )
+    with pytest.raises(BotError, match=problem):
+        check_plan_fields(read_plan_dir(plan_dir), github_settings())
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"issues": [0]}, "not issue numbers"),
+        ({"issues": [10**9]}, "not issue numbers"),
+        ({"title": "T" * 121}, "longer than 120 characters"),
+    ],
+)
+def test_a_tampered_group_member_is_refused(tmp_path, change, problem):
+    _refused_member(_group_plan(tmp_path), problem, lambda m: dataclasses.replace(m, **change))
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        lambda f: {**f, "line": "seven"},
+        lambda f: {**f, "line": None},
+        lambda f: {k: v for k, v in f.items() if k != "recipe"},
+    ],
+    ids=["line-not-a-number", "line-null", "no-recipe"],
+)
+def test_a_malformed_member_finding_is_refused(tmp_path, malformed):
+    _refused_member(
+        _group_plan(tmp_path),
+        "the member's finding is malformed",
+        lambda m: dataclasses.replace(m, finding=malformed(dict(m.finding))),
+    )

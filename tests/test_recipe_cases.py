@@ -11,6 +11,7 @@ must report nothing in. A recipe registered without cases fails.
 
 from __future__ import annotations
 
+import ast
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,8 @@ from bot.drafts import load_catalogue
 from bot.propose.proposal import apply_fix
 from bot.recipes import RECIPES, Declined, Finding, PlanContext, Recipe, fixes
 from bot.recipes.base import PublishedEdit
-from bot.recipes.cases import Invalid, Quiet, SyntheticTree, Valid
+from bot.recipes.cases import PACKAGE_TEST_TEXT, Invalid, Quiet, SyntheticTree, Valid
+from bot.recipes.eagle3_interface import cases as interface_cases
 from bot.scan.findings import scan
 from bot.subprocess_env import minimal_env
 from tests.synthetic import make_tree
@@ -191,3 +193,73 @@ def test_every_recipe_carries_its_cases() -> None:
         assert other, f"{recipe.name} has no {'invalid' if fixes(recipe) else 'quiet'} case"
         for case in cases.invalid:
             assert case.valid in cases.valid, f"{case.name}: not one of {recipe.name}'s valid cases"
+
+
+# A platform package (vllm/models/k/{nvidia,amd}/model.py, chosen at import time): only the amd
+# class lacks the interface, so its regression test imports that variant. The model package's
+# test file has three top-level statements, so the gap after each one is its own.
+_PLATFORM_INIT = """
+from vllm.platforms import current_platform
+
+if current_platform.is_rocm():
+    from .amd.model import KForCausalLM
+else:
+    from .nvidia.model import KForCausalLM
+"""
+_K_IMPORTS = (
+    "from torch import nn\n\n"
+    "from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsPP\n"
+)
+_K_MODEL = _K_IMPORTS + interface_cases.READY_DECODER.replace("Foo", "K")
+_K_TARGET = interface_cases.TARGET.replace("Foo", "K")
+_K_TEST = "tests/models/k/test_eagle3.py"
+_K_TEST_MIDDLE = "    assert supports_eagle3 is not None\n"  # the body of the middle statement
+AMD_VARIANT = Valid(
+    "the amd variant of a platform package lacks the declaration",
+    SyntheticTree(
+        files={
+            "vllm/models/__init__.py": "",
+            "vllm/models/k/__init__.py": _PLATFORM_INIT,
+            "vllm/models/k/nvidia/__init__.py": "",
+            "vllm/models/k/nvidia/model.py": _K_MODEL.replace(
+                "EagleModelMixin, SupportsPP", "EagleModelMixin, SupportsEagle3, SupportsPP"
+            )
+            + _K_TARGET.replace("SupportsPP):", "SupportsPP, SupportsEagle3):"),
+            "vllm/models/k/amd/__init__.py": "",
+            "vllm/models/k/amd/model.py": _K_MODEL + _K_TARGET,
+            "tests/models/__init__.py": "",
+            _K_TEST: PACKAGE_TEST_TEXT
+            + "\n\ndef test_helper_is_callable():\n    assert callable(supports_eagle3)\n",
+        },
+        registry={interface_cases.TEXT: {"KForCausalLM": ("vllm.models.k", "KForCausalLM")}},
+    ),
+    "KForCausalLM",
+)
+
+
+def _interface_recipe() -> Recipe:
+    (recipe,) = [r for r in RECIPES if r.name == "eagle3-interface"]
+    return recipe
+
+
+def test_a_platform_variants_own_regression_test_passes_the_publish_rule(tmp_path: Path) -> None:
+    recipe = _interface_recipe()
+    published = applied(recipe, AMD_VARIANT, tmp_path)
+    assert published.finding.path == "vllm/models/k/amd/model.py"
+    assert "+def test_k_for_causal_lm_amd_advertises_eagle3_support():" in published.patch
+    for path, (_, _, after) in published.edits.items():
+        publish_check(recipe, published, path, after)
+
+
+def test_a_comment_planted_in_a_middle_statement_of_the_test_file_is_refused(
+    tmp_path: Path,
+) -> None:
+    # The AST cannot see a comment: only the line ranges (the gap after each statement of the
+    # base file, where the new test may go) refuse it.
+    recipe = _interface_recipe()
+    published = applied(recipe, AMD_VARIANT, tmp_path)
+    _, before, after = published.edits[_K_TEST]
+    assert len(ast.parse(before).body) == 3 and before.count(_K_TEST_MIDDLE) == 1
+    planted = after.replace(_K_TEST_MIDDLE, _K_TEST_MIDDLE.rstrip("\n") + "  # planted\n")
+    with pytest.raises(CodemodRefused, match="outside the intended lines"):
+        publish_check(recipe, published, _K_TEST, planted)
