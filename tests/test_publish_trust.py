@@ -384,17 +384,21 @@ def test_a_tampered_group_member_is_refused(tmp_path, change, problem):
 
 
 @pytest.mark.parametrize(
-    "malformed",
+    ("malformed", "problem"),
     [
-        lambda f: {**f, "line": "seven"},
-        lambda f: {**f, "line": None},
-        lambda f: {k: v for k, v in f.items() if k != "recipe"},
+        (lambda f: {**f, "line": "seven"}, "member's finding: `line` must be int"),
+        (lambda f: {**f, "line": None}, "member's finding: `line` must be int"),
+        (lambda f: {k: v for k, v in f.items() if k != "recipe"}, "names no recipe"),
+        (
+            lambda f: {**f, "evidence": {**f["evidence"], "decoder": None}},
+            r"member's finding\.evidence\.decoder must be an object",
+        ),
     ],
-    ids=["line-not-a-number", "line-null", "no-recipe"],
+    ids=["line-not-a-number", "line-null", "no-recipe", "evidence-without-its-decoder"],
 )
-def test_a_malformed_member_finding_is_refused(tmp_path, malformed):
+def test_a_malformed_member_finding_is_refused(tmp_path, malformed, problem):
     _refused_member(
         _group_plan(tmp_path),
-        "the member's finding is malformed",
+        problem,
         lambda m: dataclasses.replace(m, finding=malformed(dict(m.finding))),
     )
