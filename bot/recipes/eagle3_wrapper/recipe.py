@@ -365,7 +365,7 @@ def _finding(
             "capable language models; proposed only with the tree's clear-error guard"
         )
     else:
-        state = "declares SupportsEagle3" if declares else ("is EAGLE-3 ready")
+        state = "declares SupportsEagle3" if declares else "is EAGLE-3 ready"
         summary = (
             f"multimodal {ref.name}{family} wraps {lm.cls.name} ({attribute}, {lm.how}), which "
             f"{state}, and hands back {assessment.forward_returns}, but does not declare "
