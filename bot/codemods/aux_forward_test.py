@@ -737,6 +737,7 @@ _PER_LAYER_WRITTEN = (
 )
 
 _NGRAM = "vllm.model_executor.models.longcat_flash_ngram"
+_FLINT = "vllm.models.flint.model"  # its last name is a test local: imported as flint_model
 _SHARED_TESTS: tuple[dict[str, Any], ...] = (
     {
         "module": _NGRAM,
@@ -757,6 +758,14 @@ _SHARED_CREATED = _named(
     "longcat_flash_ngram_for_causal_lm",
     "FlashNgramModel",
     "LongcatFlashNgramForCausalLM",
+)
+
+
+_FLINT_FILE = _named(
+    _MIXTRAL_FILE, "flint_model", "flint_for_causal_lm", "FlintModel", "FlintForCausalLM"
+).replace(
+    "from vllm.model_executor.models import flint_model\n",
+    "from vllm.models.flint import model as flint_model\n",
 )
 
 
@@ -784,6 +793,21 @@ CASES: list[Case] = [
         refuses="is not in vllm.model_executor.models",
     ),
     Case("a new file, the standard pair: header, imports, the test", _create, "", _CREATED),
+    _writes(
+        "a module named like a test local (model): imported under its package's name",
+        {**_MIXTRAL, "module": _FLINT, "decoder": "FlintModel", "target": "FlintForCausalLM"},
+        _FLINT_FILE,
+    ),
+    Case(
+        "a set's module imported under an alias beside another module: refuse",
+        lambda s: create_shared_aux_forward_test(
+            s,
+            module=_FLINT,
+            tests=({**_SHARED_TESTS[0], "forward_module": "vllm.models.flint.base"},),
+        ),
+        "",
+        refuses="shares a test file with another module",
+    ),
     _writes(
         "a module without get_pp_group, layers called with their own parameters",
         _EVERY_LAYER,
