@@ -256,6 +256,12 @@ CASES: list[Case] = [
         ),
     ),
     Case(
+        "a keyword that is not an identifier: refuse",
+        _insert("X", "Eagle", ["x"], [("revision=None, trust_remote_code", True)]),
+        _REGISTRY,
+        refuses="keyword argument is not a Python identifier",
+    ),
+    Case(
         "non-literal value: refuse",
         _insert("X", "Eagle", [object()], []),  # type: ignore[list-item]
         _REGISTRY,
