@@ -82,15 +82,18 @@ def _check(data: Any, what: str) -> None:
 
 def checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     """``data`` if every key is a field of ``cls`` and every value fits its annotation."""
-    known = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-    unknown = set(data) - known
-    if unknown:
-        raise BotError(f"{where} has unknown fields: {', '.join(sorted(unknown))}")
+    _refuse_unknown(data, set(cls.__dataclass_fields__), where)  # type: ignore[attr-defined]
     hints = typing.get_type_hints(cls)
     for name, value in data.items():
         if not has_type(value, hints[name]):
             raise BotError(f"{where}: `{name}` must be {type_name(hints[name])}")
     return data
+
+
+def _refuse_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
+    unknown = set(data) - known
+    if unknown:
+        raise BotError(f"{where} has unknown fields: {', '.join(sorted(map(str, unknown)))}")
 
 
 def has_type(value: Any, hint: Any) -> bool:
@@ -153,9 +156,7 @@ def record_from_json(cls: type[R], data: object, where: str) -> R:
     if not isinstance(data, dict):
         raise BotError(f"{where} must be an object")
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    unknown = set(data) - {_key(f) for f in fields}
-    if unknown:
-        raise BotError(f"{where} has unknown fields: {', '.join(sorted(map(str, unknown)))}")
+    _refuse_unknown(data, {_key(f) for f in fields}, where)
     hints = typing.get_type_hints(cls)
     values = {}
     for f in fields:
@@ -186,8 +187,7 @@ def _read(hint: Any, value: Any, where: str) -> Any:
     if origin in (types.UnionType, typing.Union) and type(None) in args:
         if value is None:
             return None
-        rest = [a for a in args if a is not type(None)]
-        hint = rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]  # noqa: UP007
+        (hint,) = (a for a in args if a is not type(None))  # records use only `X | None`
         origin, args = typing.get_origin(hint), typing.get_args(hint)
     if isinstance(hint, type) and hasattr(hint, "from_json"):
         return hint.from_json(value, where)
