@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 from bot.errors import BotError
@@ -43,7 +42,8 @@ def reviewed_plan_fields(plan: Plan | Mapping[str, Any]) -> str:
     """The plan's reviewed fields as canonical JSON (a journal's dict and the plan.json it
     writes give the same text: both go through :class:`Plan`)."""
     try:
-        data = asdict(plan if isinstance(plan, Plan) else Plan.from_dict(dict(plan)))
+        read = plan if isinstance(plan, Plan) else Plan.from_dict(dict(plan))
+        data = json.loads(read.to_json())
     except BotError:
         # Not a plan publish could read (it would refuse it): hash it as it is, so showing or
         # listing it never fails, and an approval of it can never match.

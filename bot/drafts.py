@@ -22,6 +22,7 @@ from typing import Any
 from bot.config import cache_dir
 from bot.errors import BotError
 from bot.fileio import write_atomic
+from bot.jsonio import JsonRecord
 from bot.tree.known_models import GENERATION_CATEGORIES, TEST_REGISTRY_PATH, load_known_models
 
 CATALOGUE_SCHEMA = 1
@@ -42,7 +43,7 @@ _SECTION_METHODS = {
 
 
 @dataclass(frozen=True)
-class DraftEntry:
+class DraftEntry(JsonRecord):
     repo_id: str  # the draft checkpoint on the Hub
     method: str  # "dflash", "eagle3", "dspark", "eagle", "mtp", ...
     target_repo_id: str | None

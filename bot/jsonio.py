@@ -12,6 +12,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Iterator
 from typing import Any, Self, TypeVar
 
 from bot.errors import BotError
@@ -136,10 +137,11 @@ def optional(**metadata: Any) -> Any:
 
 
 class JsonRecord:
-    """Mixed into a frozen dataclass: ``from_json`` builds it from its JSON object (nested
-    records, ``tuple[X, ...]`` from lists, ``X | None``) and refuses a missing, unknown or
-    mistyped field with a one-line :class:`BotError` naming its path; ``to_json`` writes the
-    fields in declaration order, so a record read back writes the same bytes."""
+    """Mixed into a dataclass: ``from_json`` builds it from its JSON object (nested records;
+    ``tuple[X, ...]``, ``list[X]`` and fixed-length tuples from lists; ``X | None``) and
+    refuses a missing, unknown or mistyped field with a one-line :class:`BotError` naming its
+    path; ``to_json`` writes the fields in declaration order, so a record read back writes the
+    same bytes."""
 
     @classmethod
     def from_json(cls, data: object, where: str) -> Self:
@@ -192,12 +194,23 @@ def _read(hint: Any, value: Any, where: str) -> Any:
     if isinstance(hint, type) and hasattr(hint, "from_json"):
         return hint.from_json(value, where)
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
-        if not isinstance(value, list):
-            raise BotError(f"{where} must be a list")
-        return tuple(_read(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+        return tuple(_items(args[0], value, where))
+    if origin is list:
+        return list(_items(args[0], value, where))
+    if origin is tuple:  # a fixed-length tuple, e.g. a (name, value) pair
+        if not isinstance(value, list) or len(value) != len(args):
+            raise BotError(f"{where} must be a list of {len(args)}")
+        pairs = enumerate(zip(args, value, strict=True))
+        return tuple(_read(arg, item, f"{where}[{i}]") for i, (arg, item) in pairs)
     if not has_type(value, hint):
         raise BotError(f"{where} must be {type_name(hint)}")
     return value
+
+
+def _items(hint: Any, value: Any, where: str) -> Iterator[Any]:
+    if not isinstance(value, list):
+        raise BotError(f"{where} must be a list")
+    return (_read(hint, item, f"{where}[{i}]") for i, item in enumerate(value))
 
 
 def _write(value: Any) -> Any:

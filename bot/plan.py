@@ -3,9 +3,13 @@
 ``bot propose`` writes it (no token needed); ``bot verify`` adds results to it; ``bot publish``
 reads it and talks to GitHub. Files:
 
-- ``plan.json``: the :class:`Plan` below, as JSON;
+- ``plan.json``: the :class:`Plan` below, as JSON, each field read back as its record (the
+  finding as its recipe's, the edits, tests, registry entry, triage, what it resolves, the
+  verification), so a reader never re-validates a field;
 - ``patch.diff``: a ``git apply``-able patch at ``base_commit`` (empty when there is nothing to do);
 - ``pr.md``: the PR title on the first line, a blank line, then the body.
+
+This module is the only one that reads or writes them.
 """
 
 from __future__ import annotations
@@ -13,16 +17,20 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot import jsonio
 from bot.errors import BotError
-from bot.fileio import write_atomic
+from bot.recipes.base import DeclaredEdit, Finding, FindingRef, FixTests
+from bot.recipes.registry_plan import RegistryEntryPlan
+from bot.triage_outcome import Triage
 from bot.verify.verification import Verification
 
-PLAN_SCHEMA = 2
+# 3: a single-class plan records its platform variant (``variant``); before, it was read back
+# out of its fingerprint.
+PLAN_SCHEMA = 3
 
 # What a plan can say about itself.
 READY = "ready"  # a patch to publish
@@ -33,38 +41,34 @@ PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO, NEEDS_HUMAN)
 
 
 @dataclass(frozen=True)
-class Member:
+class Member(jsonio.JsonRecord):
     """One class a plan fixes. A single-class plan is a group of one; a group plan (one branch,
     one PR) has a member per class, each with its own fingerprint, so a class already in any PR
     is recognised whichever group it was published in.
 
-    ``patch`` is this member's commit on the group's branch (applied in order on the base
-    commit, the members' patches add up to patch.diff); empty in a group of one, whose one
-    commit is patch.diff. ``issues`` are the triaged issues the member resolves (each gets the
-    sticky comment pointing at the PR). ``resolves`` are the keys (recipe, class, path) of the
-    findings the member's fix makes disappear, which verify's re-scan checks.
+    ``variant`` is the platform package the fix is for (``amd`` for vllm/models/<pkg>/amd/),
+    None when it is for every variant or the class has none. ``patch`` is this member's commit
+    on the group's branch (applied in order on the base commit, the members' patches add up to
+    patch.diff); empty in a group of one, whose one commit is patch.diff. ``issues`` are the
+    triaged issues the member resolves (each gets the sticky comment pointing at the PR).
+    ``resolves`` are the findings the member's fix makes disappear, which verify's re-scan
+    checks.
     """
 
     class_name: str
     recipe: str
     fingerprint: str
+    finding: Finding
     variant: str | None = None
-    finding: dict[str, Any] = field(default_factory=dict)
-    registry_entry: dict[str, Any] | None = None
-    tests: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "cpu": []})
-    edits: list[dict[str, Any]] = field(default_factory=list)
-    issues: list[int] = field(default_factory=list)
+    registry_entry: RegistryEntryPlan | None = None
+    tests: FixTests = FixTests()
+    edits: tuple[DeclaredEdit, ...] = ()
+    issues: tuple[int, ...] = ()
     title: str = ""
     reason: str = ""
     issue_comment: str | None = None
     patch: str = ""
-    resolves: list[dict[str, str]] = field(default_factory=list)
-
-    @classmethod
-    def from_dict(cls, data: object) -> Member:
-        if not isinstance(data, dict):
-            raise BotError("plan.json: each of `members` must be an object")
-        return cls(**jsonio.checked_fields(cls, data, "plan.json: members"))
+    resolves: tuple[FindingRef, ...] = ()
 
 
 @dataclass
@@ -73,17 +77,18 @@ class Plan:
     reason: str
     recipe: str | None = None
     class_name: str | None = None
+    variant: str | None = None  # as Member.variant
     repo_path: str = ""
     base_commit: str = ""
     vllm_version: str | None = None
     upstream: str = "vllm-project/vllm"
     issue_number: int | None = None
     issue_title: str | None = None
-    finding: dict[str, Any] | None = None
-    triage: dict[str, Any] | None = None
-    edits: list[dict[str, Any]] = field(default_factory=list)
-    registry_entry: dict[str, Any] | None = None
-    tests: dict[str, list[str]] = field(default_factory=lambda: {"gpu": [], "cpu": []})
+    finding: Finding | None = None
+    triage: Triage | None = None
+    edits: list[DeclaredEdit] = field(default_factory=list)
+    registry_entry: RegistryEntryPlan | None = None
+    tests: FixTests = FixTests()
     branch: str | None = None
     fingerprint: str | None = None
     title: str | None = None  # the commit's title line, also the PR's (pr.md starts with it)
@@ -92,33 +97,34 @@ class Plan:
     verification: Verification | None = None  # what `bot verify` recorded
     group: str | None = None  # a group plan's key (recipe/shape), None for a single class
     members: list[Member] = field(default_factory=list)
-    resolves: list[dict[str, str]] = field(default_factory=list)  # as Member.resolves
+    resolves: list[FindingRef] = field(default_factory=list)  # as Member.resolves
     schema: int = PLAN_SCHEMA
 
     def __post_init__(self) -> None:
-        # plan.json before groups (schema 1) had no members: a ready single-class plan is a
-        # group of one, its member read from the plan's own fields.
-        single = self.group is None and self.status == READY
-        if single and not self.members and self.recipe and self.class_name and self.fingerprint:
-            self.members = [self.single_member()]
+        # A ready single-class plan is a group of one, its member read from its own fields.
+        if self.group is None and self.status == READY and not self.members and self.fingerprint:
+            member = self.single_member()
+            self.members = [member] if member is not None else []
 
-    def single_member(self) -> Member:
-        """The member a single-class plan's own fields describe."""
-        variant = (self.fingerprint or "").rsplit(":", 1)[0].partition("@")[2] or None
+    def single_member(self) -> Member | None:
+        """The member a single-class plan's own fields describe (None without a recipe, a
+        class or a finding)."""
+        if not (self.recipe and self.class_name and self.finding):
+            return None
         return Member(
-            class_name=str(self.class_name),
-            recipe=str(self.recipe),
-            fingerprint=str(self.fingerprint),
-            variant=variant,
-            finding=dict(self.finding or {}),
+            class_name=self.class_name,
+            recipe=self.recipe,
+            fingerprint=self.fingerprint or "",
+            finding=self.finding,
+            variant=self.variant,
             registry_entry=self.registry_entry,
             tests=self.tests,
-            edits=self.edits,
-            issues=[self.issue_number] if self.issue_number else [],
+            edits=tuple(self.edits),
+            issues=(self.issue_number,) if self.issue_number else (),
             title=self.title or "",
             reason=self.reason,
             issue_comment=self.issue_comment,
-            resolves=self.resolves,
+            resolves=tuple(self.resolves),
         )
 
     @property
@@ -137,24 +143,35 @@ class Plan:
         return list(dict.fromkeys(numbers))
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data["verification"] = self.verification.to_json() if self.verification else None
+        data = jsonio.record_to_json(self)
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Plan:
+        """The plan plan.json holds, every field read as its record; a one-line BotError
+        naming the field when one is missing, unknown or malformed."""
         if data.get("status") not in PLAN_STATUSES:
             raise BotError(f"plan.json has an unknown status: {data.get('status')!r}")
-        members = data.get("members", [])
-        if not isinstance(members, list):
-            raise BotError("plan.json: `members` must be a list")
-        plain = {k: v for k, v in data.items() if k not in ("members", "verification")}
-        rest = jsonio.checked_fields(cls, plain, "plan.json")
-        checked = [Member.from_dict(m) for m in members]
+        if data.get("schema", 1) < 3 and "variant" not in data:
+            data = {**data, "variant": _schema_2_variant(data.get("fingerprint"))}
+        plain = {k: v for k, v in data.items() if k != "verification"}
+        plan = jsonio.record_from_json(cls, plain, "plan.json")
+        plan.schema = PLAN_SCHEMA  # what it holds now, whichever schema wrote it
         recorded = data.get("verification")
-        rest["verification"] = None if recorded is None else Verification.from_json(recorded)
-        # A single-class plan's member is always its own fields, whatever the file lists.
-        return cls(**rest, members=checked if rest.get("group") is not None else [])
+        plan.verification = None if recorded is None else Verification.from_json(recorded)
+        if not plan.is_group:
+            # A single-class plan's member is always its own fields, whatever the file lists.
+            member = plan.single_member() if plan.status == READY else None
+            plan.members = [member] if member is not None and plan.fingerprint else []
+        return plan
+
+
+def _schema_2_variant(fingerprint: object) -> str | None:
+    """A plan.json from before schema 3 has no ``variant``: its fingerprint
+    (``recipe:Class@variant:base``) names the one the plan was made for."""
+    if not isinstance(fingerprint, str):
+        return None
+    return fingerprint.rsplit(":", 1)[0].partition("@")[2] or None
 
 
 class WithPrMarkdown:
@@ -196,27 +213,13 @@ def split_pr_markdown(text: str) -> tuple[str, str]:
 
 
 def write_plan_dir(path: Path, plan: Plan, patch: str, pr_markdown: str) -> None:
-    """Write all three files or none: each goes to a temporary name first, then is renamed."""
+    """Write all three files or none."""
     check_plan_target(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BotError(f"{path}: cannot create the plan directory ({exc.strerror})") from None
-    contents = {"patch.diff": patch, "pr.md": pr_markdown, "plan.json": plan.to_json()}
-    staged: list[tuple[str, Path]] = []
-    try:
-        for name, text in contents.items():
-            fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{name}.")
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            staged.append((tmp, path / name))
-        # plan.json goes last: its presence means the directory is complete.
-        for tmp, final in staged:
-            os.replace(tmp, final)
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    _replace_files(path, {"patch.diff": patch, "pr.md": pr_markdown, "plan.json": plan.to_json()})
 
 
 def check_plan_target(path: Path) -> None:
@@ -225,8 +228,29 @@ def check_plan_target(path: Path) -> None:
         raise BotError(f"{path} exists and is not a directory; choose another --out")
 
 
-def update_plan(path: Path, plan: Plan) -> None:
-    write_atomic(path / "plan.json", plan.to_json())
+def update_plan(path: Path, plan: Plan, *, pr_markdown: str | None = None) -> None:
+    """Rewrite plan.json (and pr.md, when given) of an existing plan directory, both or none
+    (``bot verify`` records its results in both)."""
+    contents = {} if pr_markdown is None else {"pr.md": pr_markdown}
+    _replace_files(path, {**contents, "plan.json": plan.to_json()})
+
+
+def _replace_files(path: Path, contents: dict[str, str]) -> None:
+    """Each file goes to a temporary name first; once all are written, each is renamed, in
+    order (plan.json last: its presence means the directory is complete)."""
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, text in contents.items():
+            fd, tmp = tempfile.mkstemp(dir=path, prefix=f".{name}.")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            staged.append((tmp, path / name))
+        for tmp, final in staged:
+            os.replace(tmp, final)
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def read_plan_dir(path: Path) -> PlanDir:

@@ -23,6 +23,8 @@ from bot.content_hash import patch_hash
 from bot.journal.store import Journal
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.publish.contribution import CHECKLIST, CONTRIBUTION
+from bot.recipes.base import DeclaredEdit, Finding
+from bot.triage_outcome import PROPOSE, Triage
 from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 
@@ -69,16 +71,14 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         vllm_version="0.23.0",
         issue_number=33329,
         issue_title="[Feature]: EAGLE-3 support for Qwen3-Next",
-        triage={
-            "confidence": 0.93,
-            "reasons": [
-                "issue names Qwen3NextForCausalLM",
-                "inner model inherits EagleModelMixin",
-                "forward calls _maybe_add_hidden_state",
-            ],
-        },
-        edits=json.loads(_seed_proposal(tree)[1]),
-        finding=json.loads(_seed_proposal(tree)[2]),
+        triage=_triage(
+            0.93,
+            "issue names Qwen3NextForCausalLM",
+            "inner model inherits EagleModelMixin",
+            "forward calls _maybe_add_hidden_state",
+        ),
+        edits=[DeclaredEdit.from_json(e, "edit") for e in json.loads(_seed_proposal(tree)[1])],
+        finding=Finding.from_json(json.loads(_seed_proposal(tree)[2])),
         branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
         fingerprint=fingerprint,
         verification=claimed(
@@ -113,6 +113,10 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
     return path
 
 
+def _triage(confidence: float, *reasons: str) -> Triage:
+    return Triage(None, None, (), None, confidence, reasons, None, (), outcome=PROPOSE)
+
+
 def hostile_plan_dir(root: Path) -> Path:
     plan = Plan(
         status=NEEDS_INFO,
@@ -121,7 +125,7 @@ def hostile_plan_dir(root: Path) -> Path:
         class_name="EvilForCausalLM",
         issue_number=99999,
         issue_title=HOSTILE_TITLE,
-        triage={"confidence": 0.2, "reasons": [HOSTILE_TITLE]},
+        triage=_triage(0.2, HOSTILE_TITLE),
         fingerprint="hostile-1",
     )
     path = root / "hostile-plan"

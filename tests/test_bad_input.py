@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -106,7 +107,9 @@ def test_plan_json_with_wrong_types(tmp_path: Path, field: str, value: object) -
     data[field] = value
     (plan_dir / "plan.json").write_text(json.dumps(data))
     for command in (["publish", str(plan_dir)], ["verify", str(plan_dir)]):
-        _one_line_exit_2(run_bot(*command), f"`{field}`")
+        result = run_bot(*command)
+        _one_line_exit_2(result, "plan.json")
+        assert re.search(rf"`{field}`|plan\.json\.{field}\b", result.stderr), result.stderr
 
 
 @pytest.mark.vllm_tree

@@ -11,11 +11,9 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,8 +25,9 @@ from bot.errors import BotError
 from bot.plan import Plan, PlanDir
 from bot.propose.proposal import proposal_for
 from bot.publish.checks import FileChange, check_confined
-from bot.recipes.base import PublishedEdit
+from bot.recipes.base import DeclaredEdit, Finding, PublishedEdit
 from bot.recipes.eagle3_enable.publish import aux_forward_test
+from bot.recipes.evidence import Evidence, Located
 from bot.scan.findings import scan
 from bot.tree.fetch import release_tree
 
@@ -36,17 +35,17 @@ MIXTRAL = "vllm.model_executor.models.mixtral"
 
 
 @functools.cache
-def _enable_findings() -> dict[str, dict[str, Any]]:
-    """0.34.0's eagle3-enable findings as plan.json carries them, by class."""
+def _enable_findings() -> dict[str, Finding]:
+    """0.34.0's eagle3-enable findings, by class."""
     found = scan(release_tree("0.34.0")).findings
-    return {f.class_name: f.to_json() for f in found if f.recipe == "eagle3-enable"}
+    return {f.class_name: f for f in found if f.recipe == "eagle3-enable"}
 
 
-def _plan_finding(target: str) -> dict[str, Any]:
-    return copy.deepcopy(_enable_findings()[target])
+def _plan_finding(target: str) -> Finding:
+    return _enable_findings()[target]
 
 
-def _mixtral_finding() -> dict[str, Any]:
+def _mixtral_finding() -> Finding:
     return _plan_finding("MixtralForCausalLM")
 
 
@@ -161,7 +160,10 @@ def test_the_residual_semantics_come_from_the_tree_not_the_plan() -> None:
     the test would pass for a capture that drops the residual. Refused (the tree says
     residual-stream)."""
     finding = _mixtral_finding()
-    finding["evidence"]["shape"]["residual"] = "no-residual"
+    shape = dataclasses.replace(finding.evidence.shape, residual="no-residual")
+    finding = dataclasses.replace(
+        finding, evidence=dataclasses.replace(finding.evidence, shape=shape)
+    )
     tampered = dataclasses.replace(_edit(_test_text("no-residual")), finding=finding)
     with pytest.raises(CodemodRefused, match="not the one the recipe writes"):
         aux_forward_test(tampered)
@@ -208,7 +210,7 @@ def test_enable_plan_contributes_a_forward_test_and_lists_it(scanned_0_34_0) -> 
     assert plan.status == "ready", plan.reason
     path = aux_test_path(MIXTRAL)
     assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
-    assert f"{path}::test_mixtral_for_causal_lm_collects_aux_hidden_states" in plan.tests["cpu"]
+    assert f"{path}::test_mixtral_for_causal_lm_collects_aux_hidden_states" in plan.tests.cpu
     assert "Not proven by this PR's tests" in proposal.pr_markdown
 
 
@@ -232,10 +234,10 @@ def test_stream_multipliers_are_set_to_one(scanned_0_34_0, target: str, line: st
 
 def test_amd_variant_is_imported_directly(scanned_0_34_0) -> None:
     proposal = _propose(scanned_0_34_0, "KimiLinearForCausalLM")
-    assert proposal.plan.tests["cpu"] == [
+    assert proposal.plan.tests.cpu == (
         "tests/models/kimi_k3/test_eagle3.py::"
-        "test_kimi_linear_for_causal_lm_amd_advertises_eagle3_support"
-    ]
+        "test_kimi_linear_for_causal_lm_amd_advertises_eagle3_support",
+    )
     assert "+    from vllm.models.kimi_k3.amd import linear\n" in proposal.patch
     assert "+    assert supports_eagle3(linear.KimiLinearForCausalLM)\n" in proposal.patch
 
@@ -305,7 +307,7 @@ def _enable_plan_dir(tmp_path: Path, kind: str) -> PlanDir:
         recipe="eagle3-enable",
         class_name="MixtralForCausalLM",
         finding=_mixtral_finding(),
-        edits=[{"path": aux_test_path(MIXTRAL), "kind": kind, "description": ""}],
+        edits=[DeclaredEdit(aux_test_path(MIXTRAL), kind, "")],
     )
     return PlanDir(plan=plan, patch="", pr_markdown="", path=tmp_path)
 
@@ -349,7 +351,16 @@ def _wrapper_edit(module: str, class_name: str, after: str, before: str = "") ->
         before,
         after,
         class_name,
-        {"class": class_name, "module": module, "path": path},
+        Finding(
+            "eagle3-wrapper",
+            class_name,
+            module,
+            path,
+            1,
+            (),
+            Evidence(Located(class_name, path, 1)),
+            "",
+        ),
         _base(),
     )
 
@@ -450,8 +461,8 @@ def test_a_guarded_wrapper_plan_contributes_the_guard_test_and_lists_it(scanned_
     path = "tests/model_executor/test_llava_next_eagle3.py"
     assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
     name = "test_llava_next_for_conditional_generation_guards_eagle3_layers"
-    assert f"{path}::{name}" in proposal.plan.tests["cpu"]
-    assert [e["kind"] for e in proposal.plan.edits][-1] == "wrapper-forward-test"
+    assert f"{path}::{name}" in proposal.plan.tests.cpu
+    assert [e.kind for e in proposal.plan.edits][-1] == "wrapper-forward-test"
 
 
 def test_the_base_commit_export_carries_the_registry_test(tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_seed_body_meets_agents_md_and_template_item_by_item(seed_plan, upstream
     assert len(items) == 4
     purpose, test_plan, results, docs = items
     assert _ticked(body, purpose) and f"#{plan.issue_number}" in body
-    assert _ticked(body, test_plan) == bool(plan.tests["cpu"] or plan.tests["gpu"])
+    assert _ticked(body, test_plan) == bool(plan.tests.cpu or plan.tests.gpu)
     ran = any(c["passed"] in (True, False) for c in checks.values())
     assert ran and _ticked(body, results)
     assert not _ticked(body, docs)  # no documentation was changed

@@ -170,7 +170,7 @@ def published_edit(
         before=before,
         after=after,
         class_name=plan["class_name"],
-        finding=plan["finding"],
+        finding=Finding.from_json(plan["finding"]),
         base=CheckedOutTree(release_tree(release)),
     )
 

@@ -18,7 +18,7 @@ from bot.codemods.aux_forward_test import create_shared_aux_forward_test
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import add_registry_eagle3_test
 from bot.plan import Plan
-from bot.recipes.base import Finding, PublishedEdit
+from bot.recipes.base import DeclaredEdit, Finding, PublishedEdit
 from bot.recipes.eagle3_enable.evidence import EnableEvidence
 from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
 from bot.recipes.eagle3_enable.shared import (
@@ -217,7 +217,7 @@ def _publish(
     tree: Path, path: str, kind: str, after: str, class_name: str = "DemoChatForCausalLM"
 ) -> None:
     (finding,) = [
-        f.to_json()
+        f
         for f in scan(tree, use_cache=False).findings
         if (f.recipe, f.class_name) == ("eagle3-enable", class_name)
     ]
@@ -292,16 +292,16 @@ def test_the_real_sets_of_0_34_0_are_one_plan_publish_accepts(tmp_path: Path, as
     planned = read_plan_dir(tmp_path / "plan")
     plan = planned.plan
     assert (plan.status, plan.class_name) == ("ready", lead), plan.reason
-    assert plan.finding["evidence"]["shared"]["targets"] == list(targets)
-    kinds = {e["path"]: e["kind"] for e in plan.edits}
+    assert plan.finding.evidence.fixed_with().targets == targets
+    kinds = {e.path: e.kind for e in plan.edits}
     assert {p: k for p, k in kinds.items() if p.startswith("vllm/")} == model_files
     assert kinds["tests/models/test_registry.py"] == "regression-test"
     for target in targets:
         assert f"class {target}(" in planned.patch
-        assert f"test_registry_supports_eagle3[{target}]" in " ".join(plan.tests["cpu"])
+        assert f"test_registry_supports_eagle3[{target}]" in " ".join(plan.tests.cpu)
         assert any(
             n.endswith("_collects_aux_hidden_states") and "test_" in n and target_snake in n
-            for n in plan.tests["cpu"]
+            for n in plan.tests.cpu
             for target_snake in [_snake(target)]
         )
     assert planned.patch.count(f"class {owner}(nn.Module, EagleModelMixin):") == 1
@@ -349,11 +349,8 @@ def _set_plan(paths: list[str] | None = None) -> Plan:
     evidence = EnableEvidence(Located(lead, DEMO, 3), decoder, None, None, shared)
     finding = Finding(
         "eagle3-enable", lead, DEMO.removesuffix(".py").replace("/", "."), DEMO, 3, (), evidence, ""
-    ).to_json()
-    edits = [
-        {"path": DEMO, "kind": SHARED_DECODER, "description": ""},
-        {"path": NGRAM, "kind": SHARED_INTERFACE, "description": ""},
-    ]
+    )
+    edits = [DeclaredEdit(DEMO, SHARED_DECODER, ""), DeclaredEdit(NGRAM, SHARED_INTERFACE, "")]
     return Plan(
         status="draft",
         reason="",

@@ -4,6 +4,7 @@ shows of it. The runs in the real engine are in tests/test_engine_runs.py."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -224,16 +225,24 @@ def test_hostile_checkpoint_names_are_one_line(capsys: pytest.CaptureFixture) ->
 
 
 def test_the_gpu_runner_gets_the_registry_entrys_checkpoints() -> None:
-    entry = {
-        "args": ["zai-org/GLM-4-9B-0414"],
-        "kwargs": [["speculative_model", "some-org/GLM-4-9B-eagle3"]],
-        "draft": {"method": "eagle3"},
-    }
+    from bot.drafts import DraftEntry
+    from bot.recipes.registry_plan import RegistryEntryPlan
+
+    draft = DraftEntry("some-org/GLM-4-9B-eagle3", "eagle3", None, None, "test")
+    entry = RegistryEntryPlan(
+        key="Eagle3Glm4DraftModel",
+        section="Eagle",
+        args=("zai-org/GLM-4-9B-0414",),
+        kwargs=(("speculative_model", "some-org/GLM-4-9B-eagle3"),),
+        draft=draft,
+        sibling=None,
+        why="",
+    )
     assert engine.engine_checkpoints_of(entry) == (
         "zai-org/GLM-4-9B-0414 eagle3=some-org/GLM-4-9B-eagle3"
     )
     assert engine.engine_checkpoints_of(None) == ""
-    entry["kwargs"] = [["speculative_model", "evil; curl x"]]
+    entry = dataclasses.replace(entry, kwargs=(("speculative_model", "evil; curl x"),))
     assert engine.engine_checkpoints_of(entry) == ""
 
 

@@ -119,10 +119,10 @@ def test_verify_reads_a_plans_set_through_the_record() -> None:
         f for f in _findings() if f.recipe == "eagle3-enable" and f.evidence.fixed_with()
     )
     shared = finding.evidence.fixed_with()
-    keys = fixed_together(finding.to_json())
-    assert [(k["class"], k["path"]) for k in keys] == shared.members()
+    keys = fixed_together(Finding.from_json(finding.to_json()))
+    assert [(k.class_name, k.path) for k in keys] == shared.members()
     assert len(keys) >= 2
     data = finding.to_json()
     data["evidence"]["shared"]["paths"] = data["evidence"]["shared"]["paths"][:1]
     with pytest.raises(BotError, match="differ in length"):
-        fixed_together(data)
+        Finding.from_json(data)

@@ -9,25 +9,42 @@ import pytest
 from bot.errors import BotError
 from bot.github import identity
 from bot.plan import READY, Member, Plan
+from bot.recipes.base import DeclaredEdit, Finding, FixTests
+from bot.scan.findings import scan
+from tests.synthetic import make_tree
+from tests.test_verify_local import FOO_MODEL
 
 BASE = "0123456789abcdef0123456789abcdef01234567"
 
 
-def _schema1_plan() -> dict:
+@pytest.fixture(scope="module")
+def finding(tmp_path_factory: pytest.TempPathFactory) -> Finding:
+    """A real eagle3-interface finding, from a scan of a small tree."""
+    root = make_tree(
+        tmp_path_factory.mktemp("tree"),
+        {"model_executor/models/foo.py": FOO_MODEL},
+        {"_TEXT_GENERATION_MODELS": {"FooForCausalLM": ("foo", "FooForCausalLM")}},
+    )
+    [found] = [f for f in scan(root, use_cache=False).findings if f.class_name == "FooForCausalLM"]
+    return found
+
+
+@pytest.fixture
+def schema1_plan(finding: Finding) -> dict:
     """A ready single-class plan.json as the bot wrote it before groups (no members)."""
     return {
         "status": READY,
-        "reason": "Qwen3NextForCausalLM lacks SupportsEagle3",
+        "reason": "FooForCausalLM lacks SupportsEagle3",
         "recipe": "eagle3-interface",
-        "class_name": "Qwen3NextForCausalLM",
+        "class_name": "FooForCausalLM",
         "base_commit": BASE,
         "issue_number": 33329,
-        "finding": {"class": "Qwen3NextForCausalLM", "path": "vllm/x.py"},
+        "finding": finding.to_json(),
         "edits": [{"path": "vllm/x.py", "kind": "declare-interface", "description": "d"}],
         "tests": {"gpu": [], "cpu": ["tests/models/test_registry.py::t[Q]"]},
-        "branch": "bot/eagle3-interface/qwen3-next-for-causal-lm",
-        "fingerprint": f"eagle3-interface:Qwen3NextForCausalLM:{BASE[:12]}",
-        "title": "Declare SupportsEagle3 on Qwen3NextForCausalLM",
+        "branch": "bot/eagle3-interface/foo-for-causal-lm",
+        "fingerprint": f"eagle3-interface:FooForCausalLM:{BASE[:12]}",
+        "title": "Declare SupportsEagle3 on FooForCausalLM",
         "schema": 1,
     }
 
@@ -71,13 +88,13 @@ def test_markers_written_and_parsed_in_one_place():
     assert identity.ticked_approvals(ticked) == {(group, "sha256:ff")}
 
 
-def test_schema1_plan_reads_as_a_group_of_one():
-    plan = Plan.from_dict(_schema1_plan())
+def test_schema1_plan_reads_as_a_group_of_one(schema1_plan):
+    plan = Plan.from_dict(schema1_plan)
     assert not plan.is_group
     [member] = plan.members
-    assert member.class_name == "Qwen3NextForCausalLM"
+    assert member.class_name == "FooForCausalLM"
     assert member.fingerprint == plan.fingerprint
-    assert member.issues == [33329]
+    assert member.issues == (33329,)
     assert member.variant is None
     assert plan.member_fingerprints == [plan.fingerprint]
     # Written back and read again, it is the same plan.
@@ -85,20 +102,58 @@ def test_schema1_plan_reads_as_a_group_of_one():
     assert again == plan
 
 
-def test_variant_read_from_an_old_fingerprint():
-    data = _schema1_plan()
-    data["fingerprint"] = f"eagle3-interface:KimiLinearForCausalLM@amd:{BASE[:12]}"
-    assert Plan.from_dict(data).members[0].variant == "amd"
+def test_every_field_reads_as_its_record(schema1_plan, finding):
+    plan = Plan.from_dict(schema1_plan)
+    assert plan.finding == finding
+    assert plan.edits == [DeclaredEdit("vllm/x.py", "declare-interface", "d")]
+    assert plan.tests == FixTests(cpu=("tests/models/test_registry.py::t[Q]",))
+    # The file a later bot writes is the file it read, key for key (schema and variant added).
+    written = json.loads(plan.to_json())
+    assert written["finding"] == schema1_plan["finding"]
+    assert {k: written[k] for k in schema1_plan if k != "schema"} == {
+        k: v for k, v in schema1_plan.items() if k != "schema"
+    }
+    assert (written["schema"], written["variant"]) == (3, None)
 
 
-def test_group_plan_round_trips_and_lists_every_issue():
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("finding", {"class": "FooForCausalLM"}, "finding: `recipe` names no recipe"),
+        ("edits", [{"path": "vllm/x.py", "kind": "k"}], r"edits\[0\] lacks `description`"),
+        ("tests", {"gpu": "t"}, r"tests\.gpu must be a list"),
+        ("resolves", [{"recipe": "r", "class": "C"}], r"resolves\[0\] lacks `path`"),
+        ("triage", {"architecture": None}, "triage lacks `method`"),
+        ("registry_entry", {"key": "K"}, "registry_entry lacks `section`"),
+    ],
+)
+def test_a_malformed_field_is_refused_on_reading(schema1_plan, field, value, error):
+    with pytest.raises(BotError, match=error):
+        Plan.from_dict({**schema1_plan, field: value})
+
+
+def test_variant_read_from_an_old_fingerprint(schema1_plan):
+    schema1_plan["fingerprint"] = f"eagle3-interface:FooForCausalLM@amd:{BASE[:12]}"
+    assert Plan.from_dict(schema1_plan).members[0].variant == "amd"
+    # From schema 3 on, the plan says its variant; the fingerprint is never read for it.
+    schema1_plan.update(schema=3, variant=None)
+    assert Plan.from_dict(schema1_plan).members[0].variant is None
+
+
+def test_group_plan_round_trips_and_lists_every_issue(finding):
     members = [
-        Member(class_name="A", recipe="eagle3-interface", fingerprint="eagle3-interface:A:1"),
+        Member(
+            class_name="A",
+            recipe="eagle3-interface",
+            fingerprint="eagle3-interface:A:1",
+            finding=finding,
+        ),
         Member(
             class_name="B",
             recipe="eagle3-interface",
             fingerprint="eagle3-interface:B:1",
-            issues=[7, 9],
+            finding=finding,
+            issues=(7, 9),
         ),
     ]
     plan = Plan(status=READY, reason="r", recipe="eagle3-interface", group="g", members=members)
@@ -109,23 +164,33 @@ def test_group_plan_round_trips_and_lists_every_issue():
 @pytest.mark.parametrize(
     ("members", "error"),
     [
-        ("no", "`members` must be a list"),
-        (["no"], "each of `members` must be an object"),
+        ("no", "members must be a list"),
+        (["no"], r"members\[0\] must be an object"),
         ([{"class_name": "A", "recipe": "r", "fingerprint": "f", "x": 1}], "unknown fields: x"),
-        ([{"class_name": "A", "recipe": "r", "fingerprint": 3}], "`fingerprint` must be str"),
-        ([{"class_name": "A", "recipe": "r", "fingerprint": "f", "issues": ["1"]}], "issues"),
+        ([{"class_name": "A", "recipe": "r", "fingerprint": 3}], "fingerprint must be str"),
+        ([{"class_name": "A", "recipe": "r", "fingerprint": "f"}], "lacks `finding`"),
+        ([{"class_name": "A", "recipe": "r", "fingerprint": "f", "finding": "F"}], "finding"),
     ],
 )
-def test_malformed_members_are_refused(members, error):
-    data = {**_schema1_plan(), "members": members}
+def test_malformed_members_are_refused(schema1_plan, members, error):
     with pytest.raises(BotError, match=error):
-        Plan.from_dict(data)
+        Plan.from_dict({**schema1_plan, "members": members})
 
 
-def test_a_single_class_plans_member_is_always_its_own_fields():
-    data = _schema1_plan()
-    data["members"] = [
-        {"class_name": "Mallory", "recipe": "eagle3-interface", "fingerprint": "x:Mallory:1"}
+def test_a_malformed_members_issue_is_refused(schema1_plan, finding):
+    member = {"class_name": "A", "recipe": "r", "fingerprint": "f", "finding": finding.to_json()}
+    with pytest.raises(BotError, match=r"members\[0\]\.issues\[0\] must be int"):
+        Plan.from_dict({**schema1_plan, "members": [{**member, "issues": ["1"]}]})
+
+
+def test_a_single_class_plans_member_is_always_its_own_fields(schema1_plan, finding):
+    schema1_plan["members"] = [
+        {
+            "class_name": "Mallory",
+            "recipe": "eagle3-interface",
+            "fingerprint": "x:Mallory:1",
+            "finding": finding.to_json(),
+        }
     ]
-    [member] = Plan.from_dict(data).members
-    assert member.class_name == "Qwen3NextForCausalLM"
+    [member] = Plan.from_dict(schema1_plan).members
+    assert member.class_name == "FooForCausalLM"

@@ -16,6 +16,7 @@ are seeded from the same tree.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 import json
 import shutil
@@ -70,7 +71,7 @@ def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         pipeline.propose(checkout, out, class_name=name, upstream=UPSTREAM)
         plan = read_plan_dir(out).plan
         assert plan.status == "ready", plan.reason
-        assert plan.finding["evidence"]["shape"]["residual"] == kind
+        assert plan.finding.evidence.shape.residual == kind
         _claim_verified(out, (out / "patch.diff").read_text())
         plans[kind] = out
     return plans
@@ -81,7 +82,11 @@ def _claim_verified(plan_dir: Path, patch: str, residual_name: object = ...) -> 
     plan = read_plan_dir(plan_dir).plan
     plan.verification = claimed(None, patch_hash=patch_hash(patch), checks=CLAIMED_CHECKS)
     if residual_name is not ...:
-        plan.finding["evidence"]["shape"]["residual_name"] = residual_name
+        evidence = plan.finding.evidence
+        shape = dataclasses.replace(evidence.shape, residual_name=residual_name)
+        plan.finding = dataclasses.replace(
+            plan.finding, evidence=dataclasses.replace(evidence, shape=shape)
+        )
     update_plan(plan_dir, plan)
 
 
@@ -185,8 +190,8 @@ def test_a_plan_without_its_contributed_forward_test_is_refused(_plans, standin,
     """The test file and its edit both dropped, the rest (and its claimed hash) consistent."""
     plan_dir = Path(shutil.copytree(_plans["residual-stream"], tmp_path / "plan"))
     plan = read_plan_dir(plan_dir).plan
-    (test_path,) = [e["path"] for e in plan.edits if e["kind"] == "aux-forward-test"]
-    plan.edits = [e for e in plan.edits if e["kind"] != "aux-forward-test"]
+    (test_path,) = [e.path for e in plan.edits if e.kind == "aux-forward-test"]
+    plan.edits = [e for e in plan.edits if e.kind != "aux-forward-test"]
     update_plan(plan_dir, plan)
     patch = (plan_dir / "patch.diff").read_text()
     _claim_verified(plan_dir, patch.replace(_file_diff(patch, test_path), ""))

@@ -80,7 +80,7 @@ def _record(plan_dir: Path, gpu: dict) -> None:
 
 
 def _honest_inputs(plan_dir: Path, sha: str) -> dict[str, str]:
-    tests = read_plan_dir(plan_dir).plan.tests["gpu"]
+    tests = read_plan_dir(plan_dir).plan.tests.gpu
     return {
         "sha": sha,
         "branch": BRANCH,

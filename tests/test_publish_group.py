@@ -107,7 +107,9 @@ def test_the_group_is_the_interface_gaps_and_the_interface_only_wrappers(group_p
     names = [m.class_name for m in plan.members]
     assert plan.group == GROUP and len(names) == GROUP_SIZE and set(names) >= INTERFACE_GAPS
     assert {m.recipe for m in plan.members} == {"eagle3-interface", "eagle3-wrapper"}
-    assert all(m.finding["evidence"].get("shape", "interface") == "interface" for m in plan.members)
+    assert all(
+        getattr(m.finding.evidence, "shape", "interface") == "interface" for m in plan.members
+    )
     # One parametrized regression test for all of them, not one test per class.
     assert planned.patch.count("def test_registry_supports_eagle3(") == 1
     assert planned.patch.count("diff --git a/tests/models/test_registry.py") == 1

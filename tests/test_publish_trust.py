@@ -386,19 +386,22 @@ def test_a_tampered_group_member_is_refused(tmp_path, change, problem):
 @pytest.mark.parametrize(
     ("malformed", "problem"),
     [
-        (lambda f: {**f, "line": "seven"}, "member's finding: `line` must be int"),
-        (lambda f: {**f, "line": None}, "member's finding: `line` must be int"),
+        (lambda f: {**f, "line": "seven"}, r"members\[0\]\.finding: `line` must be int"),
+        (lambda f: {**f, "line": None}, r"members\[0\]\.finding: `line` must be int"),
         (lambda f: {k: v for k, v in f.items() if k != "recipe"}, "names no recipe"),
         (
             lambda f: {**f, "evidence": {**f["evidence"], "decoder": None}},
-            r"member's finding\.evidence\.decoder must be an object",
+            r"members\[0\]\.finding\.evidence\.decoder must be an object",
         ),
     ],
     ids=["line-not-a-number", "line-null", "no-recipe", "evidence-without-its-decoder"],
 )
 def test_a_malformed_member_finding_is_refused(tmp_path, malformed, problem):
-    _refused_member(
-        _group_plan(tmp_path),
-        problem,
-        lambda m: dataclasses.replace(m, finding=malformed(dict(m.finding))),
-    )
+    """Refused as plan.json is read, in one line naming the field: before any check runs."""
+    plan_dir = _group_plan(tmp_path)
+    data = json.loads((plan_dir / "plan.json").read_text())
+    data["members"][0]["finding"] = malformed(data["members"][0]["finding"])
+    (plan_dir / "plan.json").write_text(json.dumps(data))
+    with pytest.raises(BotError, match=problem) as refused:
+        read_plan_dir(plan_dir)
+    assert "\n" not in str(refused.value)

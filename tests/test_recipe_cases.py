@@ -144,9 +144,7 @@ def publish_check(recipe: Recipe, published: Published, path: str, after: str) -
     assert fixes(recipe)
     kind, before, _ = published.edits[path]
     finding = published.finding
-    edit = PublishedEdit(
-        path, kind, before, after, finding.class_name, finding.to_json(), published.base
-    )
+    edit = PublishedEdit(path, kind, before, after, finding.class_name, finding, published.base)
     recipe.publish_rules[kind](edit)
 
 

@@ -81,7 +81,7 @@ def enable_edit(tmp_path: Path) -> dict[str, Any]:
         "before": before,
         "after": edit.apply(before),
         "class_name": finding.class_name,
-        "finding": finding.to_json(),
+        "finding": finding,
         "base": CheckedOutTree(tree),
     }
 
@@ -587,7 +587,7 @@ def test_repo_path_is_not_an_object_source(seed, upstream_standin, tmp_path: Pat
     head = fork.commit(plan.branch)
     assert head.parents[0].hexsha == plan.base_commit
     changed = {d.b_path for d in head.parents[0].diff(head)}
-    assert changed == {e["path"] for e in plan.edits}
+    assert changed == {e.path for e in plan.edits}
 
 
 @pytest.mark.vllm_tree

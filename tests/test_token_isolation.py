@@ -21,6 +21,7 @@ from bot.cli import main
 from bot.errors import BotError
 from bot.github.gitrepo import Repo
 from bot.plan import READY, Plan, read_plan_dir, update_plan, write_plan_dir
+from bot.recipes.base import DeclaredEdit, FixTests
 from bot.verify import VerifyOptions, verify_plan
 from tests.synthetic import make_tree
 from tests.test_verify_local import FOO_MODEL, PR_MARKDOWN, commit_all, finding_for, make_patch
@@ -72,8 +73,8 @@ def _spy_plan(tmp_path: Path, seen: Path) -> Path:
         repo_path=str(repo),
         base_commit=base,
         finding=finding_for(repo, "FooForCausalLM"),
-        tests={"gpu": [NODE], "cpu": [NODE]},
-        edits=[{"path": "vllm/model_executor/models/foo.py", "kind": "declare-interface"}],
+        tests=FixTests(gpu=(NODE,), cpu=(NODE,)),
+        edits=[DeclaredEdit("vllm/model_executor/models/foo.py", "declare-interface", "")],
     )
     write_plan_dir(tmp_path / "plan", plan, patch, PR_MARKDOWN)
     return tmp_path / "plan"

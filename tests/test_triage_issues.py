@@ -11,7 +11,8 @@ from bot.drafts import DraftCatalogue, load_catalogue
 from bot.scan.findings import scan_context
 from bot.tree.fetch import release_tree
 from bot.tree.known_models import load_known_models
-from bot.triage.issue import MAX_PART_CHARS, THRESHOLD, core_name, triage_issue
+from bot.triage.issue import MAX_PART_CHARS, core_name, triage_issue
+from bot.triage_outcome import THRESHOLD
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -44,7 +45,7 @@ def test_example_issue(version: str) -> None:
         assert "aux_hidden_state_outputs" in result.signature["message_prefix"]
     else:
         assert result.crash_site == "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:19"
-    assert json.loads(result.to_json())["confident"] is True
+    assert result.to_json()["confident"] is True
 
 
 NAMES = [
@@ -182,7 +183,7 @@ def test_bidi_controls_are_stripped_before_matching() -> None:
     name = "Qwen/Qwen3-\u202eNext\u202c-80B-A3B-\u2066Instruct\u2069"
     result = triage_issue(_serve(name), release_tree("0.34.0"))
     assert result.architecture == "Qwen3NextForCausalLM"
-    assert not any(ch in json.dumps(result.to_dict(), ensure_ascii=False) for ch in "\u202e\u2066")
+    assert not any(ch in json.dumps(result.to_json(), ensure_ascii=False) for ch in "\u202e\u2066")
 
 
 def test_markup_shell_and_templates_do_not_leak_into_the_result() -> None:
@@ -192,7 +193,7 @@ def test_markup_shell_and_templates_do_not_leak_into_the_result() -> None:
         "--model <b>Qwen/Qwen3-Next-80B-A3B-Instruct</b>\n" + ERROR
     )
     result = triage_issue(_issue(body, title="{{ 7*7 }} <script>"), release_tree("0.34.0"))
-    dumped = json.dumps(result.to_dict())
+    dumped = json.dumps(result.to_json())
     for dangerous in ("<script", "{{", "{%", "$(", "`reboot`", "onerror"):
         assert dangerous not in " ".join(result.model_mentions)
     assert "<script" not in dumped and "{{" not in dumped

@@ -241,5 +241,5 @@ def test_the_checkpoint_known_architecture_breaks_the_tie() -> None:
 
 
 def test_architectures_are_in_the_json() -> None:
-    data = _triage(f"vllm serve {SHARED}\n{ERROR}").to_dict()
+    data = _triage(f"vllm serve {SHARED}\n{ERROR}").to_json()
     assert data["outcome"] == "propose" and len(data["architectures"]) == 2

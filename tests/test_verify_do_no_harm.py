@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bot.plan import READY, Plan, write_plan_dir
-from bot.scan.rescan import key_json
+from bot.recipes.base import DeclaredEdit, FindingRef
 from bot.verify import VerifyOptions, verify_plan
 from bot.verify.verification import Verification
 from tests.synthetic import make_tree
@@ -64,7 +64,7 @@ def verify(
     edits: list[tuple[str, str, str]],
     patch: str | None = None,
     *,
-    resolves: list[dict[str, str]] | None = None,
+    resolves: list[FindingRef] | None = None,
     **tree: Any,
 ) -> dict:
     """Verify (no GPU) a plan for FooForCausalLM whose patch makes ``edits`` (or is ``patch``),
@@ -78,8 +78,7 @@ def verify(
         repo_path=str(repo),
         base_commit=base,
         finding=finding_for(repo, "FooForCausalLM"),
-        tests={"gpu": [], "cpu": []},
-        edits=[{"path": MODEL, "kind": "declare-interface"}],
+        edits=[DeclaredEdit(MODEL, "declare-interface", "")],
         resolves=resolves or [],
     )
     write_plan_dir(tmp_path / "plan", plan, patch or make_patch(repo, base, edits), PR_MARKDOWN)
@@ -176,7 +175,7 @@ def test_the_rescan_checks_every_finding_the_plan_resolves(tmp_path: Path) -> No
         [(MODEL, *foo)],
         model=FOO_MODEL + NEW_GAP,
         classes=("FooForCausalLM", "BarForCausalLM"),
-        resolves=[key_json((*FOO_KEY, MODEL)), key_json((*BAR_KEY, MODEL))],
+        resolves=[FindingRef(*FOO_KEY, MODEL), FindingRef(*BAR_KEY, MODEL)],
     )
     assert failed(verification) == ["rescan"]
     detail = checks_by_name(verification)["rescan"]["detail"]

@@ -13,6 +13,7 @@ from bot.cli import main
 from bot.journal.store import Journal
 from bot.pipeline import scan
 from bot.plan import READY, Plan, read_plan_dir, write_plan_dir
+from bot.recipes.base import DeclaredEdit, Finding, FixTests
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import diff_worktree, scratch_worktree
 from bot.verify import VerifyOptions, verify_plan
@@ -89,8 +90,8 @@ def make_patch(repo: Path, commit: str, edits: list[tuple[str, str, str]]) -> st
         return diff_worktree(tree)
 
 
-def finding_for(tree: Path, class_name: str) -> dict:
-    found = [f.to_json() for f in scan(tree).findings if f.class_name == class_name]
+def finding_for(tree: Path, class_name: str) -> Finding:
+    found = [f for f in scan(tree).findings if f.class_name == class_name]
     assert len(found) == 1
     return found[0]
 
@@ -120,8 +121,8 @@ def synthetic_plan(tmp_path: Path, *, fixes: bool = True, branch: str | None = N
         repo_path=str(repo),
         base_commit=base,
         finding=finding_for(repo, "FooForCausalLM"),
-        tests={"gpu": [GPU_NODE], "cpu": []},
-        edits=[{"path": "vllm/model_executor/models/foo.py", "kind": "declare-interface"}],
+        tests=FixTests(gpu=(GPU_NODE,)),
+        edits=[DeclaredEdit("vllm/model_executor/models/foo.py", "declare-interface", "")],
         branch=branch,
     )
     plan_dir = tmp_path / "plan"
@@ -301,7 +302,7 @@ def test_rejects_node_ids_that_look_like_options(
 ) -> None:
     plan_dir = synthetic_plan(tmp_path)
     loaded = read_plan_dir(plan_dir)
-    loaded.plan.tests = {"gpu": ["--co", GPU_NODE], "cpu": []}
+    loaded.plan.tests = FixTests(gpu=("--co", GPU_NODE))
     write_plan_dir(plan_dir, loaded.plan, loaded.patch, loaded.pr_markdown)
     assert main(["verify", str(plan_dir), "--gpu", "local"]) == 2
     err = capsys.readouterr().err

@@ -168,28 +168,32 @@ def test_interface_over_a_decoder_without_the_mixin_fails_the_smoke_check() -> N
 
 def test_smoke_target_comes_from_the_edit_that_declares_the_interface(tmp_path: Path) -> None:
     from bot.plan import READY, Plan
+    from bot.recipes.base import DeclaredEdit, Finding
+    from bot.recipes.evidence import Evidence, Located
 
     linear = "vllm/models/kimi_k3/amd/linear.py"
-    declare = {"path": linear, "kind": "declare-interface"}
-    test_edit = {"path": "tests/models/test_registry.py", "kind": "regression-test"}
+    declare = DeclaredEdit(linear, "declare-interface", "")
+    test_edit = DeclaredEdit("tests/models/test_registry.py", "regression-test", "")
     # The finding's path is no witness: a plan naming a working module there changes nothing.
-    finding = {"path": "vllm/model_executor/models/llama.py"}
+    llama, name = "vllm/model_executor/models/llama.py", "KimiLinearForCausalLM"
+    evidence = Evidence(Located(name, llama, 1))
+    finding = Finding("eagle3-interface", name, "x", llama, 1, (), evidence, "")
     plan = Plan(status=READY, reason="r", class_name="KimiLinearForCausalLM", finding=finding)
     plan.recipe, plan.edits = "eagle3-interface", [declare, test_edit]
     assert smoke.target_of(plan) == smoke.SmokeTarget(
         "vllm.models.kimi_k3.amd.linear", "KimiLinearForCausalLM"
     )
     plan.recipe = "eagle3-enable"
-    plan.edits = [{"path": linear, "kind": "enable-decoder-and-declare"}, test_edit]
+    plan.edits = [DeclaredEdit(linear, "enable-decoder-and-declare", ""), test_edit]
     assert smoke.target_of(plan) == smoke.SmokeTarget(
         "vllm.models.kimi_k3.amd.linear", "KimiLinearForCausalLM"
     )
     plan.class_name = "Kimi; import os"
     assert smoke.target_of(plan) == "the plan names no class"
     plan.class_name = "KimiLinearForCausalLM"
-    plan.edits = [{"path": "../../etc/passwd.py", "kind": "declare-interface"}]
+    plan.edits = [DeclaredEdit("../../etc/passwd.py", "declare-interface", "")]
     assert "do not declare the interface" in str(smoke.target_of(plan))
-    plan.edits = [declare, {"path": "vllm/other.py", "kind": "declare-interface"}]
+    plan.edits = [declare, DeclaredEdit("vllm/other.py", "declare-interface", "")]
     assert "do not declare the interface" in str(smoke.target_of(plan))
     plan.edits = [test_edit]
     assert "do not declare the interface" in str(smoke.target_of(plan))

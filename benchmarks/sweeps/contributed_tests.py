@@ -57,7 +57,7 @@ def main() -> None:
     env = vllm_env(str(first.vllm_version))
     args.out.mkdir(parents=True, exist_ok=True)
     forward_tests = [
-        node for p in plans for node in p.plan.tests["cpu"] if "tests/model_executor/" in node
+        node for p in plans for node in p.plan.tests.cpu if "tests/model_executor/" in node
     ]
     with (
         scratch_worktree(Path(str(first.repo_path)), str(first.base_commit)) as tree,
@@ -91,12 +91,12 @@ def main() -> None:
             _apply(tree, patch, "vllm/*")
         run("after")
         patched = {
-            loaded.plan.class_name: (tree / loaded.plan.finding["path"]).read_text(encoding="utf-8")
+            loaded.plan.class_name: (tree / loaded.plan.finding.path).read_text(encoding="utf-8")
             for loaded in plans
         }
         for loaded in plans:
             if loaded.plan.class_name in args.sabotage.split(","):
-                path = tree / loaded.plan.finding["path"]
+                path = tree / loaded.plan.finding.path
                 text = path.read_text(encoding="utf-8")
                 if loaded.plan.recipe == "eagle3-wrapper":
                     changed = _sabotage_wrapper(text, loaded.patch)
@@ -112,7 +112,7 @@ def main() -> None:
         run("sabotaged")
         misplaced = [p for p in plans if p.plan.class_name in args.misplace.split(",")]
         for loaded in misplaced:
-            path = tree / loaded.plan.finding["path"]
+            path = tree / loaded.plan.finding.path
             path.write_text(_into_first_branch(patched[loaded.plan.class_name]), encoding="utf-8")
             print(f"misplaced {loaded.plan.class_name}", flush=True)
         if misplaced:

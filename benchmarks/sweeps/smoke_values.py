@@ -40,7 +40,8 @@ def sweep_class(release: str, cls: str, work: Path) -> tuple[str, str]:
     if bot_main([*argv, "--out", str(plan_dir)]) != 0:
         return "no plan", "-"
     finding = read_plan_dir(plan_dir).plan.finding
-    module, path = str(finding["module"]), str(finding["path"])
+    assert finding is not None
+    module, path = finding.module, finding.path
     target = smoke.SmokeTarget(module, cls)
     env = vllm_env(release)
     head = git.Repo(tree_repo).head.commit.hexsha

@@ -33,12 +33,12 @@ from bot.propose.proposal import (
     check_rescan,
     plan_reason,
     render_markdown,
-    resolved_keys,
     writeup_context,
 )
 from bot.publish.published import PublishedPull
 from bot.publish.writeup import RECIPE_SECTIONS, render_sections
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
+from bot.recipes.base import DeclaredEdit, FixTests
 from bot.recipes.grouping import FindingGroup
 from bot.scan.findings import ScanResult, scan
 from bot.tree.version import tree_version
@@ -66,7 +66,7 @@ class GroupProposal:
 @dataclass(frozen=True)
 class _Applied:
     fix: FixPlan
-    edits: tuple[dict[str, Any], ...]
+    edits: tuple[DeclaredEdit, ...]
     patch: str
 
 
@@ -195,11 +195,9 @@ def _apply_members(
                 continue
             paths = list(dict.fromkeys(edit.path for edit in changed))
             patch = _diff_and_stage(tree, paths)
-            applied.append(_Applied(fix, tuple(e.to_json() for e in changed), patch))
+            applied.append(_Applied(fix, tuple(e.declared() for e in changed), patch))
         check_rescan(scan(tree).findings, [a.fix for a in applied], scanned)
-        total = diff_worktree(
-            tree, list(dict.fromkeys(e["path"] for a in applied for e in a.edits))
-        )
+        total = diff_worktree(tree, list(dict.fromkeys(e.path for a in applied for e in a.edits)))
     return applied, refused, total
 
 
@@ -233,16 +231,16 @@ def _member(applied: _Applied, base_commit: str, issues: list[int]) -> plans.Mem
         recipe=fix.recipe,
         fingerprint=_fingerprint(fix, base_commit),
         variant=fix.variant,
-        finding=fix.finding.to_json(),
-        registry_entry=entry.to_json() if entry else None,
-        tests=fix.tests.to_json(),
-        edits=list(applied.edits),
-        issues=issues,
+        finding=fix.finding,
+        registry_entry=entry,
+        tests=fix.tests,
+        edits=applied.edits,
+        issues=tuple(issues),
         title=fix.commit_title,
         reason=plan_reason(fix),
         issue_comment=fix.issue_comment,
         patch=applied.patch,
-        resolves=resolved_keys(fix),
+        resolves=tuple(f.ref for f in fix.resolves),
     )
 
 
@@ -261,18 +259,18 @@ def _group_plan(
     issues = sorted({n for m in members for n in m.issues})
     rendered = []
     for a, member in zip(applied, members, strict=True):
-        context = writeup_context(a.fix, member.fingerprint, list(a.edits), None)
+        context = writeup_context(a.fix, member.fingerprint, a.edits, None)
         rendered.append(
             {
                 "cls": member.class_name,
                 "recipe": member.recipe,
                 "archs": list(a.fix.finding.architectures),
-                "issues": member.issues,
+                "issues": list(member.issues),
                 "sections": render_sections(context, a.fix.writeup.sections),
             }
         )
-    gpu = [n for m in members for n in m.tests.get("gpu", [])]
-    cpu = list(dict.fromkeys(n for m in members for n in m.tests.get("cpu", [])))
+    gpu = [n for m in members for n in m.tests.gpu]
+    cpu = list(dict.fromkeys(n for m in members for n in m.tests.cpu))
     edits = [e for m in members for e in m.edits]
     context = {
         "group": name,
@@ -283,7 +281,7 @@ def _group_plan(
         "recipe": ", ".join(dict.fromkeys(m.recipe for m in members)),
         "fingerprint": fingerprint,
         "member_fingerprints": fingerprints,
-        "edits": edits,
+        "edits": [e.to_json() for e in edits],
         "entry": None,
         "entry_why": "none of the members has a registry entry for the GPU test",
         "gpu_tests": gpu,
@@ -293,7 +291,7 @@ def _group_plan(
         status=plans.READY,
         reason=(f"{len(members)} model classes share one fix ({name}); each has its own commit"),
         edits=edits,
-        tests={"gpu": gpu, "cpu": cpu},
+        tests=FixTests(gpu=tuple(gpu), cpu=tuple(cpu)),
         branch=identity.group_branch_name(name, fingerprints),
         fingerprint=fingerprint,
         title=title,

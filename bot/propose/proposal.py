@@ -34,13 +34,13 @@ from bot.publish.contrib_rules import rules_of_tree
 from bot.publish.contribution import contribution_context, render_blocks
 from bot.publish.writeup import render_pr
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
-from bot.recipes.base import FileEdit
+from bot.recipes.base import DeclaredEdit, FileEdit
 from bot.scan import rescan
 from bot.scan.findings import ScanResult, scan
 from bot.tree.index import MODEL_PACKAGES
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
-from bot.triage.issue import ASK, SILENT, Triage
+from bot.triage_outcome import ASK, SILENT, Triage
 
 # What proposing reads and edits: the model packages (scanned again after the edit), the
 # package marker, and the tests it extends. Files at the top (ruff's settings) come along.
@@ -125,7 +125,7 @@ def check_rescan(
 
 
 def writeup_context(
-    fix: FixPlan, fingerprint: str, edits: list[dict[str, Any]], issue_number: int | None
+    fix: FixPlan, fingerprint: str, edits: Sequence[DeclaredEdit], issue_number: int | None
 ) -> dict[str, Any]:
     """What one fix's write-up templates read: the recipe's own values and the generic ones."""
     finding, entry = fix.finding, fix.registry.entry
@@ -137,7 +137,7 @@ def writeup_context(
         "issue_number": issue_number,
         "recipe": fix.recipe,
         "fingerprint": fingerprint,
-        "edits": edits,
+        "edits": [edit.to_json() for edit in edits],
         "entry": entry.to_json() if entry else None,
         "entry_why": fix.registry.why_none,
         "gpu_tests": list(fix.tests.gpu),
@@ -165,7 +165,7 @@ def proposal_for(
         "upstream": upstream,
         "issue_number": issue_number,
         "issue_title": _issue_title(issue),
-        "triage": triage.to_dict() if triage else None,
+        "triage": triage,
     }
     if triage is not None and triage.outcome == SILENT:
         # Not ours (or closed): a record of the triage, nothing that would be posted.
@@ -247,22 +247,23 @@ def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
     fingerprint = identity.fingerprint(
         fix.recipe, finding.class_name, fix.variant, common["base_commit"]
     )
-    edits = [edit.to_json() for edit in applied.edits]
+    edits = [edit.declared() for edit in applied.edits]
     context = writeup_context(fix, fingerprint, edits, common["issue_number"])
     plan = plans.Plan(
         status=plans.READY,
         reason=plan_reason(fix),
         recipe=fix.recipe,
         class_name=finding.class_name,
-        finding=finding.to_json(),
+        variant=fix.variant,
+        finding=finding,
         edits=edits,
-        registry_entry=entry.to_json() if entry else None,
-        tests=fix.tests.to_json(),
+        registry_entry=entry,
+        tests=fix.tests,
         branch=branch_name(fix.recipe, finding.class_name, fix.variant),
         fingerprint=fingerprint,
         title=fix.commit_title,
         issue_comment=fix.issue_comment,
-        resolves=resolved_keys(fix),
+        resolves=[f.ref for f in fix.resolves],
         **common,
     )
     pr_markdown = render_markdown(
@@ -287,11 +288,6 @@ def render_markdown(
         plan=plan, patch=patch, rules=rules, search=None, submitter=None, review=None, trailer=None
     )
     return render_pr(title, context, sections, rules.template_style, render_blocks(preview))
-
-
-def resolved_keys(fix: FixPlan) -> list[dict[str, str]]:
-    """What the plan records of the findings ``fix`` resolves: verify's re-scan checks them."""
-    return [rescan.key_json(f.key) for f in fix.resolves]
 
 
 def plan_reason(fix: FixPlan) -> str:

@@ -125,20 +125,19 @@ def check_identity(plan: Plan) -> None:
     """Branch and fingerprint are re-derived from the recipe, the class, its platform variant
     and the base commit, as propose makes them: a plan cannot push to, or adopt the PR of,
     another fix's branch."""
-    from bot.recipes.base import Finding, platform_variant
-
-    finding = Finding.from_json(plan.finding or {}, "the plan's finding")
-    recipe, class_name = str(plan.recipe), str(plan.class_name)
-    for variant in dict.fromkeys((None, platform_variant(finding))):
-        if (plan.branch, plan.fingerprint) == (
-            branch_name(recipe, class_name, variant),
-            fingerprint(recipe, class_name, variant, plan.base_commit or ""),
-        ):
-            return
-    raise BotError(
-        "the plan's branch or fingerprint is not the one its recipe, class and base commit "
-        "give; refusing to publish it"
-    )
+    member = plan.single_member()
+    if member is None:
+        raise BotError("the plan names no recipe, class or finding; refusing to publish it")
+    _check_variant(member, "the plan's")
+    recipe, class_name, variant = member.recipe, member.class_name, member.variant
+    if (plan.branch, plan.fingerprint) != (
+        branch_name(recipe, class_name, variant),
+        fingerprint(recipe, class_name, variant, plan.base_commit or ""),
+    ):
+        raise BotError(
+            "the plan's branch or fingerprint is not the one its recipe, class and base commit "
+            "give; refusing to publish it"
+        )
 
 
 def check_group(plan: Plan) -> None:
@@ -176,16 +175,13 @@ def check_group(plan: Plan) -> None:
 
 def check_member(member: Member, base_commit: str) -> None:
     """One group member: the fields its commit and its checks read."""
-    from bot.recipes.base import Finding, platform_variant
-
     if not _RECIPE.match(member.recipe):
         raise BotError("a member's recipe is not a recipe name")
     identifier(member.class_name, "a member's class_name")
-    finding = Finding.from_json(member.finding, f"{member.class_name}: the member's finding")
+    finding = member.finding
     if finding.class_name != member.class_name or finding.recipe != member.recipe:
         raise BotError(f"{member.class_name}: the member's finding is for another class")
-    if member.variant not in (None, platform_variant(finding)):
-        raise BotError(f"{member.class_name}: the member's platform variant is not its file's")
+    _check_variant(member, "the member's")
     if member.fingerprint != fingerprint(
         member.recipe, member.class_name, member.variant, base_commit
     ):
@@ -196,6 +192,15 @@ def check_member(member: Member, base_commit: str) -> None:
         raise BotError(f"{member.class_name}: a group member has no commit (empty patch)")
     if any(isinstance(n, bool) or not 0 < n < 10**9 for n in member.issues):
         raise BotError(f"{member.class_name}: the member's issues are not issue numbers")
+
+
+def _check_variant(member: Member, whose: str) -> None:
+    """The member's platform variant is its finding's file's (or none: a fix for every
+    variant)."""
+    from bot.recipes.base import platform_variant
+
+    if member.variant not in (None, platform_variant(member.finding)):
+        raise BotError(f"{member.class_name}: {whose} platform variant is not its file's")
 
 
 def check_pr_body(planned: PlanDir) -> None:
@@ -342,7 +347,10 @@ def check_confined(planned: PlanDir, changes: list[FileChange]) -> None:
     A group plan is checked commit by commit (:func:`check_member_confined`), not here."""
     if planned.plan.is_group:
         raise BotError("a group plan is checked member by member; refusing it as one change")
-    check_member_confined(planned.plan.single_member(), changes)
+    member = planned.plan.single_member()
+    if member is None:
+        raise BotError("the plan names no recipe, class or finding; refusing to publish it")
+    check_member_confined(member, changes)
 
 
 def check_member_confined(member: Member, changes: list[FileChange]) -> None:
@@ -351,8 +359,8 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
     rules = _publish_rules(member.recipe)
     declared: dict[str, str] = {}
     for edit in member.edits:
-        path, kind = edit.get("path"), edit.get("kind")
-        if not isinstance(path, str) or kind not in rules or path in declared:
+        path, kind = edit.path, edit.kind
+        if kind not in rules or path in declared:
             raise BotError(f"the plan declares an edit publish cannot check: {path!r} ({kind!r})")
         declared[path] = kind
     changed = {c.path for c in changes}
@@ -363,8 +371,8 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
     if missing:
         raise BotError(f"the plan declares an edit of {missing[0]} the patch does not make")
     class_name = identifier(member.class_name, "class_name")
-    finding = member.finding if isinstance(member.finding, dict) else {}
-    if finding.get("class") != class_name:
+    finding = member.finding
+    if finding.class_name != class_name:
         raise BotError("the plan's class_name is not its finding's class; refusing to publish")
     for change in changes:
         kind = declared[change.path]

@@ -209,7 +209,7 @@ def recorded_tests(plan: Plan) -> list[TestRecord]:
     for check in verification.checks:
         name = check.name
         if name == "cpu-tests":
-            nodes = " ".join(f"'{n}'" for n in plan.tests.get("cpu", []))
+            nodes = " ".join(f"'{n}'" for n in plan.tests.cpu)
             command = f"pytest -v {nodes} (without the fix, then with it)"
         else:
             command = _CHECK_COMMANDS.get(name, name)
@@ -217,7 +217,7 @@ def recorded_tests(plan: Plan) -> list[TestRecord]:
         records.append(TestRecord(command, outcome, check.detail))
     gpu = verification.gpu
     if gpu is not None and gpu.mode in ("local", "dispatch"):
-        nodes = " ".join(f"'{n}'" for n in plan.tests.get("gpu", []))
+        nodes = " ".join(f"'{n}'" for n in plan.tests.gpu)
         conclusion = gpu.conclusion or "unknown"
         outcome = "passed" if conclusion == "success" else conclusion.replace("_", " ")
         records.append(TestRecord(f"pytest -v {nodes} (GPU, {gpu.mode})", outcome, ""))
@@ -327,7 +327,7 @@ def template_boxes(
         elif low.startswith("the purpose of the pr"):
             ok, why = True, "Purpose"
         elif low.startswith("the test plan"):
-            ok, why = bool(plan.tests.get("cpu") or plan.tests.get("gpu")), "Test Plan"
+            ok, why = bool(plan.tests.cpu or plan.tests.gpu), "Test Plan"
         elif low.startswith("the test results"):
             ok, why = ran, "Test Result, from `bot verify`'s records"
         else:

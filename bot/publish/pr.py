@@ -681,7 +681,7 @@ def _claimable(verification: Verification, verified: bool) -> Verification:
 
 def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:
     """What a GPU run must have tested, from the pushed commit and the checked edits."""
-    registry = next((e.get("path") for e in plan.edits if e.get("kind") == "registry-entry"), None)
+    registry = next((e.path for e in plan.edits if e.kind == "registry-entry"), None)
     with Repo(work_dir) as repo:
         head = repo.commit(commit.sha)
         parent = head.parents[0].hexsha if head.parents else ""

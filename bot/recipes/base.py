@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from bot.errors import BotError
-from bot.jsonio import has_type, type_name
+from bot.jsonio import JSON_KEY, JsonRecord, has_type, type_name
 from bot.recipes.evidence import Evidence
 from bot.tree.index import ClassIndex
 from bot.tree.model_registry import ModelRegistry
@@ -42,27 +42,29 @@ E = TypeVar("E", bound=Evidence)
 
 
 @dataclass(frozen=True)
-class Finding:
+class FindingRef(JsonRecord):
+    """What identifies a finding across scans (its summary may change, this does not): what
+    plan.json records of the findings a fix resolves, which verify's re-scan checks."""
+
     recipe: str
-    class_name: str
+    class_name: str = field(metadata={JSON_KEY: "class"})
+    path: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.recipe, self.class_name, self.path)
+
+
+@dataclass(frozen=True)
+class Finding(JsonRecord):
+    recipe: str
+    class_name: str = field(metadata={JSON_KEY: "class"})
     module: str
     path: str  # relative to the tree root
     line: int
     architectures: tuple[str, ...]
     evidence: Evidence  # its recipe's own record (Recipe.evidence_type)
     summary: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "recipe": self.recipe,
-            "class": self.class_name,
-            "module": self.module,
-            "path": self.path,
-            "line": self.line,
-            "architectures": list(self.architectures),
-            "evidence": self.evidence.to_json(),
-            "summary": self.summary,
-        }
 
     @classmethod
     def from_json(cls, data: object, where: str = "finding") -> Finding:
@@ -103,6 +105,10 @@ class Finding:
     def key(self) -> tuple[str, str, str]:
         """What identifies a finding across scans: its summary may change, this does not."""
         return (self.recipe, self.class_name, self.path)
+
+    @property
+    def ref(self) -> FindingRef:
+        return FindingRef(self.recipe, self.class_name, self.path)
 
 
 def _field(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
@@ -172,19 +178,26 @@ class FileEdit:
             source = codemod.apply(source)
         return source
 
-    def to_json(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "description": self.description}
+    def declared(self) -> DeclaredEdit:
+        return DeclaredEdit(self.path, self.kind, self.description)
 
 
 @dataclass(frozen=True)
-class FixTests:
+class DeclaredEdit(JsonRecord):
+    """What plan.json says of one applied :class:`FileEdit`: the file, its kind (publish checks
+    the change by its recipe's rule for that kind) and the change list's words."""
+
+    path: str
+    kind: str
+    description: str
+
+
+@dataclass(frozen=True)
+class FixTests(JsonRecord):
     """pytest node ids of the tree: CPU ones run by ``bot verify``, GPU ones on the runner."""
 
-    cpu: tuple[str, ...] = ()
     gpu: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, list[str]]:
-        return {"gpu": list(self.gpu), "cpu": list(self.cpu)}
+    cpu: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -357,8 +370,8 @@ class PublishedEdit:
     it: the text at the base commit, the text after the patch, and what the plan says about it.
 
     ``kind`` and ``class_name`` are the plan's (``class_name`` is a validated identifier, nothing
-    more); ``finding`` is plan.json's finding, untrusted data: a rule that relies on one of its
-    fields checks it against the base text.
+    more); ``finding`` is plan.json's finding, a well-formed record of untrusted content: a
+    rule that relies on one of its fields checks it against the base text.
     """
 
     path: str
@@ -366,7 +379,7 @@ class PublishedEdit:
     before: str
     after: str
     class_name: str
-    finding: Mapping[str, Any]
+    finding: Finding
     # The base commit's whole tree, for a rule that re-derives more than this file tells it.
     base: BaseTree | None = None
 

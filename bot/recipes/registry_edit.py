@@ -4,14 +4,12 @@ publish-time twin: the entry the patch adds must be the one re-derived on the ba
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
-from typing import Any
 
 from bot.codemods.base import CodemodRefused
 from bot.codemods.registry_entry import insert_registry_entry
 from bot.codemods.spans import TopLevel
 from bot.drafts import DraftCatalogue, load_catalogue
-from bot.recipes.base import FileEdit, step
+from bot.recipes.base import FileEdit, Finding, step
 from bot.recipes.publish_rules import dump
 from bot.recipes.registry_plan import (
     DICT_NAME,
@@ -46,7 +44,7 @@ def registry_entry_edit(entry: RegistryEntryPlan) -> FileEdit:
 
 
 def check_derived_entry(
-    before: str, after: str, key: str, call: ast.Call, finding: Mapping[str, Any], class_name: str
+    before: str, after: str, key: str, call: ast.Call, finding: Finding, class_name: str
 ) -> None:
     """Refuse unless the entry ``key: call`` that the patch adds is exactly the one
     :func:`registry_entry_for` derives on the base text (the tree's sibling entries and the
@@ -56,7 +54,7 @@ def check_derived_entry(
     draft_id = named[1] if isinstance(named, tuple) else None
     if not isinstance(draft_id, str):
         raise CodemodRefused("the new registry entry names no speculative_model draft")
-    archs = {class_name, *_architectures(finding)}
+    archs = {class_name, *finding.architectures}
     catalogue = load_catalogue()
     reviewed = catalogue.reviewed()
     drafts = [
@@ -78,11 +76,6 @@ def check_derived_entry(
             return
         problems.append(problem)
     raise CodemodRefused(problems[0])
-
-
-def _architectures(finding: Mapping[str, Any]) -> list[str]:
-    listed = finding.get("architectures")
-    return [a for a in listed if isinstance(a, str)] if isinstance(listed, list) else []
 
 
 def _no_reviewed_draft(draft_id: str, catalogue: DraftCatalogue, archs: set[str]) -> str:

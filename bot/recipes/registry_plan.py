@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.drafts import DraftCatalogue, DraftEntry
+from bot.errors import BotError
+from bot.jsonio import JsonRecord
 from bot.tree.known_models import (
     TEST_REGISTRY_PATH,
     ExampleEntry,
@@ -46,11 +48,13 @@ _GPU_TEST = "tests/models/test_initialization.py::test_can_initialize_large_subs
 
 
 @dataclass(frozen=True)
-class RegistryEntryPlan:
+class RegistryEntryPlan(JsonRecord):
+    """The entry, as propose plans it and plan.json records it (``registry_entry``)."""
+
     key: str
     section: str
-    args: list[Any]
-    kwargs: list[tuple[str, Any]]
+    args: tuple[Any, ...]
+    kwargs: tuple[tuple[str, Any], ...]
     draft: DraftEntry
     sibling: str | None
     why: str
@@ -60,18 +64,24 @@ class RegistryEntryPlan:
         return gpu_test_for(self.key)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "file": REGISTRY_FILE,
-            "dict": DICT_NAME,
-            "key": self.key,
-            "section": self.section,
-            "args": self.args,
-            "kwargs": [[k, v] for k, v in self.kwargs],
-            "draft": self.draft.to_dict(),
-            "sibling": self.sibling,
-            "why": self.why,
-            "gpu_test": self.gpu_test,
-        }
+        """Its fields, with the file, the dict and the GPU test they give (for a reader)."""
+        derived = {"file": REGISTRY_FILE, "dict": DICT_NAME, "gpu_test": self.gpu_test}
+        return {**super().to_json(), **derived}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> RegistryEntryPlan:
+        """The record ``to_json`` wrote; the derived keys must be what its fields give."""
+        if not isinstance(data, dict):
+            raise BotError(f"{where} must be an object")
+        fields = {k: v for k, v in data.items() if k not in _DERIVED}
+        entry = super().from_json(fields, where)
+        for key, value in entry.to_json().items():
+            if key in _DERIVED and data.get(key) != value:
+                raise BotError(f"{where}: `{key}` is not the one its key gives")
+        return entry
+
+
+_DERIVED = frozenset({"file", "dict", "gpu_test"})
 
 
 def gpu_test_for(key: str) -> str:
@@ -131,8 +141,8 @@ def registry_entry_for(
         RegistryEntryPlan(
             key=key,
             section=section,
-            args=[target],
-            kwargs=kwargs,
+            args=(target,),
+            kwargs=tuple(kwargs),
             draft=draft,
             sibling=sibling.arch if sibling else None,
             why=why,

@@ -11,22 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bot.recipes.base import Finding, follows_from
 
 FindingKey = tuple[str, str, str]  # recipe, class, path: what identifies a finding across scans
-
-
-def finding_key(finding: dict[str, Any]) -> FindingKey:
-    """The key of a finding as plan.json records it (``recipe``, ``class``, ``path``)."""
-    return (str(finding.get("recipe")), str(finding.get("class")), str(finding.get("path")))
-
-
-def key_json(key: FindingKey) -> dict[str, str]:
-    """A key as plan.json records it: the inverse of :func:`finding_key`."""
-    recipe, class_name, path = key
-    return {"recipe": recipe, "class": class_name, "path": path}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any
 from bot.drafts import load_catalogue
 from bot.errors import BotError
 from bot.github.issues import read_issue_file
-from bot.triage.issue import Triage, triage_issue
+from bot.triage.issue import triage_issue
+from bot.triage_outcome import Triage
 
 MAX_FILES = 5000
 
@@ -32,7 +33,7 @@ class FileTriage:
             "file": str(self.path),
             "number": number if isinstance(number, int) else None,
             "state": self.issue.get("state") if isinstance(self.issue.get("state"), str) else None,
-            **self.triage.to_dict(),
+            **self.triage.to_json(),
         }
 
 

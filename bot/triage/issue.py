@@ -9,9 +9,8 @@ taken from the issue can carry markup, shell syntax or template code onwards.
 from __future__ import annotations
 
 import bisect
-import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,13 +34,11 @@ from bot.triage.text import (
     url_repo_ids,
 )
 from bot.triage.tree import broken_claim, config_model_types, draft_archs
+from bot.triage_outcome import ASK, PROPOSE, SILENT, THRESHOLD, Triage
 
 if TYPE_CHECKING:
     from bot.recipes.base import ScanContext
 
-THRESHOLD = 0.7
-PROPOSE, ASK, SILENT = "propose", "ask", "silent"
-OUTCOMES = (PROPOSE, ASK, SILENT)
 MAX_PART_CHARS = 64 * 1024
 MAX_COMMENTS = 50
 
@@ -133,38 +130,6 @@ _SIZE_TOKEN = re.compile(r"^(?:\d+(?:\.\d+)?[bmk]|a\d+(?:\.\d+)?b|e\d+b|\d+x\d+b
 _MINOR_VERSION = re.compile(r"^([a-z]*\d+)\.\d+$")  # `3.2`, `v2.5`, `qwen3.5`
 _SPLIT = re.compile(r"[-_ ]+")
 _QUANT_TOKEN = re.compile(r"^(?:q\d(?:k)?|iq\d|w\d+a\d+|g\d+|int\d+|e4m3|mxfp\d|fp\d+|\d+bit)$")
-
-
-@dataclass(frozen=True)
-class Triage:
-    architecture: str | None
-    method: str | None  # "eagle3" | "dflash" | "dspark" | None
-    model_mentions: tuple[str, ...]
-    draft: str | None
-    confidence: float
-    reasons: tuple[str, ...]
-    signature: dict[str, Any] | None
-    missing: tuple[str, ...]
-    crash_site: str | None = None  # "path:line" of the raise that matches the issue's error
-    alternatives: tuple[str, ...] = ()
-    # propose (ours and clear) | ask (ours, ambiguous: ``missing`` is the one question) |
-    # silent (not ours, or a closed issue: nothing is posted, the triage is only recorded)
-    outcome: str = SILENT
-    architectures: tuple[str, ...] = ()  # every class the plan covers, primary first
-
-    @property
-    def confident(self) -> bool:
-        return self.confidence >= THRESHOLD
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in ("model_mentions", "reasons", "missing", "alternatives", "architectures"):
-            data[key] = list(data[key])
-        data["confident"] = self.confident
-        return data
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True, ensure_ascii=True)
 
 
 @dataclass

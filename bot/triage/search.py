@@ -92,7 +92,8 @@ def demand(
     """Triage each issue: the class it clearly names (the ``propose`` outcome), or none (a
     question or an unrelated issue is no demand)."""
     from bot.drafts import load_catalogue
-    from bot.triage.issue import PROPOSE, triage_issue
+    from bot.triage.issue import triage_issue
+    from bot.triage_outcome import PROPOSE
 
     catalogue = load_catalogue()
     named = []

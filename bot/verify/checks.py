@@ -9,12 +9,11 @@ import sys
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from bot.plan import Plan
-from bot.recipes.base import Finding
+from bot.recipes.base import Finding, FindingRef
 from bot.scan import rescan
-from bot.scan.rescan import FindingKey, finding_key
+from bot.scan.rescan import FindingKey
 from bot.subprocess_env import minimal_env
 from bot.verify.check import Check
 from bot.verify.junit import TestRun
@@ -25,9 +24,9 @@ def resolved_by(plan: Plan) -> list[FindingKey]:
     written before plans recorded them: for a set of targets sharing a decoder, the set's)."""
     keys: list[FindingKey] = []
     for owner in plan.members if plan.is_group else [plan]:
-        recorded = [finding_key(r) for r in owner.resolves]
-        own = [finding_key(owner.finding)] if owner.finding else []
-        keys += own + (recorded or [finding_key(f) for f in fixed_together(owner.finding)])
+        recorded = [r.key for r in owner.resolves]
+        own = [owner.finding.key] if owner.finding else []
+        keys += own + (recorded or [r.key for r in fixed_together(owner.finding)])
     return list(dict.fromkeys(keys))
 
 
@@ -55,16 +54,13 @@ def rescan_check(
     return Check("rescan", True, f"{fixed}{found.left} findings left, none new")
 
 
-def fixed_together(finding: dict[str, Any] | None) -> list[dict[str, Any]]:
+def fixed_together(finding: Finding | None) -> list[FindingRef]:
     """The findings a plan for a set of targets sharing a decoder must make disappear (every
     member's, the plan's own among them); empty for any other plan."""
-    if not finding:
+    shared = finding.evidence.fixed_with() if finding else None
+    if finding is None or shared is None:
         return []
-    shared = Finding.from_json(finding, "plan.json: `finding`").evidence.fixed_with()
-    if shared is None:
-        return []
-    recipe = finding["recipe"]
-    return [{"recipe": recipe, "class": n, "path": p} for n, p in shared.members()]
+    return [FindingRef(finding.recipe, n, p) for n, p in shared.members()]
 
 
 def compile_check(tree: Path, files: list[str]) -> Check:

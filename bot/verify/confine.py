@@ -10,14 +10,15 @@ checked statically only (apply, rescan, compile, ruff) and nothing from it is ex
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from bot.base_tree import CheckedOutTree
 from bot.errors import BotError
 from bot.github.gitrepo import Repo
 from bot.plan import Member, PlanDir
 from bot.publish.checks import FileChange, check_confined, check_member_confined
+from bot.recipes.base import DeclaredEdit
 from bot.verify import scratch
 from bot.verify.checks import Check
 
@@ -74,16 +75,12 @@ def _member_created(member: Member) -> set[str]:
     return _created_by(member.recipe, member.edits)
 
 
-def _created_by(recipe_name: str | None, edits: list[dict[str, Any]]) -> set[str]:
+def _created_by(recipe_name: str | None, edits: Sequence[DeclaredEdit]) -> set[str]:
     from bot.recipes import fixes, recipe_named
 
     recipe = recipe_named(recipe_name) if recipe_name else None
     rules = recipe.publish_rules if recipe is not None and fixes(recipe) else {}
-    return {
-        str(edit.get("path"))
-        for edit in edits
-        if getattr(rules.get(edit.get("kind")), "creates_file", False)
-    }
+    return {edit.path for edit in edits if getattr(rules.get(edit.kind), "creates_file", False)}
 
 
 def _created_modes(tree: Path, patch_file: Path) -> dict[str, str]:

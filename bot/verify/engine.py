@@ -26,7 +26,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.errors import BotError
 from bot.subprocess_env import run_upstream_code
@@ -36,6 +36,9 @@ from bot.verify.engine_env import Engine
 from bot.verify.junit import excerpt
 from bot.verify.smoke import HARNESS_DIR, SmokeTarget
 from bot.verify.smoke_target import module_of
+
+if TYPE_CHECKING:
+    from bot.recipes.registry_plan import RegistryEntryPlan
 
 HARNESS = HARNESS_DIR / "bot_engine.py"
 METHODS = ("eagle3", "dflash")
@@ -381,16 +384,14 @@ def checkpoints_check(
     return Check("engine", True, f"{target}: " + "; ".join(said), log, record)
 
 
-def engine_checkpoints_of(registry_entry: dict[str, Any] | None) -> str:
+def engine_checkpoints_of(registry_entry: RegistryEntryPlan | None) -> str:
     """``"<target> <method>=<draft>"`` from a plan's registry entry (for the GPU runner's
     engine check), or "" when the plan adds none."""
-    if not isinstance(registry_entry, dict):
+    if registry_entry is None:
         return ""
-    args = registry_entry.get("args") or []
-    kwargs = dict((k, v) for k, v in (registry_entry.get("kwargs") or []) if isinstance(k, str))
+    args, kwargs = registry_entry.args, dict(registry_entry.kwargs)
     target, draft = (args[0] if args else None), kwargs.get("speculative_model")
-    draft_info = registry_entry.get("draft") or {}
-    method = str(draft_info.get("method") or "eagle3").lower().replace("-", "")
+    method = (registry_entry.draft.method or "eagle3").lower().replace("-", "")
     if method not in METHODS or not all(
         isinstance(x, str) and _CHECKPOINT.match(x) for x in (target, draft)
     ):

@@ -14,7 +14,6 @@ from typing import Any
 from bot.config import github_settings
 from bot.content_hash import patch_hash
 from bot.errors import BotError
-from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
 from bot.recipes.base import Finding
 from bot.redact import redact
@@ -101,8 +100,8 @@ def _load(plan_dir: Path, options: VerifyOptions) -> tuple[PlanDir, list[str]]:
         raise BotError(f"the plan's status is {plan.status!r}: there is nothing to verify")
     if not loaded.patch.strip():
         raise BotError("the plan has an empty patch.diff: there is nothing to verify")
-    gpu_tests = validate_node_ids(list(plan.tests.get("gpu", [])))
-    validate_node_ids(list(plan.tests.get("cpu", [])))
+    gpu_tests = validate_node_ids(list(plan.tests.gpu))
+    validate_node_ids(list(plan.tests.cpu))
     if options.reuse_local and options.gpu == "local":
         raise BotError("--reuse-local runs nothing here: use it with --gpu dispatch or skip")
     return loaded, gpu_tests
@@ -342,9 +341,8 @@ def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str
 def _record(plan_dir: Path, loaded: PlanDir, verification: Verification, journal: bool) -> None:
     plan = loaded.plan
     plan.verification = verification
-    update_plan(plan_dir, plan)
     markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
-    write_atomic(plan_dir / "pr.md", markdown)
+    update_plan(plan_dir, plan, pr_markdown=markdown)
     if journal:
         from bot.pipeline import record_verification
 

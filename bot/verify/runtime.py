@@ -59,7 +59,7 @@ class RuntimeStage:
         cls, plan: Plan, enabled: bool = True, why_off: str | None = None, with_engine: bool = True
     ) -> RuntimeStage:
         """The environment for the plan's release (built now if missing), or why there is none."""
-        cpu_tests = list(plan.tests.get("cpu", []))
+        cpu_tests = list(plan.tests.cpu)
         if not enabled:
             why = why_off or "the runtime checks were turned off"
             return cls(plan, None, why, cpu_tests, engine_case=why)

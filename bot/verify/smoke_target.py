@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from bot.plan import Plan
-from bot.recipes.base import Finding
 
 if TYPE_CHECKING:
     from bot.recipes.base import SmokeBuild
@@ -56,14 +55,10 @@ def target_of(plan: Plan) -> SmokeTarget | str:
     class_name = plan.class_name
     if not (isinstance(class_name, str) and class_name.isidentifier()):
         return "the plan names no class"
-    kinds = {edit.get("kind") for edit in plan.edits if isinstance(edit, dict)}
+    kinds = {edit.kind for edit in plan.edits}
     shared = build.set_declaring
     declaring = {shared} if shared is not None and shared in kinds else build.declaring
-    paths = {
-        edit.get("path")
-        for edit in plan.edits
-        if isinstance(edit, dict) and edit.get("kind") in declaring
-    }
+    paths = {edit.path for edit in plan.edits if edit.kind in declaring}
     where = paths.pop() if len(paths) == 1 else None
     if not (isinstance(where, str) and where.startswith("vllm/") and where.endswith(".py")):
         return "the plan's edits do not declare the interface in one model file"
@@ -81,13 +76,8 @@ def set_targets_of(plan: Plan) -> list[SmokeTarget]:
     build = _smoke_build(plan)
     if not isinstance(primary, SmokeTarget) or build is None:
         return []
-    edited = {
-        edit.get("path")
-        for edit in plan.edits
-        if isinstance(edit, dict) and edit.get("kind") in build.set_kinds
-    }
-    finding = Finding.from_json(plan.finding, "plan.json: `finding`") if plan.finding else None
-    shared = finding.evidence.fixed_with() if finding else None
+    edited = {edit.path for edit in plan.edits if edit.kind in build.set_kinds}
+    shared = plan.finding.evidence.fixed_with() if plan.finding else None
     targets = []
     for name, path in shared.members() if shared else ():
         if name == primary.class_name or path not in edited or not name.isidentifier():

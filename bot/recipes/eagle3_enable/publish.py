@@ -14,7 +14,6 @@ contributed forward test is the one the recipe writes from the same scan, whole.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
@@ -23,7 +22,7 @@ from bot.codemods.bases import append_base_class
 from bot.codemods.nested_capture import add_capture
 from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
-from bot.recipes.base import Declined, Finding, PublishedEdit, PublishRule, ScanContext
+from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
 from bot.recipes.eagle3_enable.shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface.publish import (
@@ -109,8 +108,7 @@ def _capture(edit: PublishedEdit) -> Capture:
     finding only picks the target's file among same-named classes (platform variants)."""
     from bot.recipes.eagle3_enable.recipe import capture_of
 
-    path = edit.finding.get("path") if isinstance(edit.finding, Mapping) else None
-    found = capture_of(_base_scan(edit), edit.class_name, path if isinstance(path, str) else None)
+    found = capture_of(_base_scan(edit), edit.class_name, edit.finding.path)
     if found is None:
         raise CodemodRefused(f"{edit.class_name} is not a ready eagle3-enable target at the base")
     return found
@@ -173,9 +171,7 @@ def _shared(edit: PublishedEdit) -> SharedSet:
     """The set the plan's class leads, from a scan of the base tree (never from the plan)."""
     from bot.recipes.eagle3_enable.shared import shared_set_of
 
-    path = edit.finding.get("path") if isinstance(edit.finding, Mapping) else None
-    where = path if isinstance(path, str) else None
-    found = shared_set_of(_base_scan(edit), edit.class_name, where)
+    found = shared_set_of(_base_scan(edit), edit.class_name, edit.finding.path)
     if found is None or found.lead.ref.name != edit.class_name:
         raise CodemodRefused(
             f"{edit.class_name} does not lead a set of targets fixed together at the base"
@@ -226,8 +222,7 @@ def enable_regression_test(edit: PublishedEdit) -> None:
 def _is_shared(edit: PublishedEdit) -> bool:
     """Whether the plan says it fixes a set of targets sharing a decoder (which rule applies;
     the rule then derives the set itself from the base tree)."""
-    finding = Finding.from_json(dict(edit.finding), "the plan's finding")
-    return finding.evidence.fixed_with() is not None
+    return edit.finding.evidence.fixed_with() is not None
 
 
 def _shared_forward_test(edit: PublishedEdit) -> None:

@@ -99,8 +99,7 @@ def regression_test(edit: PublishedEdit) -> None:
 
 def _variant(edit: PublishedEdit) -> str | None:
     """The platform package of the finding's module (``amd``), from the plan's finding."""
-    module = edit.finding.get("module") if isinstance(edit.finding, dict) else None
-    parts = module.split(".") if isinstance(module, str) else []
+    parts = edit.finding.module.split(".")
     if len(parts) > 4 and parts[:2] == ["vllm", "models"] and parts[3] in PLATFORMS:
         return parts[3]
     return None
@@ -117,8 +116,7 @@ def _check_test_function(
     they carry) re-derived from the base file."""
     class_name = edit.class_name
     if variant is not None and function.name == variant_test_name(class_name, variant):
-        module = str(edit.finding.get("module"))
-        text = variant_test_source(module, class_name, variant)
+        text = variant_test_source(edit.finding.module, class_name, variant)
     elif function.name == advertises_test_name(class_name):
         text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
     elif any(_skipped_params(function)):

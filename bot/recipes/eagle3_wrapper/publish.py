@@ -12,8 +12,6 @@ re-derived whole from a scan of the base commit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from bot.codemods.base import CodemodRefused
 from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports
 from bot.recipes.base import Declined, Finding, PublishedEdit, PublishRule, ScanContext
@@ -106,11 +104,10 @@ def _base_finding(edit: PublishedEdit, scan: ScanContext) -> Finding:
     its file among same-named classes (platform variants)."""
     from bot.recipes.eagle3_wrapper.recipe import RECIPE
 
-    path = edit.finding.get("path") if isinstance(edit.finding, Mapping) else None
     found = [
         f
         for f in RECIPE.detect(scan)
-        if f.class_name == edit.class_name and (not isinstance(path, str) or f.path == path)
+        if f.class_name == edit.class_name and f.path == edit.finding.path
     ]
     if len(found) != 1:
         raise CodemodRefused(f"{edit.class_name} is not one eagle3-wrapper finding at the base")
