@@ -38,6 +38,7 @@ NOTHING_TO_FIX = "nothing-to-fix"  # already fixed, or not an issue of a known c
 NEEDS_INFO = "needs-info"  # triage lacked confidence; `questions` says what is missing
 NEEDS_HUMAN = "needs-human"  # a real gap the bot will not patch; `reason` lists the blockers
 PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO, NEEDS_HUMAN)
+MAX_ISSUE_NUMBER = 10**9  # far above any GitHub issue, far below what SQLite or a URL holds
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,17 @@ class Plan:
             # A single-class plan's member is always its own fields, whatever the file lists.
             member = plan.single_member() if plan.status == READY else None
             plan.members = [member] if member is not None and plan.fingerprint else []
+        _check_issue_numbers(plan)
         return plan
+
+
+def _check_issue_numbers(plan: Plan) -> None:
+    """Issue numbers reach GitHub (``Fixes #N``, the sticky comment) and the journal."""
+    if plan.issue_number is not None and not 0 < plan.issue_number < MAX_ISSUE_NUMBER:
+        raise BotError("plan.json: `issue_number` is not an issue number")
+    for index, member in enumerate(plan.members):
+        if any(not 0 < n < MAX_ISSUE_NUMBER for n in member.issues):
+            raise BotError(f"plan.json.members[{index}]: `issues` are not issue numbers")
 
 
 def _schema_2_variant(fingerprint: object) -> str | None:

@@ -95,6 +95,8 @@ def _plan_dir(tmp_path: Path) -> Path:
         ("edits", [["not", "an", "object"]]),
         ("issue_number", "33329"),
         ("issue_number", True),
+        ("issue_number", 10**30),
+        ("members", [{}]),
         ("tests", {"cpu": "tests/x.py"}),
         ("verification", ["passed"]),
         ("questions", [1, 2]),

@@ -6,11 +6,14 @@ import json
 
 import pytest
 
+from bot.drafts import DraftEntry
 from bot.errors import BotError
 from bot.github import identity
 from bot.plan import READY, Member, Plan
 from bot.recipes.base import DeclaredEdit, Finding, FixTests
+from bot.recipes.registry_plan import RegistryEntryPlan
 from bot.scan.findings import scan
+from bot.triage_outcome import Triage
 from tests.synthetic import make_tree
 from tests.test_verify_local import FOO_MODEL
 
@@ -132,6 +135,22 @@ def test_a_malformed_field_is_refused_on_reading(schema1_plan, field, value, err
         Plan.from_dict({**schema1_plan, field: value})
 
 
+@pytest.mark.parametrize("number", [0, -1, 10**9, 10**30])
+def test_an_issue_number_out_of_range_is_refused_on_reading(schema1_plan, finding, number):
+    with pytest.raises(BotError, match="`issue_number` is not an issue number"):
+        Plan.from_dict({**schema1_plan, "issue_number": number})
+    member = {
+        "class_name": "FooForCausalLM",
+        "recipe": "eagle3-interface",
+        "fingerprint": "f",
+        "finding": finding.to_json(),
+        "issues": [number],
+    }
+    group = {**schema1_plan, "group": "g", "members": [member, member]}
+    with pytest.raises(BotError, match=r"members\[0\]: `issues` are not issue numbers"):
+        Plan.from_dict(group)
+
+
 def test_variant_read_from_an_old_fingerprint(schema1_plan):
     schema1_plan["fingerprint"] = f"eagle3-interface:FooForCausalLM@amd:{BASE[:12]}"
     assert Plan.from_dict(schema1_plan).members[0].variant == "amd"
@@ -194,3 +213,37 @@ def test_a_single_class_plans_member_is_always_its_own_fields(schema1_plan, find
     ]
     [member] = Plan.from_dict(schema1_plan).members
     assert member.class_name == "FooForCausalLM"
+
+
+def test_a_registry_entry_reads_back_and_its_derived_keys_must_agree():
+    draft = DraftEntry("some-org/Foo-eagle3", "eagle3", "org/Foo", "FooForCausalLM", "test")
+    entry = RegistryEntryPlan(
+        key="Eagle3FooDraftModel",
+        section="Eagle",
+        args=("org/Foo",),
+        kwargs=(("speculative_model", "some-org/Foo-eagle3"), ("max_model_len", 1024)),
+        draft=draft,
+        sibling=None,
+        why="w",
+    )
+    data = json.loads(json.dumps(entry.to_json()))
+    assert data["gpu_test"] == entry.gpu_test and data["kwargs"][0] == [
+        "speculative_model",
+        "some-org/Foo-eagle3",
+    ]
+    assert RegistryEntryPlan.from_json(data, "entry") == entry
+    for key in ("gpu_test", "file", "dict"):
+        with pytest.raises(BotError, match=f"entry: `{key}` is not the one its key gives"):
+            RegistryEntryPlan.from_json({**data, key: "tests/other.py::t"}, "entry")
+    with pytest.raises(BotError, match=r"entry\.kwargs\[1\] must be a list of 2"):
+        RegistryEntryPlan.from_json({**data, "kwargs": [data["kwargs"][0], ["x"]]}, "entry")
+
+
+def test_a_triage_reads_back_and_its_confidence_and_outcome_are_checked():
+    triage = Triage("FooForCausalLM", "eagle3", ("Foo",), None, 0.9, ("r",), None, ())
+    data = json.loads(json.dumps(triage.to_json()))
+    assert data["confident"] is True and Triage.from_json(data, "triage") == triage
+    with pytest.raises(BotError, match="`confident` is not what its confidence gives"):
+        Triage.from_json({**data, "confident": False}, "triage")
+    with pytest.raises(BotError, match="`outcome` is not one of"):
+        Triage.from_json({**data, "outcome": "publish"}, "triage")

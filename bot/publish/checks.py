@@ -96,10 +96,6 @@ def check_plan_fields(planned: PlanDir, settings: GitHubSettings) -> None:
             f"the plan was made for {plan.upstream!r}, not the configured upstream "
             f"{settings.upstream!r} (BOT_UPSTREAM); refusing to publish it"
         )
-    if plan.issue_number is not None and (
-        isinstance(plan.issue_number, bool) or not 0 < plan.issue_number < 10**9
-    ):
-        raise BotError("the plan's issue_number is not a positive issue number")
     if plan.class_name is not None:
         identifier(plan.class_name, "class_name")
     # Questions are posted with backticks escaped, so an @ anywhere would ping someone.
@@ -190,8 +186,6 @@ def check_member(member: Member, base_commit: str) -> None:
     commit_text(member.reason, f"{member.class_name}'s reason", limit=REASON_LIMIT)
     if not member.patch.strip():
         raise BotError(f"{member.class_name}: a group member has no commit (empty patch)")
-    if any(isinstance(n, bool) or not 0 < n < 10**9 for n in member.issues):
-        raise BotError(f"{member.class_name}: the member's issues are not issue numbers")
 
 
 def _check_variant(member: Member, whose: str) -> None:
