@@ -13,7 +13,7 @@ from typing import Any
 
 from bot.errors import BotError
 from bot.redact import install_log_redaction, redact
-from bot.verify.check import Check
+from bot.verification import Check
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -400,7 +400,7 @@ def _add_dashboard(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from bot.journal.sync import sync
+    from bot.dashboard.sync import sync
 
     report = sync(render_only=args.render_only)
     for line in report.lines():
@@ -421,8 +421,8 @@ def _add_sync(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    from bot.pipeline import verify
     from bot.verify import PollSettings, VerifyOptions, exit_code
-    from bot.verify.run import verify_plans
 
     options = VerifyOptions(
         gpu=args.gpu,
@@ -434,7 +434,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         engine=not args.no_engine,
     )
     plan_dirs = [Path(d) for d in args.plan_dir]
-    verifications = verify_plans(plan_dirs, options)
+    verifications = verify(plan_dirs, options)
     for plan_dir, verification in zip(plan_dirs, verifications, strict=True):
         said = "passed" if verification.passed else "not passed"
         name = f"{plan_dir}: " if len(plan_dirs) > 1 else ""

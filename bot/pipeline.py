@@ -17,13 +17,16 @@ from bot.scan.findings import ScanResult
 from bot.scan.findings import scan as scan_tree
 
 if TYPE_CHECKING:
-    from bot.journal.store import Journal, TriagedIssue
+    from bot.journal.store import Journal
     from bot.publish.pr import PublishResult
     from bot.recipes import Finding
     from bot.recipes.grouping import FindingGroup
     from bot.scan.priority import Ranked
     from bot.triage.search import Candidate
-    from bot.verify.verification import Verification
+    from bot.triage_outcome import TriagedIssue
+    from bot.verification import Verification
+    from bot.verify.dispatch import ActionsClient
+    from bot.verify.run import VerifyOptions
 
 
 def _journal() -> Journal:
@@ -130,7 +133,7 @@ def propose(
 
 def _record_triage(issue: dict[str, Any], architecture: str | None) -> TriagedIssue | None:
     """The issue's triage, as demand for the findings of ``architecture`` (bot/scan/priority.py)."""
-    from bot.journal.store import TriagedIssue
+    from bot.triage_outcome import TriagedIssue
 
     number = issue.get("number")
     if not isinstance(number, int):
@@ -306,10 +309,24 @@ def record_published(journal: Journal, proposal_id: int, result: PublishResult, 
     return True
 
 
+def verify(
+    plan_dirs: list[Path], options: VerifyOptions | None = None, client: ActionsClient | None = None
+) -> list[Verification]:
+    """Verify each plan directory (:func:`bot.verify.run.verify_plans`: the results go into
+    its plan.json and pr.md), then record each run in the journal."""
+    from bot.plan import read_plan_dir
+    from bot.verify.run import verify_plans
+
+    verifications = verify_plans(plan_dirs, options, client)
+    for plan_dir, verification in zip(plan_dirs, verifications, strict=True):
+        verified = read_plan_dir(plan_dir)
+        record_verification(plan_dir, verified.plan, verified.patch, verification)
+    return verifications
+
+
 def record_verification(plan_dir: Path, plan: Plan, patch: str, verification: Verification) -> None:
-    """A verification run (``bot verify`` records it here): the journal's copy follows the plan
-    directory (plan.json and pr.md with the results), then the run moves the state of a
-    proposal the journal already had."""
+    """A verification run: the journal's copy follows the plan directory (plan.json and pr.md
+    with the results), then the run moves the state of a proposal the journal already had."""
     from bot.journal.store import plan_fingerprint
 
     journal = _journal()
@@ -324,10 +341,10 @@ def verify_for_submission(plan_dir: Path) -> Verification:
     beside a credential (which upstream code could read), only the checks that run nothing
     from the tree (the CPU tests and the smoke check are then recorded as not run)."""
     from bot.subprocess_env import credentials_children_can_read
-    from bot.verify import VerifyOptions, verify_plan
+    from bot.verify import VerifyOptions
 
     runtime = not credentials_children_can_read()
-    return verify_plan(plan_dir, VerifyOptions(gpu="skip", runtime=runtime))
+    return verify([plan_dir], VerifyOptions(gpu="skip", runtime=runtime))[0]
 
 
 def default_plan_dir(issue: int | None, class_name: str | None) -> Path:

@@ -26,7 +26,7 @@ from bot.errors import BotError
 from bot.recipes.base import DeclaredEdit, Finding, FindingRef, FixTests
 from bot.recipes.registry_plan import RegistryEntryPlan
 from bot.triage_outcome import Triage
-from bot.verify.verification import Verification
+from bot.verification import Verification
 
 # 3: a single-class plan records its platform variant (``variant``); before, it was read back
 # out of its fingerprint.

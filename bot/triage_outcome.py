@@ -1,5 +1,6 @@
 """What triage concluded about an issue: the record :func:`bot.triage.issue.triage_issue`
-returns, propose keeps in plan.json (``triage``) and the dashboard shows.
+returns, propose keeps in plan.json (``triage``) and the dashboard shows; and the journal's
+record of a triaged issue, which the scan's priority reads as demand.
 
 Its own module beside the plan, not in ``bot/triage/``: publish reads plan.json and never
 imports the triage package (tests/test_publish_imports.py).
@@ -53,3 +54,15 @@ class Triage(JsonRecord):
         if triage.outcome not in OUTCOMES:
             raise BotError(f"{where}: `outcome` is not one of {', '.join(OUTCOMES)}")
         return triage
+
+
+@dataclass(frozen=True)
+class TriagedIssue:
+    """An upstream issue and the architecture triage tied it to (None: triage could not)."""
+
+    number: int
+    title: str
+    url: str
+    state: str  # GitHub's: "open" or "closed"
+    architecture: str | None
+    recorded_at: str = ""

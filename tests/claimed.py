@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.verify.verification import Verification
+from bot.verification import Verification
 
 NOTHING_RECORDED: dict[str, Any] = {"passed": False, "local_passed": False, "message": ""}
 

@@ -73,7 +73,7 @@ def _seed_plan_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     issue = json.loads(EXAMPLE_ISSUE.read_text())
     pipeline.propose(checkout, root / "plan", issue=issue, upstream=UPSTREAM)
     # The runtime stage (real vLLM) has its own tests; here only the patch hash matters.
-    options = VerifyOptions(gpu="skip", journal=False, runtime=False)
+    options = VerifyOptions(gpu="skip", runtime=False)
     verification = verify_plan(root / "plan", options)
     assert verification.local_passed, verification.message
     return root / "plan"

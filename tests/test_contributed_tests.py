@@ -21,10 +21,10 @@ from bot.base_tree import CheckedOutTree
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import platform_skip
+from bot.confinement import FileChange, check_confined
 from bot.errors import BotError
 from bot.plan import Plan, PlanDir
 from bot.propose.proposal import proposal_for
-from bot.publish.checks import FileChange, check_confined
 from bot.recipes.base import DeclaredEdit, Finding, PublishedEdit
 from bot.recipes.eagle3_enable.publish import aux_forward_test
 from bot.recipes.evidence import Evidence, Located

@@ -147,7 +147,7 @@ def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin
     git.Repo.clone_from(str(tree), str(checkout), shared=True).close()
     out = tmp_path / "plan"
     pipeline.propose(checkout, out, class_name="Glm4ForCausalLM", upstream=UPSTREAM)
-    verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
+    verify_plan(out, VerifyOptions(gpu="skip", runtime=False))
     planned = read_plan_dir(out)
     plan = planned.plan
     rules = rules_of_tree(tree)

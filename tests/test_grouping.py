@@ -113,3 +113,14 @@ def test_a_members_new_file_is_in_its_own_commit(tmp_path) -> None:
     assert "diff --git a/tests/test_new.py b/tests/test_new.py\nnew file mode 100644\n" in patch
     assert "+def test_x():\n" in patch and "-x = 1\n+x = 2\n" in patch
     assert _diff_and_stage(tmp_path, ["a.py", "tests/test_new.py"]) == ""  # staged
+
+
+def test_a_groups_title_says_what_its_members_titles_say_of_each():
+    from bot.propose.group import group_title
+
+    same = [("[T] Declare X on A", "A"), ("[T] Declare X on B (amd variant)", "B")]
+    assert group_title("g", same) == "[T] Declare X on 2 model classes (g)"
+    mixed = [("[T] Declare X on A", "A"), ("[T] Support Y in B", "B")]
+    assert group_title("g", mixed).endswith("support for 2 model classes (g)")
+    unnamed = [("[T] Declare X on A", "A"), ("[T] Declare X on it", "B")]
+    assert group_title("g", unnamed).endswith("support for 2 model classes (g)")

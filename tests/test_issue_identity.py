@@ -121,7 +121,7 @@ def test_a_tracking_issue_proposes_and_publishes_for_the_upstream_issue(
     assert planned.patch == (seed_plan / "patch.diff").read_text()
     assert "Fixes #33329" in planned.pr_markdown and "#7" not in planned.pr_markdown
 
-    verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
+    verify_plan(out, VerifyOptions(gpu="skip", runtime=False))
     result = publish_plan(out, reviewer=None, work_dir=tmp_path / "work")
 
     assert result.action == "opened"

@@ -17,9 +17,9 @@ from pathlib import Path
 import git
 import pytest
 
+from bot.dashboard.sync import sync
 from bot.github.client import GitHubClient
 from bot.journal.store import PR_OPEN, VERIFIED, Journal
-from bot.journal.sync import sync
 from bot.plan import read_plan_dir, update_plan
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
@@ -50,7 +50,7 @@ def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in CLASSES:
         out = root / name
         pipeline.propose(checkout, out, class_name=name, upstream=UPSTREAM)
-        verified = verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
+        verified = verify_plan(out, VerifyOptions(gpu="skip", runtime=False))
         assert verified.local_passed, verified.message
         plans[name] = out
     return plans

@@ -20,15 +20,16 @@ import pytest
 from bot import pipeline
 from bot.config import github_settings
 from bot.content_hash import review_hash
+from bot.dashboard.sync import sync
 from bot.errors import BotError
 from bot.github.client import GitHubClient
 from bot.github.identity import member_marker, plan_fingerprint_in
-from bot.journal.store import PR_OPEN, Journal, TriagedIssue
-from bot.journal.sync import sync
+from bot.journal.store import PR_OPEN, Journal
 from bot.plan import READY, Plan, read_plan_dir, update_plan
 from bot.publish.checks import check_plan_fields
 from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
+from bot.triage_outcome import TriagedIssue
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, GitHubStandIn
@@ -55,7 +56,7 @@ def _propose(checkout: Path, out: Path, *, dedupe: bool) -> tuple[Plan, list[str
 def _verify(plan_dir: Path) -> None:
     from bot.verify import VerifyOptions, verify_plan
 
-    options = VerifyOptions(gpu="skip", journal=False, runtime=False)
+    options = VerifyOptions(gpu="skip", runtime=False)
     verification = verify_plan(plan_dir, options)
     assert verification.local_passed, verification.message
 

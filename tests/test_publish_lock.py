@@ -10,7 +10,7 @@ import git
 
 from bot.config import github_settings
 from bot.github.git import FORK_REMOTE
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.publish.lock import _LOCK_REF, _age, _lock_commit, _started, fork_lock
 
 

@@ -50,7 +50,7 @@ def _plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for name in (DELEGATE, GUARDED, FAMILY):
         out = root / name
         pipeline.propose(checkout, out, class_name=name, upstream=UPSTREAM)
-        verified = verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
+        verified = verify_plan(out, VerifyOptions(gpu="skip", runtime=False))
         assert verified.local_passed, verified.message
         plans[name] = out
     return plans

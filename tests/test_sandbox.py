@@ -26,7 +26,7 @@ import bot
 from bot.cli import main
 from bot.config import cache_dir
 from bot.errors import BotError
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.plan import read_plan_dir, update_plan
 from bot.sandbox import gpu_devices
 from bot.subprocess_env import run_build_step, run_upstream_code, scratch_home
@@ -213,7 +213,7 @@ def test_bot_verify_runs_the_planted_init_in_the_sandbox(
     if sandbox == "off":
         monkeypatch.setenv("BOT_SANDBOX", "off")
 
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
 
     # The local GPU test imports vllm in a pytest process of its own and reports the verdict.
     gpu = verification.gpu.to_json()

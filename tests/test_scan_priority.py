@@ -13,8 +13,9 @@ import git
 import pytest
 
 from bot.drafts import DraftEntry, user_catalogue_path, write_catalogue_file
-from bot.journal.store import Journal, TriagedIssue
+from bot.journal.store import Journal
 from bot.tree.fetch import release_tree
+from bot.triage_outcome import TriagedIssue
 from tests.cli import run_bot
 from tests.synthetic import READY_DECODER, make_tree
 

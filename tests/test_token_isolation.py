@@ -19,7 +19,7 @@ import pytest
 
 from bot.cli import main
 from bot.errors import BotError
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.plan import READY, Plan, read_plan_dir, update_plan, write_plan_dir
 from bot.recipes.base import DeclaredEdit, FixTests
 from bot.verify import VerifyOptions, verify_plan
@@ -106,7 +106,7 @@ def test_upstream_code_run_by_verify_sees_no_token(tmp_path: Path, runner_env: P
     seen = tmp_path / "seen"
     plan_dir = _spy_plan(tmp_path, seen)
 
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
 
     records = [json.loads(p.read_text()) for p in sorted(seen.glob("*.json"))]
     # The local GPU test imported the spy in a process of its own. (The CPU tests and the smoke
@@ -163,7 +163,7 @@ def test_upstream_code_run_by_verify_cannot_read_credentials_in_home(
     plan.plan.base_commit = Repo(init.parents[1]).head.commit.hexsha
     update_plan(plan_dir, plan.plan)
 
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
 
     records = [json.loads(p.read_text()) for p in sorted(seen.glob("home-*.json"))]
     assert records, verification
@@ -200,12 +200,12 @@ def test_reuse_local_keeps_the_recorded_checks_and_runs_nothing(
     """What the publish job does: the unprivileged job verified, this one imports nothing."""
     seen = tmp_path / "seen"
     plan_dir = _spy_plan(tmp_path, seen)
-    first = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+    first = verify_plan(plan_dir, VerifyOptions(gpu="local"))
     assert first.local_passed is True and list(seen.glob("*.json"))
     for record in seen.glob("*.json"):
         record.unlink()
 
-    again = verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
+    again = verify_plan(plan_dir, VerifyOptions(gpu="skip", reuse_local=True))
 
     assert list(seen.glob("*.json")) == []
     assert again.checks == first.checks
@@ -217,13 +217,13 @@ def test_reuse_local_refuses_checks_recorded_for_another_patch(
 ) -> None:
     plan_dir = _spy_plan(tmp_path, tmp_path / "seen")
     with pytest.raises(BotError, match="records no local checks"):
-        verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
-    verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False))
+        verify_plan(plan_dir, VerifyOptions(gpu="skip", reuse_local=True))
+    verify_plan(plan_dir, VerifyOptions(gpu="skip"))
     patch = plan_dir / "patch.diff"
     patch.write_text(patch.read_text() + "+extra = 1\n")
     assert main(["verify", str(plan_dir), "--gpu", "skip", "--reuse-local"]) == 2
     with pytest.raises(BotError, match="not for this patch.diff"):
-        verify_plan(plan_dir, VerifyOptions(gpu="skip", journal=False, reuse_local=True))
+        verify_plan(plan_dir, VerifyOptions(gpu="skip", reuse_local=True))
 
 
 def test_verify_refuses_to_run_upstream_code_beside_a_credential_it_started_with(
@@ -275,7 +275,7 @@ def test_a_hunk_the_recipe_does_not_make_is_never_run(tmp_path: Path, runner_env
     planned.plan.base_commit = base
     write_plan_dir(plan_dir, planned.plan, patch, planned.pr_markdown)
 
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", journal=False))
+    verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
 
     assert not seen.exists()
     checks = {c.name: c.to_json() for c in verification.checks}
@@ -298,7 +298,7 @@ def _dotted(node: ast.AST) -> str:
 
 def test_every_subprocess_and_git_call_site_in_bot_gets_the_minimal_environment() -> None:
     """Keeps new call sites honest: subprocess calls pass env=, git goes through
-    bot.github.gitrepo."""
+    bot.gitrepo."""
     problems = []
     for path in BOT_SOURCES:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -310,5 +310,5 @@ def test_every_subprocess_and_git_call_site_in_bot_gets_the_minimal_environment(
             if is_subprocess and not any(k.arg == "env" for k in node.keywords):
                 problems.append(f"{where}: {name} without env=")
             if name.startswith(("git.Repo", "git.Git")) or name in ("os.system", "os.popen"):
-                problems.append(f"{where}: {name} (use bot.github.gitrepo.Repo / minimal_env)")
+                problems.append(f"{where}: {name} (use bot.gitrepo.Repo / minimal_env)")
     assert problems == []

@@ -11,8 +11,7 @@ import pytest
 
 from bot.errors import BotError
 from bot.plan import READY, Plan, read_plan_dir, write_plan_dir
-from bot.verify.check import Check
-from bot.verify.verification import GpuRun, Verification
+from bot.verification import Check, GpuRun, Verification
 
 RECORD = {
     "passed": False,
@@ -110,7 +109,7 @@ def test_an_engine_only_run_keeps_the_record_of_its_own_patch_only(seed_plan: Pa
     """`bot engine PLAN` adds the engine check to the verification recorded for the same
     patch (its other checks and GPU run kept, as values); for any other patch it records the
     engine check alone, not passed, and says the rest must run again."""
-    from bot.verify.engine_only import _record
+    from bot.verify.engine_only import record_engine_check
 
     data = json.loads((seed_plan / "plan.json").read_text())
     data["verification"]["gpu"] = {"mode": "dispatch", "conclusion": "success", "run_id": 7}
@@ -118,7 +117,7 @@ def test_an_engine_only_run_keeps_the_record_of_its_own_patch_only(seed_plan: Pa
     before = read_plan_dir(seed_plan).plan.verification
     assert before is not None and before.gpu is not None
     engine = Check("engine", True, "EAGLE-3: lossless; DFlash: lossless")
-    _record(seed_plan, read_plan_dir(seed_plan), engine, journal=False)
+    record_engine_check(read_plan_dir(seed_plan), engine)
     kept = read_plan_dir(seed_plan).plan.verification
     assert kept is not None
     assert kept.checks == (*(c for c in before.checks if c.name != "engine"), engine)
@@ -126,7 +125,7 @@ def test_an_engine_only_run_keeps_the_record_of_its_own_patch_only(seed_plan: Pa
 
     patch = seed_plan / "patch.diff"
     patch.write_text(patch.read_text() + "\n")
-    _record(seed_plan, read_plan_dir(seed_plan), engine, journal=False)
+    record_engine_check(read_plan_dir(seed_plan), engine)
     alone = read_plan_dir(seed_plan).plan.verification
     assert alone is not None and alone.checks == (engine,)
     assert (alone.passed, alone.gpu) == (False, GpuRun("skip", "not_run"))

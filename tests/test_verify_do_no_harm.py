@@ -16,8 +16,8 @@ import pytest
 
 from bot.plan import READY, Plan, write_plan_dir
 from bot.recipes.base import DeclaredEdit, FindingRef
+from bot.verification import Verification
 from bot.verify import VerifyOptions, verify_plan
-from bot.verify.verification import Verification
 from tests.synthetic import make_tree
 from tests.test_verify_local import (
     FOO_MODEL,
@@ -82,7 +82,7 @@ def verify(
         resolves=resolves or [],
     )
     write_plan_dir(tmp_path / "plan", plan, patch or make_patch(repo, base, edits), PR_MARKDOWN)
-    return verify_plan(tmp_path / "plan", VerifyOptions(gpu="skip", journal=False))
+    return verify_plan(tmp_path / "plan", VerifyOptions(gpu="skip"))
 
 
 def failed(verification: Verification) -> list[str]:

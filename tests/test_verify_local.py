@@ -16,9 +16,9 @@ from bot.plan import READY, Plan, read_plan_dir, write_plan_dir
 from bot.recipes.base import DeclaredEdit, Finding, FixTests
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import diff_worktree, scratch_worktree
+from bot.verification import Verification
 from bot.verify import VerifyOptions, verify_plan
 from bot.verify.render import END, START
-from bot.verify.verification import Verification
 from tests.synthetic import READY_DECODER, make_tree
 
 PR_MARKDOWN = f"""Add SupportsEagle3 to a model

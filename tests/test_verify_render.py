@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import cache_dir
+from bot.verification import Verification
 from bot.verify import matrix_from_findings, parse_junit
 from bot.verify.render import (
     END,
@@ -16,7 +17,6 @@ from bot.verify.render import (
     render_results,
     replace_results_section,
 )
-from bot.verify.verification import Verification
 
 NOT_PASSED = {"passed": False, "local_passed": False, "message": ""}
 

@@ -13,11 +13,11 @@ from bot.cli import main
 from bot.plan import read_plan_dir
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import scratch_worktree
+from bot.verification import Verification
 from bot.verify import smoke
 from bot.verify.checks import cpu_test_check
 from bot.verify.env import MANIFEST, existing_env, read_requirements, vllm_env
 from bot.verify.junit import TestRun as Run
-from bot.verify.verification import Verification
 
 
 def checks_by_name(verification: Verification) -> dict[str, dict]:

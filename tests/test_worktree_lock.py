@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 
 # Each process waits for the go file, then adds and removes worktrees of the repository in a
 # loop, alternating full and partial checkouts (both ways `scratch_worktree` is used).

@@ -59,14 +59,14 @@ def add_aux_capture(
         raise CodemodRefused(f"{class_name} does not define forward exactly once")
     forward = members[forwards[0]]
     assert isinstance(forward, cst.FunctionDef)
-    names = _names_in(forward)
+    names = names_in(forward)
     if HELPER in names:
         return source  # already collects: nothing to do
     if AUX in names:
         raise CodemodRefused(f"{class_name}.forward already uses the name {AUX}")
     if stage_slice:
-        forward = _sliced_to_stage(forward)
-    new_forward = _edit_forward(forward, names, residual, absolute, _imports_torch(tree))
+        forward = sliced_to_stage(forward)
+    new_forward = _edit_forward(forward, names, residual, absolute, imports_torch(tree))
     members[forwards[0]] = new_forward
     new_class = class_def.with_changes(body=class_def.body.with_changes(body=members))
     body = list(tree.body)
@@ -77,7 +77,7 @@ def add_aux_capture(
 _STAGE = "self.start_layer : self.end_layer"
 
 
-def _sliced_to_stage(forward: cst.FunctionDef) -> cst.FunctionDef:
+def sliced_to_stage(forward: cst.FunctionDef) -> cst.FunctionDef:
     """``for layer in self.layers:`` (the one such top-level loop) becomes ``for layer in
     self.layers[self.start_layer : self.end_layer]:``, this pipeline stage's layers."""
     body = forward.body
@@ -100,7 +100,7 @@ def _sliced_to_stage(forward: cst.FunctionDef) -> cst.FunctionDef:
     return forward.with_changes(body=body.with_changes(body=statements))
 
 
-def _names_in(node: cst.CSTNode) -> set[str]:
+def names_in(node: cst.CSTNode) -> set[str]:
     found: set[str] = set()
     for name in m.findall(node, m.Name()):
         assert isinstance(name, cst.Name)
@@ -108,7 +108,7 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return found
 
 
-def _imports_torch(tree: cst.Module) -> bool:
+def imports_torch(tree: cst.Module) -> bool:
     return bool(m.findall(tree, m.Import(names=[m.ImportAlias(name=m.Name("torch"), asname=None)])))
 
 
@@ -133,12 +133,12 @@ def _edit_forward(
     body = forward.body
     if not isinstance(body, cst.IndentedBlock):
         raise CodemodRefused("forward's body is not a block")
-    statements, stream = _capture_in_loop(list(body.body), names, residual, absolute)
-    new = forward.with_changes(body=body.with_changes(body=_guarded_return(statements, stream)))
-    return _widened_annotation(new) if has_torch else new
+    statements, stream = capture_in_loop(list(body.body), names, residual, absolute)
+    new = forward.with_changes(body=body.with_changes(body=guarded_return(statements, stream)))
+    return widened_annotation(new) if has_torch else new
 
 
-def _guarded_return(statements: list[cst.BaseStatement], stream: str) -> list[cst.BaseStatement]:
+def guarded_return(statements: list[cst.BaseStatement], stream: str) -> list[cst.BaseStatement]:
     """``return h`` at the end becomes ``if len(aux) > 0: return h, aux`` then ``return h``."""
     final = statements[-1]
     if not m.matches(final, m.SimpleStatementLine(body=[m.Return(value=m.Name(stream))])):
@@ -150,7 +150,7 @@ def _guarded_return(statements: list[cst.BaseStatement], stream: str) -> list[cs
     return [*statements[:-1], guard, final]
 
 
-def _capture_in_loop(
+def capture_in_loop(
     statements: list[cst.BaseStatement], names: set[str], residual: str | None, absolute: bool
 ) -> tuple[list[cst.BaseStatement], str]:
     """The statements with the first capture before the one top-level layer loop and a
@@ -311,7 +311,7 @@ def _alias_of(loop: cst.For, call_at: int, output: str) -> str | None:
     return target.value
 
 
-def _widened_annotation(forward: cst.FunctionDef) -> cst.FunctionDef:
+def widened_annotation(forward: cst.FunctionDef) -> cst.FunctionDef:
     """``-> A | B`` becomes ``-> A | B | tuple[torch.Tensor, list[torch.Tensor]]``."""
     returns = forward.returns
     if returns is None:

@@ -24,13 +24,13 @@ import libcst.matchers as m
 from bot.codemods.aux_capture import (
     AUX,
     HELPER,
-    _capture_in_loop,
-    _guarded_return,
-    _imports_torch,
-    _names_in,
-    _sliced_to_stage,
-    _widened_annotation,
     add_aux_capture,
+    capture_in_loop,
+    guarded_return,
+    imports_torch,
+    names_in,
+    sliced_to_stage,
+    widened_annotation,
 )
 from bot.codemods.base import Case, CodemodRefused, parse, require_identifier
 
@@ -58,18 +58,18 @@ def add_nested_aux_capture(
     child_at, child_def = _module_class(tree, child)
     parent_at, parent_def = _module_class(tree, class_name)
     child_forward = _method(child_def, "forward")
-    if HELPER in _names_in(child_forward):
+    if HELPER in names_in(child_forward):
         return source  # the child already collects: nothing to do
     parent_forward = _method(parent_def, "forward")
     for cls, forward in ((child, child_forward), (class_name, parent_forward)):
-        if AUX in _names_in(forward):
+        if AUX in names_in(forward):
             raise CodemodRefused(f"{cls}.forward already uses the name {AUX}")
     for cls, method in ((child, "__len__"), (class_name, SET_LAYERS)):
         if _methods(tree.body[child_at if cls == child else parent_at], method):
             raise CodemodRefused(f"{cls} already defines {method}")
-    has_torch = _imports_torch(tree)
+    has_torch = imports_torch(tree)
     if stage_slice:
-        child_forward = _sliced_to_stage(child_forward)
+        child_forward = sliced_to_stage(child_forward)
     new_child = _with_method(
         _replaced(child_def, "forward", _child_forward(child_forward, residual, absolute)),
         "__len__",
@@ -147,7 +147,7 @@ def _child_forward(
 ) -> cst.FunctionDef:
     """The loop captures, and ``return h, r`` hands the aux list back as a third value."""
     body = _block(forward)
-    statements, stream = _capture_in_loop(list(body.body), _names_in(forward), residual, absolute)
+    statements, stream = capture_in_loop(list(body.body), names_in(forward), residual, absolute)
     final = statements[-1]
     returned = m.SimpleStatementLine(body=[m.Return(value=m.Tuple())])
     if not m.matches(final, returned):
@@ -214,10 +214,8 @@ def _parent_forward(forward: cst.FunctionDef, child_attr: str, has_torch: bool) 
     statements[calls[0]] = line.with_changes(
         body=[assign.with_changes(targets=[assign.targets[0].with_changes(target=new_target)])]
     )
-    new = forward.with_changes(
-        body=body.with_changes(body=_guarded_return(statements, first.value))
-    )
-    return _widened_annotation(new) if has_torch else new
+    new = forward.with_changes(body=body.with_changes(body=guarded_return(statements, first.value)))
+    return widened_annotation(new) if has_torch else new
 
 
 def _nested(

@@ -4,7 +4,7 @@ The bot works in its own bare repository (default ``home_dir()/work/<upstream sl
 plan's base commit is fetched from the configured upstream (else the fork), never from a path
 the plan names: the plan artifact is untrusted, and its ``repo_path`` is ignored here. The
 commit is built with a private index file, so no working tree is ever checked out, and its
-tree is handed to a check (publish's confinement) before anything is committed. The fork's
+tree is handed to a check (:mod:`bot.confinement`) before anything is committed. The fork's
 branch is only rewritten while every commit on it is the bot's own: once anyone else commits
 there, the bot leaves it alone (Renovate's rule).
 """
@@ -28,10 +28,10 @@ import git
 
 from bot.base_tree import CommitTree
 from bot.config import GitHubSettings, github_settings, home_dir
+from bot.confinement import FileChange
 from bot.errors import BotError
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.plan import Plan
-from bot.publish.checks import FileChange
 from bot.recipes.base import BaseTree
 from bot.redact import redact
 
@@ -119,7 +119,7 @@ def prepare_branch(
     if not patch.strip():
         raise BotError("the plan has an empty patch; there is nothing to commit")
     repo = _work_repo(work_dir or default_work_dir(settings))
-    with _git_errors("reading the fork"):
+    with git_errors("reading the fork"):
         _set_remote(repo, FORK_REMOTE, fork_url(settings))
         _set_remote(repo, UPSTREAM_REMOTE, upstream_url(settings))
         _ensure_base(repo, base, settings)
@@ -150,7 +150,7 @@ def base_files(
     the plan's tree), None for a path the commit does not have."""
     base = _checked_base(plan)
     repo = _work_repo(work_dir)
-    with _git_errors("reading the upstream"):
+    with git_errors("reading the upstream"):
         _set_remote(repo, FORK_REMOTE, fork_url(settings))
         _set_remote(repo, UPSTREAM_REMOTE, upstream_url(settings))
         _ensure_base(repo, base, settings)
@@ -219,7 +219,7 @@ def push_branch(
     lease = f"refs/heads/{commit.branch}:{commit.remote_sha or ''}"
     action = f"pushing {commit.branch} to the fork"
     try:
-        with _git_errors(action), _auth_env(repo, settings):
+        with git_errors(action), auth_env(repo, settings):
             repo.git.push(
                 "--porcelain",
                 f"--force-with-lease={lease}",
@@ -229,7 +229,7 @@ def push_branch(
     except BotError:
         # The push may have landed with only its answer lost (a dropped connection): look
         # again, and take the branch at our commit as pushed rather than failing the run.
-        with _git_errors(action), _auth_env(repo, settings):
+        with git_errors(action), auth_env(repo, settings):
             now = repo.git.ls_remote(FORK_REMOTE, f"refs/heads/{commit.branch}").split()
         if now[:1] != [commit.sha]:
             raise
@@ -265,7 +265,7 @@ def _ensure_base(repo: git.Repo, base: str, settings: GitHubSettings) -> None:
     """The base commit, fetched (shallow) from the upstream, else from the fork."""
     if _has_commit(repo, base):
         return
-    with _auth_env(repo, settings):
+    with auth_env(repo, settings):
         for remote in (UPSTREAM_REMOTE, FORK_REMOTE):
             try:
                 repo.git.fetch("--no-tags", "--depth=1", remote, base)
@@ -327,7 +327,7 @@ def _set_remote(repo: git.Repo, name: str, url: str) -> None:
 
 
 def _fetch_fork_branch(repo: git.Repo, branch: str, settings: GitHubSettings) -> str | None:
-    with _auth_env(repo, settings):
+    with auth_env(repo, settings):
         listing = repo.git.ls_remote(FORK_REMOTE, f"refs/heads/{branch}").strip()
         if not listing:
             return None
@@ -396,7 +396,7 @@ def _commit(repo: git.Repo, tree: str, base: str, message: str, settings: GitHub
 
 
 @contextmanager
-def _auth_env(repo: git.Repo, settings: GitHubSettings) -> Iterator[None]:
+def auth_env(repo: git.Repo, settings: GitHubSettings) -> Iterator[None]:
     """Hand git the token through its environment: never argv, never a config file."""
     url = repo.remotes[FORK_REMOTE].url
     token = settings.token
@@ -414,7 +414,7 @@ def _auth_env(repo: git.Repo, settings: GitHubSettings) -> Iterator[None]:
 
 
 @contextmanager
-def _git_errors(action: str) -> Iterator[None]:
+def git_errors(action: str) -> Iterator[None]:
     try:
         yield
     except git.GitCommandError as exc:

@@ -23,6 +23,7 @@ from typing import Any
 from bot.config import home_dir
 from bot.errors import BotError
 from bot.plan import READY, Plan, PlanDir, WithPrMarkdown, read_plan_dir, write_plan_dir
+from bot.triage_outcome import TriagedIssue
 
 log = logging.getLogger(__name__)
 
@@ -199,18 +200,6 @@ class FindingRow:
     recorded_at: str
     proposal_id: int | None = None
     proposal_state: str | None = None
-
-
-@dataclass(frozen=True)
-class TriagedIssue:
-    """An upstream issue and the architecture triage tied it to (None: triage could not)."""
-
-    number: int
-    title: str
-    url: str
-    state: str  # GitHub's: "open" or "closed"
-    architecture: str | None
-    recorded_at: str = ""
 
 
 @dataclass

@@ -23,15 +23,15 @@ from bot import plan as plans
 from bot.drafts import DraftCatalogue
 from bot.errors import BotError
 from bot.github import identity
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.plan import PlanContents
 from bot.propose.proposal import (
     SCRATCH_PATHS,
-    _apply_edit,
-    _ready,
+    apply_edit,
     apply_fix,
     check_rescan,
     plan_reason,
+    ready_plan,
     render_markdown,
     writeup_context,
 )
@@ -45,7 +45,9 @@ from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
 
 GROUP_TEMPLATES = {slot: f"group/{slot}.j2" for slot in RECIPE_SECTIONS}
-_DECLARE = "[Model][Spec Decode] Declare SupportsEagle3 on "
+# The members' titles say the same thing of each class ("<words> <class>..."): the group's
+# says it of all of them. Members whose titles say different things get this one.
+_MIXED_TITLE = "[Model][Spec Decode] EAGLE-3 support for {count} model classes ({name})"
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def group_proposal(
         numbers = member_issues[id(fix)]
         common["issue_number"] = numbers[0] if numbers else None
         applied = apply_fix(repo, base_commit, fix, result.findings)
-        return GroupProposal(_ready(repo, common, fix, applied), tuple(left_out))
+        return GroupProposal(ready_plan(repo, common, fix, applied), tuple(left_out))
     applied_members, refused, total = _apply_members(repo, base_commit, fixes, result.findings)
     left_out += refused
     if len(applied_members) == 1:
@@ -185,7 +187,7 @@ def _apply_members(
         for fix in fixes:
             saved = {e.path: _read(tree / e.path) for e in fix.edits}
             try:
-                changed = tuple(edit for edit in fix.edits if _apply_edit(tree, edit))
+                changed = tuple(edit for edit in fix.edits if apply_edit(tree, edit))
             except BotError as exc:
                 _restore(tree, saved)
                 refused.append(LeftOut(fix.finding.class_name, f"refused: {exc}"))
@@ -255,7 +257,7 @@ def _group_plan(
 ) -> PlanContents:
     fingerprints = [m.fingerprint for m in members]
     fingerprint = identity.group_fingerprint(name, fingerprints, common["base_commit"])
-    title = group_title(name, [m.title for m in members])
+    title = group_title(name, [(m.title, m.class_name) for m in members])
     issues = sorted({n for m in members for n in m.issues})
     rendered = []
     for a, member in zip(applied, members, strict=True):
@@ -304,10 +306,14 @@ def _group_plan(
     return PlanContents(plan, patch, pr_markdown)
 
 
-def group_title(name: str, titles: Sequence[str]) -> str:
-    if all(t.startswith(_DECLARE) for t in titles):
-        return f"{_DECLARE}{len(titles)} model classes ({name})"
-    return f"[Model][Spec Decode] EAGLE-3 support for {len(titles)} model classes ({name})"
+def group_title(name: str, titles: Sequence[tuple[str, str]]) -> str:
+    """The group's title from its members' ``(title, class)``: their common words before the
+    class (each member's title names its class), or the mixed title."""
+    leads = {title.partition(class_name)[0] for title, class_name in titles}
+    lead = leads.pop() if len(leads) == 1 else ""
+    if lead and all(class_name in title for title, class_name in titles):
+        return f"{lead}{len(titles)} model classes ({name})"
+    return _MIXED_TITLE.format(count=len(titles), name=name)
 
 
 def _nothing(common: dict[str, Any], name: str, left_out: Sequence[LeftOut]) -> PlanContents:

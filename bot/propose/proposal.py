@@ -60,14 +60,14 @@ def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Find
     """Apply ``fix``'s edits at ``base_commit`` with every do-no-harm check; ``scanned`` is
     what the unpatched tree reported (the re-scan compares against it)."""
     with scratch_worktree(repo, base_commit, SCRATCH_PATHS) as tree:
-        applied = tuple(edit for edit in fix.edits if _apply_edit(tree, edit))
+        applied = tuple(edit for edit in fix.edits if apply_edit(tree, edit))
         paths = list(dict.fromkeys(edit.path for edit in applied))
         patch = diff_worktree(tree, paths)
         check_rescan(scan(tree).findings, [fix], scanned)
     return AppliedFix(patch, applied)
 
 
-def _apply_edit(tree: Path, edit: FileEdit) -> bool:
+def apply_edit(tree: Path, edit: FileEdit) -> bool:
     """Apply one file's codemods, checked; False when they change nothing."""
     check_relpath(edit.path)
     path = tree / edit.path
@@ -226,7 +226,7 @@ def proposal_for(
         )
         return PlanContents(plan, "", "")
     applied = apply_fix(repo, base_commit, fix, result.findings)
-    return _ready(repo, common, fix, applied)
+    return ready_plan(repo, common, fix, applied)
 
 
 def _silent_reason(triage: Triage) -> str:
@@ -242,7 +242,9 @@ def _nothing(common: dict[str, Any], class_name: str | None, reason: str) -> Pla
     return PlanContents(plan, "", "")
 
 
-def _ready(repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix) -> PlanContents:
+def ready_plan(
+    repo: Path, common: dict[str, Any], fix: FixPlan, applied: AppliedFix
+) -> PlanContents:
     finding, entry = fix.finding, fix.registry.entry
     fingerprint = identity.fingerprint(
         fix.recipe, finding.class_name, fix.variant, common["base_commit"]

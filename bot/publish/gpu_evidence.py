@@ -62,13 +62,13 @@ def run_title(request_id: str, sha: str, smoke_target: str, tests: str) -> str:
 def gpu_tests_of(registry_before: str | None, registry_after: str | None) -> tuple[str, ...]:
     """The GPU test of the one registry entry the patch adds (none when it adds none)."""
     from bot.codemods.base import CodemodRefused
-    from bot.recipes.eagle3_interface.publish import _only_one_new_literal_entry
+    from bot.recipes.registry_edit import only_one_new_entry
     from bot.recipes.registry_plan import gpu_test_for
 
     if registry_before is None or registry_after is None or registry_before == registry_after:
         return ()
     try:
-        key, _call = _only_one_new_literal_entry(registry_before, registry_after)
+        key, _call = only_one_new_entry(registry_before, registry_after)
     except (CodemodRefused, SyntaxError, ValueError):
         return ()
     return (gpu_test_for(key),) if isinstance(key, str) and key.isprintable() else ()

@@ -48,8 +48,8 @@ import git
 
 from bot.config import GitHubSettings
 from bot.errors import BotError
-from bot.github.git import FORK_REMOTE, _auth_env, _git_errors
-from bot.github.gitrepo import Repo
+from bot.github.git import FORK_REMOTE, auth_env, git_errors
+from bot.gitrepo import Repo
 
 LOCK_BRANCH = "bot-publish-lock"
 _LOCK_REF = f"refs/heads/{LOCK_BRANCH}"
@@ -133,14 +133,14 @@ def _lock_commit(repo: Repo, settings: GitHubSettings, fingerprint: str = "") ->
             f"fingerprint: {fingerprint}",
         ]
     )
-    with _git_errors("preparing the publish lock"), repo.git.custom_environment(**identity):
+    with git_errors("preparing the publish lock"), repo.git.custom_environment(**identity):
         return repo.git.commit_tree(_EMPTY_TREE, "-m", note)
 
 
 def _push(repo: Repo, settings: GitHubSettings, lease: str, refspec: str) -> bool:
     """True when the push was accepted; False when refused or its answer was lost."""
     try:
-        with _auth_env(repo, settings):
+        with auth_env(repo, settings):
             repo.git.push("--porcelain", lease, FORK_REMOTE, refspec)
     except git.GitCommandError:
         return False
@@ -148,7 +148,7 @@ def _push(repo: Repo, settings: GitHubSettings, lease: str, refspec: str) -> boo
 
 
 def _holder(repo: Repo, settings: GitHubSettings) -> str | None:
-    with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
+    with git_errors("reading the fork's publish lock"), auth_env(repo, settings):
         line = repo.git.ls_remote(FORK_REMOTE, _LOCK_REF).strip()
     return line.split()[0] if line else None
 
@@ -160,16 +160,16 @@ def _age(repo: Repo, settings: GitHubSettings, sha: str) -> float:
 def _age_and_note(repo: Repo, settings: GitHubSettings, sha: str) -> tuple[float, dict[str, str]]:
     """The lock commit's age in seconds and its holder's note (empty when it changed hands)."""
     try:
-        with _auth_env(repo, settings):
+        with auth_env(repo, settings):
             repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
     except git.GitCommandError:
         # The holder may release the lock between our look and this fetch: then it is free,
         # and the next round takes it. Any other failure is said as one line.
         if _holder(repo, settings) != sha:
             return 0.0, {}
-        with _git_errors("reading the fork's publish lock"), _auth_env(repo, settings):
+        with git_errors("reading the fork's publish lock"), auth_env(repo, settings):
             repo.git.fetch("--no-tags", FORK_REMOTE, _LOCK_REF)
-    with _git_errors("reading the fork's publish lock"):
+    with git_errors("reading the fork's publish lock"):
         fetched = repo.commit(repo.git.rev_parse("FETCH_HEAD"))
     if fetched.hexsha != sha:
         return 0.0, {}  # taken again meanwhile: fresh

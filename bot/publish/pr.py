@@ -32,6 +32,7 @@ from typing import Any
 import git
 
 from bot.config import GitHubSettings, github_settings
+from bot.confinement import check_confined, check_member_confined
 from bot.errors import BotError
 from bot.github.client import GitHubClient, PullRequestExists
 from bot.github.git import (
@@ -42,7 +43,6 @@ from bot.github.git import (
     prepare_branch,
     push_branch,
 )
-from bot.github.gitrepo import Repo
 from bot.github.identity import (
     BOT_BRANCH,
     body_sha_in,
@@ -54,6 +54,7 @@ from bot.github.identity import (
     is_identity_line,
     status_marker,
 )
+from bot.gitrepo import Repo
 from bot.markdown import inline
 from bot.plan import (
     NEEDS_HUMAN,
@@ -67,9 +68,7 @@ from bot.plan import (
 )
 from bot.publish.checks import (
     check_approval,
-    check_confined,
     check_hashes,
-    check_member_confined,
     check_plan_fields,
     commit_message,
     commit_text,
@@ -98,9 +97,10 @@ from bot.publish.contribution import (
 from bot.publish.gpu_evidence import TestedCommit, confirmed, gpu_tests_of, smoke_target_of
 from bot.publish.lock import fork_lock
 from bot.publish.published import PublishedPull, pulls_by_class
+from bot.tree.known_models import TEST_REGISTRY_PATH
+from bot.verification import GpuRun, Verification
 from bot.verify.evidence import require_evidence
 from bot.verify.render import render_results, replace_results_section
-from bot.verify.verification import GpuRun, Verification
 
 RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
 PUBLISH_ENVIRONMENT = "publish"  # the Action's environment with required reviewers
@@ -681,7 +681,7 @@ def _claimable(verification: Verification, verified: bool) -> Verification:
 
 def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:
     """What a GPU run must have tested, from the pushed commit and the checked edits."""
-    registry = next((e.path for e in plan.edits if e.kind == "registry-entry"), None)
+    registry = TEST_REGISTRY_PATH if any(e.path == TEST_REGISTRY_PATH for e in plan.edits) else None
     with Repo(work_dir) as repo:
         head = repo.commit(commit.sha)
         parent = head.parents[0].hexsha if head.parents else ""

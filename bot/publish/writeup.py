@@ -116,8 +116,3 @@ def render_sections(context: Mapping[str, Any], sections: Mapping[str, str]) -> 
         slot: env.get_template(sections[slot]).render(dict(context)).strip()
         for slot in RECIPE_SECTIONS
     }
-
-
-def blob_url(upstream: str, ref: str, path: str, line: int | None = None) -> str:
-    anchor = f"#L{line}" if line else ""
-    return f"https://github.com/{upstream}/blob/{ref}/{path}{anchor}"

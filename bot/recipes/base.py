@@ -282,10 +282,10 @@ class PlanContext:
         return self.scan.root
 
     def url(self, path: str, line: int | None = None) -> str:
-        from bot.publish.writeup import blob_url
-
+        """The file (and line) on GitHub at the release's tag, or the base commit."""
         ref = f"v{self.version}" if self.version else self.base_commit
-        return blob_url(self.upstream, ref, path, line)
+        anchor = f"#L{line}" if line else ""
+        return f"https://github.com/{self.upstream}/blob/{ref}/{path}{anchor}"
 
 
 @dataclass(frozen=True)
@@ -348,6 +348,11 @@ class Recipe(Protocol):
     def explain(self, wanted: str, ctx: ScanContext) -> str | None:
         """Why ``wanted`` (a class or architecture no recipe reported) needs nothing from this
         recipe, or None when it has nothing to say."""
+        return None
+
+    def contests_claim(self, ctx: ScanContext, arch: str) -> str | None:
+        """Why the class ``arch`` loads would fail when used although it declares the interface
+        (triage then asks about an issue naming it, never calls it fixed), or None."""
         return None
 
     def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:

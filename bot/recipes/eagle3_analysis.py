@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bot.recipes.base import Finding
 from bot.recipes.evidence import Bound, Evidence, Located
-from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef, External
+from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef, External
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
 
 INTERFACE = "SupportsEagle3"  # what a target declares to be loadable for EAGLE-3
@@ -179,3 +179,23 @@ def external_name(base: ClassRef | External) -> str:
 def decoder_evidence_line(decoder: Bound) -> str:
     """A finding's decoder in `bot scan`'s table; its recipe adds what else it knows."""
     return f"{decoder.attribute} = {decoder.name} ({decoder.path}:{decoder.line})"
+
+
+def is_multimodal(index: ClassIndex, ref: ClassRef) -> bool:
+    # SupportsMultiModal brings get_language_model(), which the interface follows instead of self.
+    return any(
+        isinstance(a, ClassRef) and a.name == "SupportsMultiModal" for a in index.ancestors(ref)
+    )
+
+
+def forwards_decoder_output(index: ClassIndex, ref: ClassRef) -> bool:
+    """Whether ``ref.forward`` returns what ``self.model(...)`` returned, untouched.
+
+    The decoder returns ``(hidden_states, aux_hidden_states)`` when aux layers are set; a
+    forward that post-processes its output would break on the tuple, so the declaration alone
+    would not be enough. A class without a forward of its own in the index is not judged here.
+    """
+    found = index.find_method(ref, "forward")
+    if found is None:
+        return True
+    return DECODER_ATTRIBUTE in found[1].get("passthrough", [])

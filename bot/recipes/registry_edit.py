@@ -9,8 +9,9 @@ from bot.codemods.base import CodemodRefused
 from bot.codemods.registry_entry import insert_registry_entry
 from bot.codemods.spans import TopLevel
 from bot.drafts import DraftCatalogue, load_catalogue
-from bot.recipes.base import FileEdit, Finding, step
-from bot.recipes.publish_rules import dump
+from bot.recipes.base import FileEdit, Finding, PublishedEdit, step
+from bot.recipes.publish_rules import confined, dump, same_other_statements
+from bot.recipes.publish_rules import names as names_of
 from bot.recipes.registry_plan import (
     DICT_NAME,
     REGISTRY_FILE,
@@ -41,6 +42,17 @@ def registry_entry_edit(entry: RegistryEntryPlan) -> FileEdit:
 
 
 # --- publish: the entry is re-derived, never taken from the patch ---------------------------
+
+
+def registry_entry(edit: PublishedEdit) -> None:
+    """The publish rule of the ``registry-entry`` edit: one new entry in the registry dict,
+    exactly the one :func:`check_derived_entry` derives on the base text."""
+    if edit.path != REGISTRY_FILE:
+        raise CodemodRefused(f"registry entries go into {REGISTRY_FILE} only")
+    confined(edit.before, edit.after, [TopLevel(DICT_NAME)])
+    same_other_statements(edit.before, edit.after, allowed={DICT_NAME: (ast.Assign, ast.AnnAssign)})
+    key, call = only_one_new_entry(edit.before, edit.after)
+    check_derived_entry(edit.before, edit.after, key, call, edit.finding, edit.class_name)
 
 
 def check_derived_entry(
@@ -162,3 +174,67 @@ def _misplaced(before: str, after: str, expected: RegistryEntryPlan) -> str | No
     if dump(ast.parse(placed)) != dump(ast.parse(after)):
         return f"the registry entry is not where the recipe puts it (# [{expected.section}])"
     return None
+
+
+def only_one_new_entry(before: str, after: str) -> tuple[str, ast.Call]:
+    """The registry dict gains exactly one ``"Key": Callee(literal, ..., name=literal)``
+    entry, with the callee of its existing entries; every existing entry is unchanged, and
+    ``trust_remote_code`` is on only if upstream's own entry for the same checkpoint has it."""
+    old, new = _registry_entries(before), _registry_entries(after)
+    added = [key for key in new if key not in old]
+    if len(new) != len(old) + 1 or len(added) != 1:
+        raise CodemodRefused("the registry edit is not exactly one new registry entry")
+    if any(new[key] != value for key, value in old.items()):
+        raise CodemodRefused("the registry edit changes an existing registry entry")
+    value = _registry_values(after)[added[0]]
+    callees = {dump(v.func) for v in _registry_values(before).values() if isinstance(v, ast.Call)}
+    if not isinstance(value, ast.Call) or dump(value.func) not in callees:
+        raise CodemodRefused("the new registry entry is not a call like its siblings")
+    arguments = [*value.args, *(k.value for k in value.keywords)]
+    keywords = [k.arg for k in value.keywords]
+    if None in keywords or len(keywords) != len(set(keywords)) or not all(map(_literal, arguments)):
+        raise CodemodRefused("the new registry entry has an argument that is not a literal")
+    if _trusts_remote_code(value) and not any(
+        _trusts_remote_code(call) and _first_arg(call) == _first_arg(value) is not None
+        for call in ast.walk(ast.parse(before))
+        if isinstance(call, ast.Call)
+    ):
+        raise CodemodRefused(
+            "the new registry entry sets trust_remote_code, which upstream's own entry for "
+            "its checkpoint does not"
+        )
+    return added[0], value
+
+
+def _registry_values(source: str) -> dict[str, ast.expr]:
+    for node in ast.parse(source).body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if DICT_NAME in names_of(node) and isinstance(value, ast.Dict):
+            keys = [k.value if isinstance(k, ast.Constant) else None for k in value.keys]
+            if not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
+                raise CodemodRefused(f"{DICT_NAME} has a key that is not a plain string")
+            return dict(zip(keys, value.values, strict=True))  # type: ignore[arg-type]
+    raise CodemodRefused(f"no module-level dict literal {DICT_NAME}")
+
+
+def _registry_entries(source: str) -> dict[str, str]:
+    return {key: dump(value) for key, value in _registry_values(source).items()}
+
+
+def _literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bytes)
+
+
+def _trusts_remote_code(call: ast.Call) -> bool:
+    return any(
+        k.arg == "trust_remote_code"
+        and not (isinstance(k.value, ast.Constant) and k.value.value is False)
+        for k in call.keywords
+    )
+
+
+def _first_arg(call: ast.Call) -> object:
+    first = call.args[0] if call.args else None
+    return first.value if isinstance(first, ast.Constant) else None

@@ -23,15 +23,15 @@ from bot.recipes.eagle3_analysis import (
     aux_collection,
     constructed,
     declares_eagle3,
+    forwards_decoder_output,
+    is_multimodal,
     mixin_chain,
 )
-from bot.recipes.eagle3_interface.recipe import forwards_decoder_output, is_multimodal
-from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import GENERATION_CATEGORIES
 
 # Where wrappers in the tree keep their language model, in the order tried.
 LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "llm", "model", "decoder", "text_model")
-DECODER_ATTRIBUTE = "model"
 LANGUAGE_MODEL_ATTRIBUTE = LANGUAGE_MODEL_ATTRIBUTES[0]  # what the protocol's defaults may follow
 SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's answer counts
 INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"

@@ -21,7 +21,7 @@ from bot.recipes.base import Finding
 
 if TYPE_CHECKING:
     from bot.drafts import DraftCatalogue
-    from bot.journal.store import TriagedIssue
+    from bot.triage_outcome import TriagedIssue
 
 DRAFT_METHODS = ("dflash", "eagle3")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from bot.config import cache_dir
 from bot.errors import BotError
 from bot.fileio import held_lock
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.subprocess_env import run_build_step, scratch_home
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")

@@ -12,7 +12,7 @@ import git
 
 from bot.errors import BotError
 from bot.fileio import held_lock
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 
 
 def open_repo(path: Path) -> git.Repo:

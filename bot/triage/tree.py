@@ -103,22 +103,9 @@ def _read(path: Path) -> str:
 
 
 def broken_claim(ctx: ScanContext, arch: str) -> str | None:
-    """Why the class ``arch`` loads declares ``SupportsEagle3`` but would fail when used (the
-    :mod:`bot.recipes.eagle3_broken_claim.recipe` judgement on each platform variant), or None when
-    the claim holds or cannot be judged."""
-    from bot.recipes.eagle3_broken_claim.recipe import judge
-    from bot.recipes.wrapper_analysis import protocol_defaults
-    from bot.tree.index import ClassRef
+    """Why the class ``arch`` loads declares the interface but would fail when used, as the
+    first recipe that contests the claim says (:meth:`bot.recipes.base.Recipe.contests_claim`),
+    or None when none does."""
+    from bot.recipes import RECIPES
 
-    defaults = protocol_defaults(ctx.root)
-    if defaults is None:
-        return None
-    for entry in ctx.registry.entries:
-        if entry.arch != arch or entry.category not in GENERATION_CATEGORIES:
-            continue
-        for ref in ctx.index.resolve(entry.module, entry.class_name):
-            if isinstance(ref, ClassRef):
-                verdict = judge(ctx, ref, defaults)
-                if verdict.kind is not None:
-                    return verdict.why
-    return None
+    return next(filter(None, (r.contests_claim(ctx, arch) for r in RECIPES)), None)

@@ -15,7 +15,7 @@ from bot.recipes.base import Finding, FindingRef
 from bot.scan import rescan
 from bot.scan.rescan import FindingKey
 from bot.subprocess_env import minimal_env
-from bot.verify.check import Check
+from bot.verification import Check
 from bot.verify.junit import TestRun
 
 

@@ -3,7 +3,7 @@
 ``bot verify`` imports vLLM from the patched tree and runs its tests. The tree's base commit is
 upstream's own code; the patch comes from the plan directory, which may have been copied from
 elsewhere (an Actions artifact, a colleague). So the patch gets the check publish makes
-(:func:`bot.publish.checks.check_confined`: only the declared files, each as its recipe's rule
+(:func:`bot.confinement.check_confined`: only the declared files, each as its recipe's rule
 allows on the base text) before a test or the smoke harness starts; a patch that fails it is
 checked statically only (apply, rescan, compile, ruff) and nothing from it is executed.
 """
@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bot.base_tree import CheckedOutTree
+from bot.confinement import FileChange, check_confined, check_member_confined
 from bot.errors import BotError
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.plan import Member, PlanDir
-from bot.publish.checks import FileChange, check_confined, check_member_confined
 from bot.recipes.base import DeclaredEdit
 from bot.verify import scratch
 from bot.verify.checks import Check

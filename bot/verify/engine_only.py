@@ -18,17 +18,15 @@ from bot.errors import BotError
 from bot.plan import READY, PlanDir, read_plan_dir
 from bot.subprocess_env import refuse_beside_credentials
 from bot.tree.worktree import scratch_worktree
+from bot.verification import GpuRun
 from bot.verify import runtime, scratch, smoke
 from bot.verify.checks import Check
 from bot.verify.confine import confinement_check
 from bot.verify.engine_env import Engine
 from bot.verify.evidence import evidence_check
-from bot.verify.verification import GpuRun
 
 
-def engine_plans(
-    plan_dirs: list[Path], journal: bool = False, engine: Engine | None = None
-) -> list[Check]:
+def engine_plans(plan_dirs: list[Path], engine: Engine | None = None) -> list[Check]:
     """The engine check of every plan (recorded in its plan.json), in order; ``engine``
     overrides the one each plan's release gets (:func:`bot.verify.engine_env.engine_for`)."""
     refuse_beside_credentials("bot engine")
@@ -39,8 +37,8 @@ def engine_plans(
     stages = [_prepared(item, engine) for item in loaded]
     with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
         checks = runtime.run_engine_batch(stages, Path(work))
-    for plan_dir, item, check in zip(plan_dirs, loaded, checks, strict=True):
-        _record(plan_dir, item, check, journal)
+    for item, check in zip(loaded, checks, strict=True):
+        record_engine_check(item, check)
     return checks
 
 
@@ -74,9 +72,9 @@ def _prepared(loaded: PlanDir, engine: Engine | None = None) -> runtime.RuntimeS
     return stage
 
 
-def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> None:
-    from bot.verify.run import _record as record_verification
-    from bot.verify.run import _verdict
+def record_engine_check(loaded: PlanDir, check: Check) -> None:
+    """``check`` into the plan's recorded verification (see the module's docstring)."""
+    from bot.verify.run import record, verdict
 
     recorded = loaded.plan.verification
     digest = patch_hash(loaded.patch)
@@ -87,12 +85,12 @@ def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> Non
             checks.append(evidence)
         gpu = recorded.gpu or GpuRun("skip", "skipped")
         ok = all(c.passed is not False for c in checks)
-        verification = _verdict(checks, gpu, ok, digest)
+        verification = verdict(checks, gpu, ok, digest)
     else:
         verification = dataclasses.replace(
-            _verdict([check], GpuRun("skip", "not_run"), True, digest),
+            verdict([check], GpuRun("skip", "not_run"), True, digest),
             passed=False,
             local_passed=False,
             message="only the engine check ran; run `bot verify` for the rest",
         )
-    record_verification(plan_dir, loaded, verification, journal)
+    record(loaded, verification)

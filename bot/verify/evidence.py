@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from bot.errors import BotError
 from bot.plan import READY, Plan
-from bot.verify.check import Check
+from bot.verification import Check
 
 
 def required_checks(recipe: str | None) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from bot.config import cache_dir, home_dir
 from bot.github.identity import RESULTS_END, RESULTS_START
 from bot.markdown import inline
 from bot.redact import redact
-from bot.verify.verification import GpuRun, Verification
+from bot.verification import GpuRun, Verification
 
 START = RESULTS_START
 END = RESULTS_END

@@ -19,6 +19,7 @@ from bot.recipes.base import Finding
 from bot.redact import redact
 from bot.subprocess_env import refuse_beside_credentials
 from bot.tree.worktree import scratch_worktree
+from bot.verification import GpuRun, Verification
 from bot.verify import checks, runtime, scratch, smoke
 from bot.verify.checks import Check
 from bot.verify.confine import confinement_check
@@ -27,7 +28,6 @@ from bot.verify.engine import engine_checkpoints_of
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
 from bot.verify.render import render_results, replace_results_section
-from bot.verify.verification import GpuRun, Verification
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ class VerifyOptions:
     poll: PollSettings = field(default_factory=PollSettings)
     target_repo: str | None = None  # dispatch: vLLM repository holding the patched commit
     target_ref: str | None = None  # dispatch: that commit (default: the plan's branch)
-    journal: bool = True
     # Keep the local checks plan.json already holds instead of running them: for a job that
     # holds a write token, where nothing from the tree may be imported or run.
     reuse_local: bool = False
@@ -54,7 +53,8 @@ class VerifyOptions:
 def verify_plan(
     plan_dir: Path, options: VerifyOptions | None = None, client: ActionsClient | None = None
 ) -> Verification:
-    """Verify a plan directory; writes the result to plan.json, pr.md and the journal."""
+    """Verify a plan directory; writes the result to plan.json and pr.md (``bot verify`` goes
+    through :func:`bot.pipeline.verify`, which also records it in the journal)."""
     return verify_plans([plan_dir], options, client)[0]
 
 
@@ -127,10 +127,10 @@ def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) 
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
-    verification = _verdict(
+    verification = verdict(
         local_checks, GpuRun.from_json(gpu), local_ok, patch_hash(item.loaded.patch)
     )
-    _record(item.plan_dir, item.loaded, verification, options.journal)
+    record(item.loaded, verification)
     return verification
 
 
@@ -311,7 +311,7 @@ def _default_branch(client: ActionsClient, repo: str) -> str:
     return str(branch(repo)) if callable(branch) else "main"
 
 
-def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str) -> Verification:
+def verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str) -> Verification:
     """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``."""
     gpu = dataclasses.replace(gpu, log_excerpt=redact(gpu.log_excerpt))
     conclusion = gpu.conclusion
@@ -338,12 +338,9 @@ def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str
     )
 
 
-def _record(plan_dir: Path, loaded: PlanDir, verification: Verification, journal: bool) -> None:
+def record(loaded: PlanDir, verification: Verification) -> None:
+    """``verification`` into the plan directory: plan.json's record and pr.md's results."""
     plan = loaded.plan
     plan.verification = verification
     markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
-    update_plan(plan_dir, plan, pr_markdown=markdown)
-    if journal:
-        from bot.pipeline import record_verification
-
-        record_verification(plan_dir, plan, loaded.patch, verification)
+    update_plan(loaded.path, plan, pr_markdown=markdown)

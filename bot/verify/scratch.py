@@ -7,7 +7,7 @@ from pathlib import Path
 import git
 
 from bot.errors import BotError
-from bot.github.gitrepo import Repo
+from bot.gitrepo import Repo
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import open_repo
 

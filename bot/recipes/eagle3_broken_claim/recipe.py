@@ -94,6 +94,22 @@ class Eagle3BrokenClaim(Recipe):
         ev = finding.evidence_as(BrokenClaimEvidence)
         return f"declared {ev.declared.path}:{ev.declared.line}; {ev.why}"
 
+    def contests_claim(self, ctx: ScanContext, arch: str) -> str | None:
+        """The judgement on each platform variant of the class ``arch`` loads (None when the
+        claim holds or cannot be judged)."""
+        defaults = protocol_defaults(ctx.root)
+        if defaults is None:
+            return None
+        for entry in ctx.registry.entries:
+            if entry.arch != arch or entry.category not in GENERATION_CATEGORIES:
+                continue
+            for ref in ctx.index.resolve(entry.module, entry.class_name):
+                if isinstance(ref, ClassRef):
+                    verdict = judge(ctx, ref, defaults)
+                    if verdict.kind is not None:
+                        return verdict.why
+        return None
+
     def detect(self, ctx: ScanContext) -> list[Finding]:
         defaults = protocol_defaults(ctx.root)
         if defaults is None:

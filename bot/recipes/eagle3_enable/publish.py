@@ -26,10 +26,9 @@ from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
 from bot.recipes.eagle3_enable.shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface.publish import (
-    _archs_of,
     declare_interface,
     from_interfaces,
-    registry_entry,
+    parametrized_archs_of,
     regression_test,
 )
 from bot.recipes.publish_rules import (
@@ -43,6 +42,7 @@ from bot.recipes.publish_rules import (
     require_written_file,
     same_other_statements,
 )
+from bot.recipes.registry_edit import registry_entry
 
 if TYPE_CHECKING:
     from bot.recipes.eagle3_enable.recipe import Capture
@@ -211,7 +211,7 @@ def enable_regression_test(edit: PublishedEdit) -> None:
     wanted = {min(e.arch for e in member.entries) for member in _shared(edit).members}
     old = functions(edit.before).get(REGISTRY_TEST_FUNCTION)
     new = functions(edit.after).get(REGISTRY_TEST_FUNCTION)
-    added = set(_archs_of(new)) - set(_archs_of(old))
+    added = set(parametrized_archs_of(new)) - set(parametrized_archs_of(old))
     if added != wanted:
         raise CodemodRefused(
             "the regression test does not add exactly the set's architectures "

@@ -55,6 +55,8 @@ from bot.recipes.eagle3_analysis import (
     class_finding,
     constructed,
     declares_eagle3,
+    forwards_decoder_output,
+    is_multimodal,
     locate,
     mixin_chain,
 )
@@ -68,17 +70,15 @@ from bot.recipes.eagle3_enable.analysis import (
 )
 from bot.recipes.eagle3_enable.evidence import EnableEvidence
 from bot.recipes.eagle3_interface.recipe import (
-    _declare_interface,
-    _interfaces_module,
-    _regression_test,
-    forwards_decoder_output,
-    is_multimodal,
+    declaration_for,
+    interfaces_import_module,
     registered_targets,
+    regression_test_edit,
 )
 from bot.recipes.evidence import At, Bound, SharedSet
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.drafter_loader import LoaderSite, SharedEmbedding, decoder_reads, shared_embedding
-from bot.tree.index import ClassIndex, ClassRef
+from bot.tree.index import DECODER_ATTRIBUTE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
 if TYPE_CHECKING:
@@ -87,7 +87,6 @@ if TYPE_CHECKING:
 NAME = "eagle3-enable"
 BROKEN_CLAIM = "eagle3-broken-claim"
 TEMPLATES = "recipes/eagle3-enable"
-DECODER_ATTRIBUTE = "model"
 # Where a decoder under another name lives: reported, and refused (see _elsewhere_refusal).
 OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
 _UNREAD = object()  # the loader's embedding names, before a candidate needs them
@@ -185,10 +184,10 @@ class Eagle3Enable(Recipe):
 
             edits.append(registry_entry_edit(entry))
         variant = platform_variant(finding)
-        test_edit, cpu_tests = _regression_test(ctx, finding, variant)
+        test_edit, cpu_tests = regression_test_edit(ctx, finding, variant)
         edits.append(test_edit)
-        claims = _broken_claims_fixed(ctx, candidate)
-        context = _writeup_context(ctx, finding, shape, absolute)
+        claims = broken_claims_fixed(ctx, candidate)
+        context = enable_writeup_context(ctx, finding, shape, absolute)
         if branched := _branched_step(ctx.scan.index, candidate.captured):
             path = ctx.scan.index.path_of(candidate.captured)
             context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
@@ -283,7 +282,7 @@ def _capture_args(decoder: str, shape: DecoderShape, absolute: bool) -> dict[str
     }
 
 
-def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
+def broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
     """The ``eagle3-broken-claim`` reports this enablement fixes: classes that already declare
     the interface and reach this very decoder, which lacks the mixin (Exaone4_5 through
     Exaone4Model). The re-scan must see them gone; the write-up cites them as the cause."""
@@ -1015,7 +1014,7 @@ def _edits(
     decoder = candidate.decoder
     path = index.path_of(decoder)
     source = (ctx.root / path).read_text(encoding="utf-8")
-    module = _interfaces_module(source, path)
+    module = interfaces_import_module(source, path)
     # A nested decoder's child (Plamo3Decoder) takes the mixin too and does the collecting.
     classes = [decoder.name, *([shape.child] if shape.child else [])]
     steps = [
@@ -1038,7 +1037,7 @@ def _edits(
     if path != finding.path:
         return [
             FileEdit(path, kind, description, tuple(steps), tuple(spans)),
-            _declare_interface(ctx, finding),
+            declaration_for(ctx, finding),
         ]
     steps += [
         step(add_import_name, module=module, name=INTERFACE),
@@ -1049,7 +1048,7 @@ def _edits(
     return [FileEdit(path, "enable-decoder-and-declare", description, tuple(steps), tuple(spans))]
 
 
-def _writeup_context(
+def enable_writeup_context(
     ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool
 ) -> dict[str, Any]:
     from bot.recipes.eagle3_wrapper.recipe import wrappers_waiting_for

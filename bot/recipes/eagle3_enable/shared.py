@@ -182,8 +182,8 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
     from bot.recipes.eagle3_enable.recipe import (
         NAME,
         TEMPLATES,
-        _broken_claims_fixed,
-        _writeup_context,
+        broken_claims_fixed,
+        enable_writeup_context,
     )
 
     index = ctx.scan.index
@@ -234,8 +234,8 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
     for edit, node_ids in forward:
         edits.append(edit)
         cpu_tests += node_ids
-    claims = _broken_claims_fixed(ctx, found.lead)
-    context = _writeup_context(ctx, lead_finding, capture.shape, capture.absolute)
+    claims = broken_claims_fixed(ctx, found.lead)
+    context = enable_writeup_context(ctx, lead_finding, capture.shape, capture.absolute)
     context["broken_claims"] = [
         {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
     ]
@@ -270,7 +270,7 @@ def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
     from bot.codemods.nested_capture import add_capture
     from bot.codemods.spans import ClassBody, ClassHeader, Imports
     from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
-    from bot.recipes.eagle3_interface.recipe import _interfaces_module
+    from bot.recipes.eagle3_interface.recipe import interfaces_import_module
 
     index, capture, owner = scan.index, found.capture, found.owner
     by_path: dict[str, list[str]] = {}
@@ -278,7 +278,7 @@ def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
         by_path.setdefault(index.path_of(member.ref), []).append(member.ref.name)
     edits: list[FileEdit] = []
     for path in sorted({capture.decoder_path, *by_path}):
-        module = _interfaces_module((scan.root / path).read_text(encoding="utf-8"), path)
+        module = interfaces_import_module((scan.root / path).read_text(encoding="utf-8"), path)
         steps: list[CodemodStep] = []
         spans: list[Span] = [Imports()]
         if path == capture.decoder_path:

@@ -3,8 +3,9 @@
 Each rule is the publish-time twin of one FileEdit the recipe plans: the same spans, resolved on
 the base file's text, plus what the change means: the declaration is the recipe's own codemods
 re-applied on the base text (only the interface imported, ``SupportsEagle3`` the class's last
-base), a regression test is exactly the one the codemod writes. ``eagle3-wrapper`` reuses the
-registry-entry and regression-test rules: its plans add the same entry and the same tests.
+base), a regression test is exactly the one the codemod writes. The registry entry's rule is the
+one every recipe shares (:func:`bot.recipes.registry_edit.registry_entry`). ``eagle3-wrapper``
+reuses the regression-test rule: its plans add the same tests.
 """
 
 from __future__ import annotations
@@ -37,10 +38,7 @@ from bot.recipes.publish_rules import (
     same_other_statements,
     statement_gaps,
 )
-from bot.recipes.publish_rules import names as names_of
-from bot.recipes.registry_edit import check_derived_entry
-from bot.recipes.registry_plan import DICT_NAME as REGISTRY_DICT
-from bot.recipes.registry_plan import REGISTRY_FILE
+from bot.recipes.registry_edit import registry_entry
 
 
 def from_interfaces(module: str) -> bool:
@@ -66,17 +64,6 @@ def declare_interface(edit: PublishedEdit) -> None:
     require_bound(after, [INTERFACE])
     module_class(before, class_name)  # the class must be one of the base file's
     require_recipe_edit(after, declare_interface_edit(path, before, class_name).apply(before))
-
-
-def registry_entry(edit: PublishedEdit) -> None:
-    if edit.path != REGISTRY_FILE:
-        raise CodemodRefused(f"registry entries go into {REGISTRY_FILE} only")
-    confined(edit.before, edit.after, [TopLevel(REGISTRY_DICT)])
-    same_other_statements(
-        edit.before, edit.after, allowed={REGISTRY_DICT: (ast.Assign, ast.AnnAssign)}
-    )
-    key, call = _only_one_new_literal_entry(edit.before, edit.after)
-    check_derived_entry(edit.before, edit.after, key, call, edit.finding, edit.class_name)
 
 
 def regression_test(edit: PublishedEdit) -> None:
@@ -120,7 +107,7 @@ def _check_test_function(
     elif function.name == advertises_test_name(class_name):
         text = f"def {function.name}():\n    assert supports_eagle3({class_name})\n"
     elif any(_skipped_params(function)):
-        new = [a for a in _parametrized_archs(function) if a not in _archs_of(existing)]
+        new = [a for a in _parametrized_archs(function) if a not in parametrized_archs_of(existing)]
         derived = functions(add_registry_eagle3_test(edit.before, new)).get(function.name)
         if derived is None or dump(function) != dump(derived):
             raise CodemodRefused(f"{function.name} is not the regression test the recipe writes")
@@ -161,7 +148,7 @@ def _skipped_params(function: ast.FunctionDef) -> list[bool]:
     return []
 
 
-def _archs_of(function: ast.FunctionDef | None) -> list[str]:
+def parametrized_archs_of(function: ast.FunctionDef | None) -> list[str]:
     return _parametrized_archs(function) if function is not None else []
 
 
@@ -184,67 +171,3 @@ PUBLISH_RULES: dict[str, PublishRule] = {
     "registry-entry": registry_entry,
     "regression-test": regression_test,
 }
-
-
-def _only_one_new_literal_entry(before: str, after: str) -> tuple[str, ast.Call]:
-    """The registry dict gains exactly one ``"Key": Callee(literal, ..., name=literal)``
-    entry, with the callee of its existing entries; every existing entry is unchanged, and
-    ``trust_remote_code`` is on only if upstream's own entry for the same checkpoint has it."""
-    old, new = _registry_entries(before), _registry_entries(after)
-    added = [key for key in new if key not in old]
-    if len(new) != len(old) + 1 or len(added) != 1:
-        raise CodemodRefused("the registry edit is not exactly one new registry entry")
-    if any(new[key] != value for key, value in old.items()):
-        raise CodemodRefused("the registry edit changes an existing registry entry")
-    value = _registry_values(after)[added[0]]
-    callees = {dump(v.func) for v in _registry_values(before).values() if isinstance(v, ast.Call)}
-    if not isinstance(value, ast.Call) or dump(value.func) not in callees:
-        raise CodemodRefused("the new registry entry is not a call like its siblings")
-    arguments = [*value.args, *(k.value for k in value.keywords)]
-    keywords = [k.arg for k in value.keywords]
-    if None in keywords or len(keywords) != len(set(keywords)) or not all(map(_literal, arguments)):
-        raise CodemodRefused("the new registry entry has an argument that is not a literal")
-    if _trusts_remote_code(value) and not any(
-        _trusts_remote_code(call) and _first_arg(call) == _first_arg(value) is not None
-        for call in ast.walk(ast.parse(before))
-        if isinstance(call, ast.Call)
-    ):
-        raise CodemodRefused(
-            "the new registry entry sets trust_remote_code, which upstream's own entry for "
-            "its checkpoint does not"
-        )
-    return added[0], value
-
-
-def _registry_values(source: str) -> dict[str, ast.expr]:
-    for node in ast.parse(source).body:
-        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
-        if REGISTRY_DICT in names_of(node) and isinstance(value, ast.Dict):
-            keys = [k.value if isinstance(k, ast.Constant) else None for k in value.keys]
-            if not all(isinstance(k, str) for k in keys) or len(set(keys)) != len(keys):
-                raise CodemodRefused(f"{REGISTRY_DICT} has a key that is not a plain string")
-            return dict(zip(keys, value.values, strict=True))  # type: ignore[arg-type]
-    raise CodemodRefused(f"no module-level dict literal {REGISTRY_DICT}")
-
-
-def _registry_entries(source: str) -> dict[str, str]:
-    return {key: dump(value) for key, value in _registry_values(source).items()}
-
-
-def _literal(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bytes)
-
-
-def _trusts_remote_code(call: ast.Call) -> bool:
-    return any(
-        k.arg == "trust_remote_code"
-        and not (isinstance(k.value, ast.Constant) and k.value.value is False)
-        for k in call.keywords
-    )
-
-
-def _first_arg(call: ast.Call) -> object:
-    first = call.args[0] if call.args else None
-    return first.value if isinstance(first, ast.Constant) else None

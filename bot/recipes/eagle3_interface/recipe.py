@@ -38,6 +38,8 @@ from bot.recipes.eagle3_analysis import (
     constructed,
     declares_eagle3,
     decoder_evidence_line,
+    forwards_decoder_output,
+    is_multimodal,
     is_pooling_model,
     locate,
     mixin_chain,
@@ -51,14 +53,13 @@ from bot.recipes.eagle3_interface.evidence import (
 from bot.recipes.evidence import At, Bound
 from bot.recipes.interface_status import already_fixed, missing_variants
 from bot.recipes.registry_plan import plan_registry_entry
-from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 from bot.tree.signatures import error_signatures
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 
 NAME = "eagle3-interface"
-DECODER_ATTRIBUTE = "model"
 ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 TEMPLATES = "recipes/eagle3-interface"
 
@@ -119,10 +120,10 @@ class Eagle3Interface(Recipe):
         entry, entry_why = plan_registry_entry(
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
         )
-        edits = [_declare_interface(ctx, f) for f in group]
+        edits = [declaration_for(ctx, f) for f in group]
         if entry is not None:
             edits.append(registry_entry_edit(entry))
-        test_edit, cpu_tests = _regression_test(ctx, finding, variant)
+        test_edit, cpu_tests = regression_test_edit(ctx, finding, variant)
         edits.append(test_edit)
         title = f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
         return FixPlan(
@@ -167,7 +168,7 @@ class Eagle3Interface(Recipe):
         return None
 
 
-def _declare_interface(ctx: PlanContext, finding: Finding) -> FileEdit:
+def declaration_for(ctx: PlanContext, finding: Finding) -> FileEdit:
     source = (ctx.root / finding.path).read_text(encoding="utf-8")
     return declare_interface_edit(finding.path, source, finding.class_name)
 
@@ -179,7 +180,7 @@ def declare_interface_edit(path: str, source: str, class_name: str) -> FileEdit:
     from bot.codemods.imports import add_import_name
     from bot.codemods.spans import ClassHeader, Imports
 
-    module = _interfaces_module(source, path)
+    module = interfaces_import_module(source, path)
     return FileEdit(
         path=path,
         kind="declare-interface",
@@ -192,7 +193,7 @@ def declare_interface_edit(path: str, source: str, class_name: str) -> FileEdit:
     )
 
 
-def _interfaces_module(source: str, path: str) -> str:
+def interfaces_import_module(source: str, path: str) -> str:
     """How this file imports from interfaces: an existing import wins, else the file's style."""
     if "from .interfaces import" in source:
         return ".interfaces"
@@ -202,7 +203,7 @@ def _interfaces_module(source: str, path: str) -> str:
     return ".interfaces" if in_models_package and "\nfrom ." in source else ABSOLUTE_INTERFACES
 
 
-def _regression_test(
+def regression_test_edit(
     ctx: PlanContext, finding: Finding, variant: str | None
 ) -> tuple[FileEdit, tuple[str, ...]]:
     """The CPU test asserting the class advertises the interface: the model package's own
@@ -300,13 +301,6 @@ def registered_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
     return targets
 
 
-def is_multimodal(index: ClassIndex, ref: ClassRef) -> bool:
-    # SupportsMultiModal brings get_language_model(), which the interface follows instead of self.
-    return any(
-        isinstance(a, ClassRef) and a.name == "SupportsMultiModal" for a in index.ancestors(ref)
-    )
-
-
 def eagle3_ready_decoder(
     index: ClassIndex, ref: ClassRef
 ) -> tuple[Construction, list[ClassRef], AuxCollection] | None:
@@ -319,19 +313,6 @@ def eagle3_ready_decoder(
         if chain and aux is not None and aux.collects:
             return construction, chain, aux
     return None
-
-
-def forwards_decoder_output(index: ClassIndex, ref: ClassRef) -> bool:
-    """Whether ``ref.forward`` returns what ``self.model(...)`` returned, untouched.
-
-    The decoder returns ``(hidden_states, aux_hidden_states)`` when aux layers are set; a
-    forward that post-processes its output would break on the tuple, so the declaration alone
-    would not be enough. A class without a forward of its own in the index is not judged here.
-    """
-    found = index.find_method(ref, "forward")
-    if found is None:
-        return True
-    return DECODER_ATTRIBUTE in found[1].get("passthrough", [])
 
 
 def _declared_siblings(ctx: ScanContext) -> dict[ClassRef, ClassRef]:

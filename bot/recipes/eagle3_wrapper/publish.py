@@ -19,7 +19,6 @@ from bot.recipes.eagle3_analysis import INTERFACE
 from bot.recipes.eagle3_interface.publish import (
     declare_interface,
     from_interfaces,
-    registry_entry,
     regression_test,
 )
 from bot.recipes.publish_rules import (
@@ -30,6 +29,7 @@ from bot.recipes.publish_rules import (
     require_recipe_edit,
     require_written_file,
 )
+from bot.recipes.registry_edit import registry_entry
 
 SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 

@@ -33,15 +33,15 @@ from bot.recipes.eagle3_analysis import (
     INTERFACE,
     class_finding,
     declares_eagle3,
+    is_multimodal,
     is_pooling_model,
     locate,
 )
 from bot.recipes.eagle3_interface.recipe import (
     DECLARATION_EVALUATION,
-    _regression_test,
     declare_interface_edit,
-    is_multimodal,
     registered_targets,
+    regression_test_edit,
 )
 from bot.recipes.eagle3_wrapper.evidence import LanguageModel, WrapperEvidence, WrapperForward
 from bot.recipes.evidence import At, Located
@@ -440,7 +440,7 @@ def _wrapper_regression_test(
     )
 
     if len(finding.architectures) <= 1:
-        return _regression_test(ctx, finding, variant)
+        return regression_test_edit(ctx, finding, variant)
     archs = tuple(finding.architectures)
     planned = add_eagle3_regression_test(
         ctx.root,

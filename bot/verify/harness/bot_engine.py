@@ -66,9 +66,9 @@ class NotChecked(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    from bot_smoke import _one_line
+    import bot_smoke
 
-    return _one_line(exc)
+    return bot_smoke.one_line(exc)
 
 
 # --- the model files under test, registered over the engine's own classes ---------------

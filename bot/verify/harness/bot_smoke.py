@@ -655,7 +655,7 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
         module = importlib.import_module(module_name)
         cls = getattr(module, class_name)
     except Exception as exc:  # noqa: BLE001 - any import failure means: not buildable here
-        raise NotChecked(f"cannot import {module_name}.{class_name}: {_one_line(exc)}") from None
+        raise NotChecked(f"cannot import {module_name}.{class_name}: {one_line(exc)}") from None
     config, derived, config_note = tiny_config_for(module, cls)
     model_dir = tmp / "model"
     model_dir.mkdir()
@@ -663,7 +663,7 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
         config.save_pretrained(model_dir)
     except Exception as exc:  # noqa: BLE001
         if not derived or derived == config.layer_types:
-            raise NotChecked(f"the tiny config is refused: {_one_line(exc)}") from None
+            raise NotChecked(f"the tiny config is refused: {one_line(exc)}") from None
         # The class insists on its hybrid layers (OLMo-Hybrid: at least one linear-attention
         # layer). They are built; with no attention metadata vLLM runs their recurrent core
         # as in its profile run (output zero), deterministically, the same in both runs.
@@ -674,11 +674,11 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
         try:
             config.save_pretrained(model_dir)
         except Exception as exc:  # noqa: BLE001
-            raise NotChecked(f"the tiny config is refused: {_one_line(exc)}") from None
+            raise NotChecked(f"the tiny config is refused: {one_line(exc)}") from None
     try:
         vllm_config = vllm_config_for(model_dir)
     except Exception as exc:  # noqa: BLE001
-        raise NotChecked(f"vLLM refuses the tiny config: {_one_line(exc)}") from None
+        raise NotChecked(f"vLLM refuses the tiny config: {one_line(exc)}") from None
     from vllm.config import set_current_vllm_config
     from vllm.model_executor.model_loader.utils import process_weights_after_loading
 
@@ -688,7 +688,7 @@ def build(module_name: str, class_name: str, tmp: Path) -> tuple[Any, Any, type,
         try:
             model = cls(vllm_config=vllm_config, prefix="")
         except Exception as exc:  # noqa: BLE001
-            raise NotChecked(f"{class_name} cannot be built on CPU: {_one_line(exc)}") from None
+            raise NotChecked(f"{class_name} cannot be built on CPU: {one_line(exc)}") from None
         fill_weights(model)
         native_attention(model)
         native_moe(model)
@@ -721,7 +721,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         try:
             output = forward(model, vllm_config)
         except Exception as exc:  # noqa: BLE001
-            raise NotChecked(f"the forward pass cannot run on CPU: {_one_line(exc)}") from None
+            raise NotChecked(f"the forward pass cannot run on CPU: {one_line(exc)}") from None
         if not isinstance(output, torch.Tensor):
             raise NotChecked(f"the unpatched forward returned {type(output).__name__}")
         torch.save(output, args.output)
@@ -737,11 +737,11 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         layers = tuple(model.get_eagle3_default_aux_hidden_state_layers())
         model.set_aux_hidden_state_layers(layers)
     except Exception as exc:  # noqa: BLE001
-        raise Failed(f"the EAGLE-3 interface fails on {cls.__name__}: {_one_line(exc)}") from None
+        raise Failed(f"the EAGLE-3 interface fails on {cls.__name__}: {one_line(exc)}") from None
     try:
         output = forward(model, vllm_config)
     except Exception as exc:  # noqa: BLE001
-        raise Failed(f"the forward with aux layers {layers} fails: {_one_line(exc)}") from None
+        raise Failed(f"the forward with aux layers {layers} fails: {one_line(exc)}") from None
     requested = sorted(set(layers))
     if not (isinstance(output, tuple) and len(output) == 2 and isinstance(output[1], list)):
         raise Failed(
@@ -862,12 +862,12 @@ def replay_from(model: Any, vllm_config: Any, layer: Any, stream: Any) -> Any:
     try:
         return forward(model, vllm_config)
     except Exception as exc:  # noqa: BLE001
-        raise NotChecked(f"values not checked: the replay fails: {_one_line(exc)}") from None
+        raise NotChecked(f"values not checked: the replay fails: {one_line(exc)}") from None
     finally:
         handle.remove()
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
     """The exception in one line, and where it was raised (a bare assert says nothing else)."""
     text = f"{exc.__class__.__name__}: {exc}".strip().splitlines()
     line = text[0] if text else exc.__class__.__name__
@@ -901,7 +901,7 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - reported, never a traceback in the result
             traceback.print_exc()
             status = "not_checked" if args.mode == "reference" else "failed"
-            result = {"status": status, "detail": f"the harness stopped: {_one_line(exc)}"}
+            result = {"status": status, "detail": f"the harness stopped: {one_line(exc)}"}
     Path(args.result).write_text(json.dumps(result), encoding="utf-8")
     return 0
 

@@ -7,7 +7,7 @@ of letting each reader guess. plan.json comes from the unprivileged half, so the
 trust boundary: a record that parses is well-typed, which says nothing about whether it is
 true (publish still re-derives what it acts on, e.g. the patch hash and the GPU run).
 
-Its own module, importing only :mod:`bot.verify.check`, so that publish reads the value
+A value below the plan and outside ``bot/verify/``: plan.json holds it, and publish reads it
 without the modules that run checks.
 """
 
@@ -18,9 +18,26 @@ from typing import Any
 
 from bot.errors import BotError
 from bot.jsonio import checked_fields
-from bot.verify.check import Check
 
 WHERE = "plan.json: `verification`"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's outcome, as verify records it and the write-up, the gate and publish read it."""
+
+    name: str
+    passed: bool | None  # None: not checked, neither passed nor failed
+    detail: str
+    log_excerpt: str = ""  # what the check ran printed, for the write-up's details
+    # Typed figures of what the check ran (the engine check: each run's outcome and counts).
+    record: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.record is None:
+            del data["record"]
+        return data
 
 
 @dataclass(frozen=True)
