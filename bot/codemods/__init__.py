@@ -1,18 +1,8 @@
-"""Small, single-purpose libcst codemods over source text, each carrying its own cases."""
+"""Small, single-purpose libcst codemods over source text, each carrying its own cases (a
+module's ``CASES``: tests/test_codemods_cases.py finds them by walking the packages)."""
 
 from __future__ import annotations
 
-from bot.codemods import (
-    aux_capture,
-    aux_forward_test,
-    bases,
-    delegate_methods,
-    imports,
-    nested_capture,
-    registry_entry,
-    regression_test,
-    wrapper_forward_test,
-)
 from bot.codemods.base import Case, CodemodRefused
 from bot.codemods.bases import append_base_class
 from bot.codemods.diff import unified_diff
@@ -26,29 +16,7 @@ __all__ = [
     "RegressionTestEdit",
     "add_eagle3_regression_test",
     "add_import_name",
-    "all_cases",
     "append_base_class",
     "insert_registry_entry",
     "unified_diff",
 ]
-
-_MODULES_WITH_CASES = (
-    imports,
-    bases,
-    registry_entry,
-    regression_test,
-    delegate_methods,
-    aux_capture,
-    nested_capture,
-    aux_forward_test,
-    wrapper_forward_test,
-)
-
-
-def all_cases() -> list[tuple[str, Case]]:
-    """Every codemod's cases, as ``(module name, case)``."""
-    return [
-        (module.__name__.rsplit(".", 1)[-1], case)
-        for module in _MODULES_WITH_CASES
-        for case in module.CASES
-    ]
