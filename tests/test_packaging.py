@@ -15,13 +15,12 @@ from pathlib import Path
 
 import git
 import pytest
-import setuptools
 
 from tests.cli import EXAMPLE_ISSUE
 
 ROOT = Path(__file__).resolve().parents[1]
 # What `pip install ./bot` reads; everything else in the checkout must not matter.
-SOURCES = ("pyproject.toml", "README.md", "bot", "templates", "workflows")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "bot", "templates", "workflows")
 MAPPED = {"bot._templates": "templates", "bot._workflows": "workflows"}
 
 
@@ -29,11 +28,27 @@ def _pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
 
-def test_the_package_list_names_every_package_and_the_mapped_directories() -> None:
-    setuptools_config = _pyproject()["tool"]["setuptools"]
-    found = setuptools.find_packages(where=str(ROOT), include=["bot", "bot.*"])
-    assert sorted(setuptools_config["packages"]) == sorted([*found, *MAPPED])
-    assert setuptools_config["package-dir"] == MAPPED
+def _files(root: Path, pattern: str = "*") -> set[str]:
+    return {
+        str(p.relative_to(root))
+        for p in root.rglob(pattern)
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_the_wheel_ships_the_package_and_the_mapped_directories_file_for_file(
+    wheel_venv: Path,
+) -> None:
+    """Every file of bot/ (a fix class's package and its templates/ included, found without a
+    list naming them) and of the two mapped directories, and nothing else."""
+    assert _pyproject()["tool"]["setuptools"]["package-dir"] == MAPPED
+    site = next((wheel_venv / "lib").glob("python*/site-packages"))
+    wanted = _files(ROOT / "bot")
+    for package, directory in MAPPED.items():
+        prefix = package.removeprefix("bot.")
+        wanted |= {f"{prefix}/{name}" for name in _files(ROOT / directory)}
+    assert any(name.startswith("recipes/eagle3_interface/templates/") for name in wanted)
+    assert _files(site / "bot") == wanted
 
 
 def _run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:

@@ -8,9 +8,9 @@ write-up's replication and model-evaluation lines). So outside a fix class's own
 
 - no module imports a fix class's package (the registry, ``bot/recipes/__init__.py``, registers
   them and is the one exception);
-- no file of ``bot/`` outside ``bot/recipes/``, and no template outside ``templates/recipes/``,
-  names a registered recipe or one of its edit kinds, and none probes a recipe's members with
-  ``getattr``.
+- no file of ``bot/`` outside ``bot/recipes/``, and no template of templates/ (a fix class's own
+  templates are in its package), names a registered recipe or one of its edit kinds, and none
+  probes a recipe's members with ``getattr``.
 
 Each rule is also run on a copy of ``bot/`` with one violation planted, which it must report.
 """
@@ -27,8 +27,8 @@ from bot.recipes.base import FixingRecipe, Recipe
 from bot.recipes.evidence import Evidence
 
 BOT = Path(__file__).parents[1] / "bot"
-# The write-up's templates: a recipe's own live in templates/recipes/<name>/, the generic
-# sections (checklist, contribution, ...) beside them ask the recipe for its lines.
+# The write-up's generic templates (checklist, contribution, ...) ask the recipe for its lines;
+# a fix class's own are in its package (bot/recipes/<package>/templates/).
 TEMPLATES = BOT.parent / "templates"
 
 
@@ -44,12 +44,10 @@ def _in_fix_class(bot: Path, path: Path) -> bool:
 
 
 def _generic_files(bot: Path, templates: Path) -> list[Path]:
-    """Every text file of the package outside bot/recipes/ (code, data), and every template
-    outside templates/recipes/."""
+    """Every text file of the package outside bot/recipes/ (code, data), and every template."""
     files = []
-    own_templates = templates / "recipes"
     for path in sorted([*bot.rglob("*"), *templates.rglob("*")]):
-        owned = bot / "recipes" in path.parents or own_templates in path.parents
+        owned = bot / "recipes" in path.parents
         if not path.is_file() or owned or "__pycache__" in path.parts:
             continue
         try:

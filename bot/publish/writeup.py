@@ -46,11 +46,21 @@ def shell_quoted_inner(value: object) -> str:
 
 
 def _template_source(name: str) -> str | None:
-    """A template's text from the installed package; None (jinja2: not found) if absent."""
+    """A template's text from the installed package; None (jinja2: not found) if absent. A fix
+    class's own templates, ``recipes/<package>/<file>``, are in its package's templates/
+    directory (:func:`bot.recipes.base.own_templates`); the generic ones in bot._templates."""
     parts = name.split("/")
     if any(part in ("", ".", "..") for part in parts):
         return None
-    resource = files(TEMPLATES_PACKAGE).joinpath(*parts)
+    if parts[0] == "recipes" and len(parts) > 2:
+        if not parts[1].isidentifier():
+            return None
+        try:
+            resource = files(f"bot.recipes.{parts[1]}").joinpath("templates", *parts[2:])
+        except ModuleNotFoundError:
+            return None
+    else:
+        resource = files(TEMPLATES_PACKAGE).joinpath(*parts)
     return resource.read_text(encoding="utf-8") if resource.is_file() else None
 
 

@@ -211,6 +211,14 @@ class RegistryDecision:
 WRITEUP_SLOTS = ("summary", "claims", "root_cause")
 
 
+def own_templates(module: str) -> str:
+    """The write-up's name for the templates of the fix class whose module is ``module``
+    (``bot.recipes.<package>.recipe``): ``recipes/<package>``, the package's own templates/
+    directory (:func:`bot.publish.writeup.environment` loads ``recipes/<package>/<file>`` from
+    there)."""
+    return f"recipes/{module.split('.')[2]}"
+
+
 @dataclass(frozen=True)
 class WriteUp:
     """The recipe's own parts of the PR body.

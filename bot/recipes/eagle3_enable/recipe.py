@@ -44,6 +44,7 @@ from bot.recipes.base import (
     ScanContext,
     SmokeBuild,
     WriteUp,
+    own_templates,
     platform_variant,
     step,
 )
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
 
 NAME = "eagle3-enable"
 BROKEN_CLAIM = "eagle3-broken-claim"
-TEMPLATES = "recipes/eagle3-enable"
+TEMPLATES = own_templates(__name__)
 # Where a decoder under another name lives: reported, and refused (see _elsewhere_refusal).
 OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
 _UNREAD = object()  # the loader's embedding names, before a candidate needs them

@@ -25,6 +25,7 @@ from bot.recipes.base import (
     ScanContext,
     SmokeBuild,
     WriteUp,
+    own_templates,
     platform_variant,
     step,
 )
@@ -61,7 +62,7 @@ from bot.tree.signatures import error_signatures
 
 NAME = "eagle3-interface"
 ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
-TEMPLATES = "recipes/eagle3-interface"
+TEMPLATES = own_templates(__name__)
 
 
 # A declaration changes no forward pass: what the PR says in place of a model evaluation.

@@ -26,6 +26,7 @@ from bot.recipes.base import (
     RegistryDecision,
     ScanContext,
     WriteUp,
+    own_templates,
     platform_variant,
     step,
 )
@@ -65,7 +66,7 @@ if TYPE_CHECKING:
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 NAME = "eagle3-wrapper"
-TEMPLATES = "recipes/eagle3-wrapper"
+TEMPLATES = own_templates(__name__)
 SUPPORTS_EAGLE3_CHECK = "supports_eagle3"
 WRAPPER_TEST = "wrapper-forward-test"
 
