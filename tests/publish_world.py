@@ -13,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,6 +198,23 @@ class World:
             text=True,
             env={**os.environ, **self.env, **env},
         )
+
+
+def kill_in_flight(standin: GitHubStandIn, run: subprocess.Popen, method: str, path: str) -> None:
+    """SIGKILL ``run`` once its request ``method`` ``path`` (a regex) reached the stand-in (held
+    there by an injected timeout fault), a moment after the stand-in applied its effect."""
+    try:
+        deadline = time.monotonic() + 120
+        while not any(
+            r["method"] == method and re.search(path, r["path"]) for r in standin.request_log()
+        ):
+            assert run.poll() is None, "the run ended before making that request"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.3)  # let the stand-in apply the effect (a fault "after")
+    finally:
+        os.kill(run.pid, signal.SIGKILL)
+        run.communicate()
 
 
 def make_world(standin: GitHubStandIn, base: Path, root: Path, monkeypatch: Any) -> World:

@@ -12,25 +12,13 @@ repository, which used to fail one of them with "Publishing failed".
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 import httpx
-import pytest
 
 from bot.dashboard.app import DashboardSettings, create_app
 from bot.journal.store import FAILED, PR_OPEN, VERIFIED, Journal
 from tests.dashboard_seed import approve_form, serve_in_thread
-from tests.publish_world import World, build_world_base, make_world
-
-
-@pytest.fixture(scope="module")
-def world_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_world_base(tmp_path_factory.mktemp("world") / "base")
-
-
-@pytest.fixture
-def world(github_standin, world_base, tmp_path, monkeypatch) -> World:
-    return make_world(github_standin, world_base, tmp_path, monkeypatch)
+from tests.publish_world import World
 
 
 def _settings() -> DashboardSettings:

@@ -13,19 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.publish_world import World, build_world_base, make_world
+from tests.publish_world import World
 
 BRANCH = "bot/eagle3-interface/bar-for-causal-lm"
-
-
-@pytest.fixture(scope="module")
-def world_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_world_base(tmp_path_factory.mktemp("world") / "base")
-
-
-@pytest.fixture
-def world(github_standin, world_base, tmp_path, monkeypatch) -> World:
-    return make_world(github_standin, world_base, tmp_path, monkeypatch)
 
 
 def _published(world: World) -> tuple[Path, dict]:

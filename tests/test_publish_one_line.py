@@ -14,17 +14,7 @@ import time
 import pytest
 
 from tests.github_standin import STANDIN_TOKEN
-from tests.publish_world import World, build_world_base, make_world
-
-
-@pytest.fixture(scope="module")
-def world_base(tmp_path_factory: pytest.TempPathFactory):
-    return build_world_base(tmp_path_factory.mktemp("world") / "base")
-
-
-@pytest.fixture
-def world(github_standin, world_base, tmp_path, monkeypatch) -> World:
-    return make_world(github_standin, world_base, tmp_path, monkeypatch)
+from tests.publish_world import World
 
 
 def _limits(world: World, kind: str) -> None:

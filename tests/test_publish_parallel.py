@@ -11,21 +11,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import pytest
-
-from tests.publish_world import World, build_world_base, make_world
+from tests.publish_world import World
 
 NAMES = ("Foo", "Bar", "Baz")
-
-
-@pytest.fixture(scope="module")
-def world_base(tmp_path_factory: pytest.TempPathFactory):
-    return build_world_base(tmp_path_factory.mktemp("world") / "base")
-
-
-@pytest.fixture
-def world(github_standin, world_base, tmp_path, monkeypatch) -> World:
-    return make_world(github_standin, world_base, tmp_path, monkeypatch)
 
 
 def _all_at_once(world: World, plans: list[Path], **env: str) -> list[tuple[int, str, str]]:

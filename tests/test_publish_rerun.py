@@ -13,28 +13,16 @@ import dataclasses
 import json
 from pathlib import Path
 
-import pytest
-
 from bot.content_hash import patch_hash
 from bot.plan import read_plan_dir, update_plan
 from bot.verify.check import Check
-from tests.publish_world import ISSUES, World, build_world_base, make_world
+from tests.publish_world import ISSUES, World
 
 CPU_TESTS = Check(
     "cpu-tests",
     True,
     "1 passed (the regression test failed before the patch: 1 failed)",
 )
-
-
-@pytest.fixture(scope="module")
-def world_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_world_base(tmp_path_factory.mktemp("world") / "base")
-
-
-@pytest.fixture
-def world(github_standin, world_base, tmp_path, monkeypatch) -> World:
-    return make_world(github_standin, world_base, tmp_path, monkeypatch)
 
 
 def _propose_yes(world: World, out: Path):

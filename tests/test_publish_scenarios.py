@@ -11,9 +11,6 @@ approvals (test_publish_dashboard.py), rate limits (test_publish_one_line.py).
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -23,18 +20,7 @@ from bot.plan import read_plan_dir
 from bot.recipes.grouping import INTERFACE_ONLY
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_TOKEN
-from tests.publish_world import ISSUES, World, build_world_base, issue_json, make_world
-
-
-@pytest.fixture(scope="module")
-def world_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_world_base(tmp_path_factory.mktemp("world") / "base")
-
-
-@pytest.fixture
-def world(github_standin, world_base, tmp_path, monkeypatch) -> World:
-    monkeypatch.setenv("BOT_GITHUB_TIMEOUT", "1")
-    return make_world(github_standin, world_base, tmp_path, monkeypatch)
+from tests.publish_world import ISSUES, World, issue_json, kill_in_flight
 
 
 def _one_line(done) -> None:
@@ -248,30 +234,13 @@ def test_a_run_killed_after_the_push_is_finished_by_the_rerun(
     plan = world.plan("Bar")
     world.standin.inject(method, path, 0, kind="timeout", when=when, delay=30)
     run = world.bot_async("publish", str(plan), BOT_GITHUB_TIMEOUT="60")
-    try:
-        deadline = time.monotonic() + 120
-        while not any(
-            r["method"] == method and _matches(path, r["path"]) for r in world.standin.request_log()
-        ):
-            assert run.poll() is None, run.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.3)  # let the stand-in apply the effect ("after")
-    finally:
-        os.kill(run.pid, signal.SIGKILL)
-        run.communicate()
+    kill_in_flight(world.standin, run, method, path)
     world.standin.state.faults.clear()
 
     rerun = world.run("publish", str(plan))
 
     assert rerun.returncode == 0, rerun.stderr
     world.assert_settled(plan)
-
-
-def _matches(pattern: str, path: str) -> bool:
-    import re
-
-    return re.search(pattern, path) is not None
 
 
 # --- duplicates -----------------------------------------------------------------------------
