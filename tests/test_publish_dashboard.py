@@ -17,6 +17,7 @@ import httpx
 
 from bot.dashboard.app import DashboardSettings, create_app
 from bot.journal.store import FAILED, PR_OPEN, VERIFIED, Journal
+from bot.plan import read_plan_dir
 from tests.dashboard_seed import approve_form, serve_in_thread
 from tests.publish_world import World
 
@@ -56,7 +57,11 @@ def _approve(base: str, ids: list[int]) -> list[str]:
 
 def test_a_plan_without_a_gpu_test_is_approvable_and_opens_ready(world: World, tmp_path):
     journal = Journal(tmp_path / "journal.sqlite3")
-    proposal = journal.record_proposal(world.plan("Foo"))
+    plan = world.plan("Foo")
+    verified = read_plan_dir(plan).plan.verification
+    assert verified is not None and verified.passed
+    assert verified.message == "local checks passed; the patch asks for no GPU test"
+    proposal = journal.record_proposal(plan)
     assert journal.proposal(proposal).state == VERIFIED
 
     with serve_in_thread(create_app(journal, _settings())) as base:
@@ -73,7 +78,10 @@ def test_a_plan_without_a_gpu_test_is_approvable_and_opens_ready(world: World, t
 
 def test_a_plan_whose_patch_asks_for_a_gpu_test_opens_a_draft(world: World, tmp_path):
     journal = Journal(tmp_path / "journal.sqlite3")
-    proposal = journal.record_proposal(world.plan("Qwen3"))
+    plan = world.plan("Qwen3")
+    verified = read_plan_dir(plan).plan.verification
+    assert verified is not None and not verified.passed and verified.local_passed
+    proposal = journal.record_proposal(plan)
     assert journal.proposal(proposal).state == VERIFIED
 
     with serve_in_thread(create_app(journal, _settings())) as base:
@@ -87,7 +95,7 @@ def test_a_plan_whose_patch_asks_for_a_gpu_test_opens_a_draft(world: World, tmp_
 
 
 def test_a_failed_local_check_is_not_approvable(world: World, tmp_path):
-    from bot.plan import read_plan_dir, update_plan
+    from bot.plan import update_plan
     from tests.claimed import claimed
 
     plan_dir = world.plan("Foo")
