@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.plan import read_plan_dir
 from tests.publish_world import World
 
 BRANCH = "bot/eagle3-interface/bar-for-causal-lm"
@@ -95,3 +96,28 @@ def test_the_bots_own_open_pr_is_rebased_and_edited_when_the_upstream_moves(
     rerun = world.run("publish", str(replanned))
     assert rerun.stdout.startswith("unchanged:"), rerun.stdout
     assert len(world.writes()) == writes and world.fork_head(BRANCH) == head
+
+
+def test_a_pr_the_bot_did_not_open_blocks_nothing_with_its_label_and_markers(
+    world: World,
+) -> None:
+    """Issue 36's L9: someone else's PR (closed, from their own fork) that a maintainer gave
+    the bot's label and whose body carries the bot's markers for the class is not the bot's."""
+    from bot.github.identity import fingerprint_marker, member_marker
+
+    plan = world.plan("Bar")
+    fingerprint = read_plan_dir(plan).plan.fingerprint or ""
+    theirs = world.standin.add_pull(
+        "vllm-project/vllm",
+        "someone:eagle3-things",
+        user="someone",
+        state="closed",
+        labels=["bot:eagle3"],
+        body=f"{member_marker(fingerprint)}\n{fingerprint_marker('group:x:0123456789ab:abc')}\n",
+    )
+
+    done = world.run("publish", str(plan))
+
+    assert done.returncode == 0 and done.stdout.startswith("opened:"), done
+    assert f"PR #{theirs}" not in done.stdout
+    assert len(world.pulls()) == 2 and len(world.comments("Bar")) == 1
