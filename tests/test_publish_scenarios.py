@@ -131,6 +131,30 @@ def test_a_claimed_gpu_pass_buys_nothing_until_github_confirms_it(world: World, 
     world.assert_settled(plan)
 
 
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_failing_mark_ready_then_a_rerun_settle(world: World, monkeypatch, when: str) -> None:
+    """GraphQL's markPullRequestReadyForReview fails (before or after its effect) once the GPU
+    run is confirmed; the rerun leaves one ready PR and one comment saying so."""
+    from tests.test_publish_gpu_runs import BOT_REPO, titled_like_the_workflow
+
+    monkeypatch.setenv("BOT_REPO", BOT_REPO)
+    titled_like_the_workflow(world.standin)
+    plan = world.plan("Qwen3")
+    assert world.run("publish", str(plan)).returncode == 0
+    _verify_on_the_gpu_runner(world, plan, "success")
+    world.standin.inject("POST", r"/graphql$", 502, when=when, times=10)
+
+    first = world.run("publish", str(plan))
+
+    _one_line(first)
+    world.standin.state.faults.clear()
+    assert world.run("publish", str(plan)).returncode == 0
+    (pull,) = world.pulls()
+    assert pull["draft"] is False
+    assert "ready for review" in world.comments("Qwen3")[0]["body"]
+    world.assert_settled(plan)
+
+
 def _verify_on_the_gpu_runner(world: World, plan: Path, conclusion: str) -> None:
     """`bot verify --reuse-local --gpu dispatch`, with the stand-in finishing each dispatched
     run as a runner would (its JUnit report uploaded)."""
