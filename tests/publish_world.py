@@ -54,6 +54,21 @@ def world_tree() -> SyntheticTree:
     return SyntheticTree(files, registry)
 
 
+def new_gap(name: str, checkout: Path) -> dict[str, str]:
+    """The files that add one more interface gap ``name`` (Foo's shape) to the checkout: its
+    model, its package test and its registry line."""
+    foo = interface_cases.GAP.tree
+    low = name.lower()
+    files = {p.replace("foo", low): t.replace("Foo", name) for p, t in foo.files.items()}
+    registry = checkout / "vllm/model_executor/models/registry.py"
+    line = '    "FooForCausalLM": ("foo", "FooForCausalLM"),\n'
+    text = registry.read_text()
+    assert line in text
+    added = line.replace("Foo", name).replace('"foo"', f'"{low}"')
+    files[str(registry.relative_to(checkout))] = text.replace(line, line + added)
+    return files
+
+
 def build_world_base(root: Path) -> Path:
     return build(world_tree(), root)
 
@@ -99,12 +114,18 @@ class World:
 
     # --- the upstream moving ----------------------------------------------------------------
 
-    def move_upstream(self, note: str = "upstream moved") -> str:
-        """One unrelated commit on the upstream's main, pulled into the checkout."""
+    def move_upstream(
+        self, note: str = "upstream moved", files: dict[str, str] | None = None
+    ) -> str:
+        """One commit on the upstream's main (a line of news, and ``files`` if given), pulled
+        into the checkout."""
         repo = git.Repo(self.checkout)
         path = self.checkout / "NEWS.md"
         path.write_text((path.read_text() if path.exists() else "") + note + "\n")
-        repo.git.add("NEWS.md")
+        for rel, text in (files or {}).items():
+            (self.checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.checkout / rel).write_text(text)
+        repo.git.add("--all")
         repo.git.commit("-q", "--no-gpg-sign", "-m", note, env=IDENTITY)
         repo.git.push("-q", "origin", "HEAD:refs/heads/main")
         sha = repo.head.commit.hexsha

@@ -73,6 +73,9 @@ def test_a_fix_keeps_its_identity_when_the_upstream_moves():
     assert identity.group_branch_name("interface-only", members) == identity.group_branch_name(
         "interface-only", moved_members
     )
+    assert identity.is_group_of(regrouped, "interface-only")
+    assert not identity.is_group_of(regrouped, "wrapper-runtime")
+    assert not identity.is_group_of(later, "interface-only")
     fewer = identity.group_fingerprint("interface-only", moved_members[:1], moved)
     assert identity.fix_key(fewer) != identity.fix_key(group)
     assert identity.fix_key("not a fingerprint") is None

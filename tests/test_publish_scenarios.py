@@ -20,7 +20,7 @@ from bot.plan import read_plan_dir
 from bot.recipes.grouping import INTERFACE_ONLY
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_TOKEN
-from tests.publish_world import ISSUES, World, issue_json, kill_in_flight
+from tests.publish_world import ISSUES, World, issue_json, kill_in_flight, new_gap
 
 
 def _one_line(done) -> None:
@@ -60,9 +60,9 @@ def _group(world: World, out: Path) -> Path:
         )
     ranked, groups = pipeline.find_groups(world.checkout)
     plan, left_out = pipeline.propose_group(
-        world.checkout, out, INTERFACE_ONLY, ranked=ranked, groups=groups, dedupe=False
+        world.checkout, out, INTERFACE_ONLY, ranked=ranked, groups=groups
     )
-    assert plan.status == "ready" and left_out == [] and len(plan.members) == 4
+    assert plan.status == "ready" and left_out == [] and len(plan.members) == 4, left_out
     from bot.verify import VerifyOptions, verify_plan
 
     verified = verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
@@ -86,12 +86,28 @@ def test_a_group_opens_one_pr_with_one_comment_per_member_issue_and_is_rebased_l
     assert all(f"Signed-off-by: {SUBMITTER_NAME} <{SUBMITTER_EMAIL}>" in c.message for c in chain)
     world.assert_settled(group)
 
-    # The upstream moves; the group planned again (the same members) refreshes its own PR.
+    # The upstream moves; the group planned again (its members are its own open PR's, not
+    # "already in a PR") refreshes that PR.
     world.move_upstream()
     again = _group(world, world.root / "group-again")
     refreshed = world.run("publish", str(again))
     assert refreshed.stdout.startswith("updated:") and "pushed a new commit" in refreshed.stdout
     world.assert_settled(again)
+
+    # A new gap of the same shape waits for the open group PR instead of changing its scope.
+    world.move_upstream("Qux arrives", new_gap("Qux", world.checkout))
+    ranked, groups = pipeline.find_groups(world.checkout)
+    out = world.root / "group-qux"
+    plan, left_out = pipeline.propose_group(
+        world.checkout, out, INTERFACE_ONLY, ranked=ranked, groups=groups
+    )
+    assert [m.class_name for m in plan.members] == [
+        m.class_name for m in read_plan_dir(again).plan.members
+    ]
+    assert left_out == [
+        f"QuxForCausalLM: the group's PR #{pull['number']} is open; proposed once it is merged"
+        " or closed"
+    ]
 
 
 # --- GPU claims -----------------------------------------------------------------------------

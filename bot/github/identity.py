@@ -65,6 +65,12 @@ def class_key(value: str) -> str | None:
     return value.rsplit(":", 1)[0]
 
 
+def is_group_of(value: str, group: str) -> bool:
+    """Whether ``value`` is the fingerprint of a plan of group ``group`` (any members, any
+    base)."""
+    return is_group_fingerprint(value) and value.split(":")[1] == _slug(group)
+
+
 def fix_key(value: str) -> str | None:
     """A plan's fingerprint without its base commit: what stays the same when the upstream
     moves and the same fix is planned again. A class plan's ``recipe:Class[@variant]``; a

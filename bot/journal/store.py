@@ -248,13 +248,15 @@ def _replaces_what_was_verified(previous: sqlite3.Row, patch: str, base_commit: 
 
 def _approvable(verification: Mapping[str, Any]) -> bool | None:
     """Whether a recorded verification lets a maintainer approve; None when it says nothing
-    (no verdict at all)."""
-    if verification.get("passed") is None:
+    (no verdict at all). A record too partial to read (older journals kept only the verdict)
+    approves only what it says passed."""
+    passed = verification.get("passed")
+    if passed is None:
         return None
     try:
         return RecordedVerification.from_json(dict(verification)).approvable
     except BotError:
-        return False  # a malformed record approves nothing
+        return passed is True
 
 
 def _initial_state(plan: Plan) -> str:
