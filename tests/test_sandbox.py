@@ -69,7 +69,8 @@ except OSError:
 """
 # Inside a sandbox (never on the host, where BOT_SANDBOX=off runs it) the probe first tries to
 # break out the way the audit did as root: with capabilities, unmount the tmpfs hiding HOME and
-# /tmp and the fresh /proc, and remount / read-write; then every check above looks again.
+# /tmp and the fresh /proc, and remount / read-write (holding a capability, or reading a file
+# only root may read, is a leak too); then every check above looks again.
 ESCAPE = """
 if os.readlink("/proc/self/ns/mnt") != {host_mnt_ns!r}:
     for _line in open("/proc/self/status"):
@@ -77,9 +78,11 @@ if os.readlink("/proc/self/ns/mnt") != {host_mnt_ns!r}:
         if _key in ("CapEff", "CapPrm", "CapBnd", "CapAmb") and int(_value, 16):
             _leaks.append("holds capabilities")
             break
-    _inside, _outside = open("/proc/self/uid_map").read().split()[:2]
-    if int(_outside) + os.getuid() - int(_inside) == 0:
-        _leaks.append("runs as kernel uid 0")
+    try:  # root-only on Debian (0640 root:shadow): readable as the kernel's uid 0
+        open("/etc/shadow", "rb").close()
+        _leaks.append("read a root-only file")
+    except OSError:
+        pass
     _libc = ctypes.CDLL(None, use_errno=True)
     for _target in ({home!r}, "/tmp", "/root", "/proc"):
         if _libc.umount2(_target.encode(), 2) == 0:  # MNT_DETACH
