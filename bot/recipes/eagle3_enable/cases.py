@@ -192,8 +192,36 @@ SHARED = Valid(
     ),
 )
 
+
+def inheriting_tree() -> SyntheticTree:
+    """Two targets of one decoder, the second a subclass of the first."""
+    chat = "\n\nclass DemoChatForCausalLM(DemoForCausalLM):\n    pass\n"
+    shared = shared_tree()
+    return SyntheticTree(
+        files={
+            **{path: text for path, text in shared.files.items() if path != NGRAM},
+            MODEL: HEADER + LAYER + DECODER + TARGET + chat,
+        },
+        registry={
+            TEXT: {name: ("demo", name) for name in ("DemoForCausalLM", "DemoChatForCausalLM")}
+        },
+        appended=shared.appended,
+    )
+
+
+SUBCLASS = Valid(
+    "a target subclassing another target of the set inherits its declaration",
+    inheriting_tree(),
+    "DemoChatForCausalLM",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+    ),
+    omits=("class DemoChatForCausalLM(",),
+)
+
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED),
+    valid=(STANDARD, SHARED, SUBCLASS),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",

@@ -286,18 +286,25 @@ def _capture_args(decoder: str, shape: DecoderShape, absolute: bool) -> dict[str
 def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
     """The ``eagle3-broken-claim`` reports this enablement fixes: classes that already declare
     the interface and reach this very decoder, which lacks the mixin (Exaone4_5 through
-    Exaone4Model). The re-scan must see them gone; the write-up cites them as the cause."""
-    path = ctx.scan.index.path_of(candidate.decoder)
+    Exaone4Model), or a subclass of it running the same ``forward``. The re-scan must see them
+    gone; the write-up cites them as the cause."""
+    from bot.recipes.eagle3_broken_claim.fix import repairs
+
+    index = ctx.scan.index
     fixed: list[Finding] = []
     for other in ctx.findings:
         if other.recipe != BROKEN_CLAIM:
             continue
         claim = other.evidence_as(BrokenClaimEvidence)
         decoder = claim.decoder
-        if claim.broken == "no-mixin" and (decoder.name, decoder.path) == (
-            candidate.decoder.name,
-            path,
-        ):
+        if claim.broken != "no-mixin":
+            continue
+        holders = [
+            ref
+            for ref in index.classes()
+            if ref.name == decoder.name and index.path_of(ref) == decoder.path
+        ]
+        if any(repairs(ctx.scan, candidate, holder) for holder in holders):
             fixed.append(other)
     return fixed
 
