@@ -89,7 +89,8 @@ class Hub:
         if self.settings.offline:
             return "HF_HUB_OFFLINE is set"
         if self.endpoint not in _PROBED:
-            _PROBED[self.endpoint] = _probe(self.endpoint)
+            why = _probe(self.endpoint)
+            _PROBED[self.endpoint] = why.replace(self.endpoint, self.shown) if why else None
         return _PROBED[self.endpoint]
 
     def require(self) -> None:
@@ -150,7 +151,8 @@ class Hub:
         except (RepositoryNotFoundError, EntryNotFoundError, HFValidationError):
             return ConfigRead(repo_id, ABSENT, source=source, why="no such repository or file")
         except Exception as exc:  # noqa: BLE001 - a server or transport failure
-            return ConfigRead(repo_id, UNREACHABLE, source=source, why=first_line(exc))
+            why = first_line(exc).replace(self.endpoint, self.shown)
+            return ConfigRead(repo_id, UNREACHABLE, source=source, why=why)
         return _parsed(repo_id, Path(str(local)), source)
 
 
