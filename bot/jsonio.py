@@ -82,8 +82,19 @@ def _check(data: Any, what: str) -> None:
 
 
 def checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
-    """``data`` if every key is a field of ``cls`` and every value fits its annotation."""
-    _refuse_unknown(data, set(cls.__dataclass_fields__), where)  # type: ignore[attr-defined]
+    """``data`` if every key is a field of ``cls``, every field without a default is there, and
+    every value fits its annotation."""
+    fields = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    _refuse_unknown(data, set(fields), where)
+    missing = [
+        name
+        for name, spec in fields.items()
+        if name not in data
+        and spec.default is dataclasses.MISSING
+        and spec.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise BotError(f"{where} lacks {', '.join(f'`{name}`' for name in missing)}")
     hints = typing.get_type_hints(cls)
     for name, value in data.items():
         if not has_type(value, hints[name]):
@@ -160,13 +171,20 @@ def record_from_json(cls: type[R], data: object, where: str) -> R:
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     _refuse_unknown(data, {_key(f) for f in fields}, where)
     hints = typing.get_type_hints(cls)
+    missing = [
+        _key(f)
+        for f in fields
+        if _key(f) not in data
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise BotError(f"{where} lacks {', '.join(f'`{key}`' for key in missing)}")
     values = {}
     for f in fields:
         key = _key(f)
         if key in data:
             values[f.name] = _read(hints[f.name], data[key], f"{where}.{key}")
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise BotError(f"{where} lacks `{key}`")
     return cls(**values)
 
 

@@ -38,7 +38,6 @@ NOTHING_TO_FIX = "nothing-to-fix"  # already fixed, or not an issue of a known c
 NEEDS_INFO = "needs-info"  # triage lacked confidence; `questions` says what is missing
 NEEDS_HUMAN = "needs-human"  # a real gap the bot will not patch; `reason` lists the blockers
 PLAN_STATUSES = (READY, NOTHING_TO_FIX, NEEDS_INFO, NEEDS_HUMAN)
-MAX_ISSUE_NUMBER = 10**9  # far above any GitHub issue, far below what SQLite or a URL holds
 
 
 @dataclass(frozen=True)
@@ -170,11 +169,11 @@ class Plan:
 
 def _check_issue_numbers(plan: Plan) -> None:
     """Issue numbers reach GitHub (``Fixes #N``, the sticky comment) and the journal."""
-    if plan.issue_number is not None and not 0 < plan.issue_number < MAX_ISSUE_NUMBER:
-        raise BotError("plan.json: `issue_number` is not an issue number")
+    if plan.issue_number is not None:
+        _issue_number(plan.issue_number, "plan.json: `issue_number`")
     for index, member in enumerate(plan.members):
-        if any(not 0 < n < MAX_ISSUE_NUMBER for n in member.issues):
-            raise BotError(f"plan.json.members[{index}]: `issues` are not issue numbers")
+        for number in member.issues:
+            _issue_number(number, f"plan.json.members[{index}]: `issues`")
 
 
 def _schema_2_variant(fingerprint: object) -> str | None:
@@ -183,6 +182,16 @@ def _schema_2_variant(fingerprint: object) -> str | None:
     if not isinstance(fingerprint, str):
         return None
     return fingerprint.rsplit(":", 1)[0].partition("@")[2] or None
+
+
+# GitHub's issue numbers are GraphQL Ints (32-bit); a larger one names no issue, and would not
+# fit the journal either.
+_MAX_ISSUE_NUMBER = 2**31 - 1
+
+
+def _issue_number(value: int, where: str) -> None:
+    if not 0 < value <= _MAX_ISSUE_NUMBER:
+        raise BotError(f"{where} holds {str(value)[:24]}, which is not an issue number")
 
 
 class WithPrMarkdown:

@@ -120,7 +120,7 @@ def test_the_group_is_the_interface_gaps_and_the_interface_only_wrappers(group_p
         assert member_marker(member.fingerprint) in planned.pr_body
         assert f"`{member.class_name}`" in planned.pr_body
     glm4 = next(m for m in plan.members if m.class_name == "Glm4ForCausalLM")
-    assert glm4.issues == [GLM4_ISSUE] and f"Fixes #{GLM4_ISSUE}" in planned.pr_body
+    assert glm4.issues == (GLM4_ISSUE,) and f"Fixes #{GLM4_ISSUE}" in planned.pr_body
     assert plan_fingerprint_in(planned.pr_body) == plan.fingerprint
 
 

@@ -85,7 +85,7 @@ def record_engine_check(loaded: PlanDir, check: Check) -> None:
             checks.append(evidence)
         gpu = recorded.gpu or GpuRun("skip", "skipped")
         ok = all(c.passed is not False for c in checks)
-        verification = verdict(checks, gpu, ok, digest)
+        verification = verdict(checks, gpu, ok, digest, bool(loaded.plan.tests.gpu))
     else:
         verification = dataclasses.replace(
             verdict([check], GpuRun("skip", "not_run"), True, digest),
