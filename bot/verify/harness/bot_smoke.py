@@ -61,6 +61,8 @@ _SIZES: dict[str, int] = {
     "head_dim": 16,
     "qk_nope_head_dim": 16,
     "qk_rope_head_dim": 8,
+    # GPT-J's rotary width (64 by default) must fit in the tiny head (vLLM: a factor <= 1)
+    "rotary_dim": 8,
     "v_head_dim": 16,
     "kv_lora_rank": 32,
     "q_lora_rank": 32,
