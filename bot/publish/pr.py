@@ -96,7 +96,13 @@ from bot.publish.contribution import (
     search_duplicates,
 )
 from bot.publish.dependencies import waiting_for
-from bot.publish.gpu_evidence import TestedCommit, confirmed, gpu_tests_of, smoke_target_of
+from bot.publish.gpu_evidence import (
+    TestedCommit,
+    confirmed,
+    engine_checkpoints_of_patch,
+    gpu_tests_of,
+    smoke_target_of,
+)
 from bot.publish.lock import fork_lock
 from bot.publish.published import PublishedPull, pulls_by_class
 from bot.verify.evidence import require_evidence
@@ -695,11 +701,12 @@ def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedComm
             except git.GitCommandError:
                 return None
 
-        tests = gpu_tests_of(text(parent), text(commit.sha)) if parent else ()
+        before, after = (text(parent), text(commit.sha)) if parent else (None, None)
         return TestedCommit(
             head=commit.sha,
             first_parent=parent,
             made_at=datetime.fromtimestamp(head.committed_date, UTC),
             smoke_target=smoke_target_of(plan),
-            gpu_tests=tests,
+            gpu_tests=gpu_tests_of(before, after),
+            engine_checkpoints=engine_checkpoints_of_patch(before, after),
         )

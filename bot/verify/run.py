@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bot import sandbox
 from bot.config import github_settings
 from bot.content_hash import patch_hash
 from bot.errors import BotError
@@ -145,8 +146,11 @@ def exit_code(verification: Verification) -> int:
 
 def _refuse_beside_credentials(options: VerifyOptions) -> None:
     """The local stage runs vLLM's code as this user; such code can read the environment this
-    process started with, whatever its own environment is. So no credential may be in it."""
+    process started with, whatever its own environment is. So no credential may be in it, and
+    it runs only in a sandbox that works here: without one, verify refuses in one line rather
+    than report the CPU tests "not checked" and exit 0."""
     if options.runtime or options.gpu == "local":
+        sandbox.usable()
         refuse_beside_credentials(
             "bot verify",
             then=", then publish or dispatch the GPU test with "

@@ -308,6 +308,12 @@ class GitHubStandIn:
         with self.state.lock:
             self.state.forbidden_labels.add(name)
 
+    def list_runs_late(self, listings: int = 1) -> None:
+        """The next ``listings`` run listings show no run: GitHub lists a dispatched run some
+        seconds after the dispatch."""
+        with self.state.lock:
+            self.state.unlisted_run_listings = listings
+
     def set_run_name(self, repo: str, workflow_file: str, template: str) -> None:
         """Like a workflow's ``run-name:``; ``{input}`` fields are filled from dispatch inputs."""
         with self.state.lock:
