@@ -2,7 +2,7 @@
 
 Each member is planned by its own recipe, exactly as a single-class plan would be, and applied in
 one scratch worktree in turn with the same do-no-harm checks
-(:func:`bot.propose.proposal._apply_edit`); later members see what earlier ones changed, so the
+(:func:`bot.propose.proposal.apply_edit`); later members see what earlier ones changed, so the
 regression test is one parametrized test whose list grows, not one test per class. Each member's own
 diff (against the tree the earlier members left) becomes its own commit on the branch; the members'
 diffs add up to patch.diff.
@@ -29,13 +29,13 @@ from bot.github import identity
 from bot.gitrepo import Repo
 from bot.plan import PlanContents
 from bot.propose.proposal import (
-    SCRATCH_PATHS,
     apply_edit,
     apply_fix,
     check_rescan,
     plan_reason,
     ready_plan,
     render_markdown,
+    scratch_paths,
     writeup_context,
 )
 from bot.publish.published import PublishedPull
@@ -165,7 +165,7 @@ def _plan_member(
         scan=result.context,
         group=variants or (finding,),
         findings=tuple(result.findings),
-        arch=finding.architectures[0],
+        arch=next(iter(finding.architectures), ""),
         catalogue=catalogue,
         preferred_draft=None,
         upstream=upstream,
@@ -197,7 +197,7 @@ def _apply_members(
     (the worktree against the base: the members' diffs added up)."""
     applied: list[_Applied] = []
     refused: list[LeftOut] = []
-    with scratch_worktree(repo, base_commit, SCRATCH_PATHS) as tree:
+    with scratch_worktree(repo, base_commit, scratch_paths(repo, fixes)) as tree:
         for fix in fixes:
             saved = {e.path: _read(tree / e.path) for e in fix.edits}
             try:
