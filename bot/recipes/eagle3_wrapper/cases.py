@@ -18,6 +18,7 @@ from bot.recipes.cases import (
     SyntheticTree,
     Valid,
     capturing_decoder,
+    with_agents_rules,
 )
 
 LM_FILE = "vllm/model_executor/models/lm.py"
@@ -177,9 +178,27 @@ BEHIND_THE_GUARD = Valid(
     ),
 )
 
+LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+# tests/AGENTS.md: no forwarding test on a stand-in language model; the wrapper through LLM.
+GUARD_THROUGH_LLM = Valid(
+    "tests/AGENTS.md: the guarded wrapper is tested through LLM, no stand-in language model",
+    with_agents_rules(
+        runtime_tree(GUARDED), {"RuntimeVLForConditionalGeneration": "example/runtime-vl"}
+    ),
+    "RuntimeVLForConditionalGeneration",
+    adds=('    "RuntimeVLForConditionalGeneration": None,', GUARD_CALL.rstrip("\n")),
+)
+
 CASES = RecipeCases(
-    valid=(INTERFACE_ONLY, BEHIND_THE_GUARD),
+    valid=(INTERFACE_ONLY, BEHIND_THE_GUARD, GUARD_THROUGH_LLM),
     invalid=(
+        Invalid(
+            "the wrapper's test through LLM lists the language model instead",
+            GUARD_THROUGH_LLM,
+            LLM_TEST,
+            ('    "RuntimeVLForConditionalGeneration": None,', '    "LmForCausalLM": None,'),
+            refuses="the LLM test is not the one the recipe writes",
+        ),
         Invalid(
             "the interface declared on the wrapper, its import missing",
             INTERFACE_ONLY,

