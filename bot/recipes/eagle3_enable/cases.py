@@ -193,6 +193,35 @@ SHARED = Valid(
     ),
 )
 
+
+def inheriting_tree() -> SyntheticTree:
+    """Two targets of one decoder, the second a subclass of the first."""
+    chat = "\n\nclass DemoChatForCausalLM(DemoForCausalLM):\n    pass\n"
+    shared = shared_tree()
+    return SyntheticTree(
+        files={
+            **{path: text for path, text in shared.files.items() if path != NGRAM},
+            MODEL: HEADER + LAYER + DECODER + TARGET + chat,
+        },
+        registry={
+            TEXT: {name: ("demo", name) for name in ("DemoForCausalLM", "DemoChatForCausalLM")}
+        },
+        appended=shared.appended,
+    )
+
+
+SUBCLASS = Valid(
+    "a target subclassing another target of the set inherits its declaration",
+    inheriting_tree(),
+    "DemoChatForCausalLM",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+    ),
+    omits=("class DemoChatForCausalLM(",),
+)
+
+
 LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
 # A tree with tests/AGENTS.md: no forward test on stand-ins; the test through LLM, with the
 # decoder's final norm for the check of the captured stream (and, for the set, each member).
@@ -223,7 +252,7 @@ SHARED_THROUGH_LLM = Valid(
 )
 
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED, THROUGH_LLM, SHARED_THROUGH_LLM),
+    valid=(STANDARD, SHARED, SUBCLASS, THROUGH_LLM, SHARED_THROUGH_LLM),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
