@@ -13,8 +13,8 @@ model files registered over the engine's, the Hub stand-ins):
    (``residual-dropped``: their cases must fail, the others stay green);
 4. with ``--undeclared A,B``: those plans' targets without ``SupportsEagle3`` (``undeclared``).
 
-A batch member whose model file does not import on the engine is dropped from the batch (its
-row says why) and the batch runs again. The table goes into ``--doc`` between
+A target whose model file does not import on the engine, or whose stand-in cannot be
+written, is left out of the runs (its row says why). The table goes into ``--doc`` between
 ``<!-- llm-tests:begin -->`` and ``<!-- llm-tests:end -->`` after every batch.
 
     .venv/bin/python -m benchmarks.sweeps.llm_tests PLAN_DIR... [--residual A,B] \
@@ -42,7 +42,11 @@ from bot.verify.engine_env import engine_for
 
 _DROPPED = (re.compile(r"(aux_hidden_states, \w+ \+ 1, hidden_states, )residual\n"), r"\1None\n")
 _BEGIN, _END = "<!-- llm-tests:begin -->", "<!-- llm-tests:end -->"
-_NOT_IMPORTING = re.compile(r"^(vllm(?:\.\w+)+) does not import on this engine")
+
+
+def plan_name(loaded: PlanDir) -> str:
+    plan = loaded.plan
+    return str(plan.class_name) if plan.class_name else f"group {plan.group}"
 
 
 def plan_targets(loaded: PlanDir) -> dict[str, str | None]:
@@ -69,24 +73,17 @@ def main() -> None:
     batches: list[str] = []
     members = [p for p in loaded if plan_targets(p)]
     for skipped in (p for p in loaded if not plan_targets(p)):
-        rows[str(skipped.plan.class_name)] = {"why": "the plan has no test through LLM"}
+        rows[plan_name(skipped)] = {"why": "the plan has no test through LLM"}
     for start in range(0, len(members), args.batch):
         batch = members[start : start + args.batch]
-        while batch:
-            started = time.monotonic()
-            dropped = _run_batch(batch, rows, args)
-            batches.append(
-                f"{len(batch)} plans in {time.monotonic() - started:.0f} s"
-                + (f" (dropped {', '.join(dropped)})" if dropped else "")
-            )
-            _write_doc(args.doc, rows, batches)
-            if not dropped:
-                break
-            batch = [p for p in batch if str(p.plan.class_name) not in dropped]
+        started = time.monotonic()
+        _run_batch(batch, rows, args)
+        batches.append(f"{len(batch)} plans in {time.monotonic() - started:.0f} s")
+        _write_doc(args.doc, rows, batches)
 
 
-def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> list[str]:
-    """One batch's runs; returns the plans dropped because their file does not import."""
+def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> None:
+    """One batch's runs, each target's outcomes written into its plan's row."""
     first = batch[0].plan
     engine = engine_for(str(first.vllm_version))
     targets: dict[str, str | None] = {}
@@ -94,7 +91,7 @@ def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> l
     for loaded in batch:
         for arch, norm in plan_targets(loaded).items():
             targets[arch] = norm
-            owner[arch] = str(loaded.plan.class_name)
+            owner[arch] = plan_name(loaded)
     node_ids = [llm_test_node_id(a) for a in sorted(targets)]
     with (
         scratch_worktree(Path(str(first.repo_path)), str(first.base_commit)) as tree,
@@ -113,12 +110,9 @@ def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> l
         tests = engine_tests.plan_engine_tests(tree, node_ids, touched)
         if isinstance(tests, str):
             for arch in targets:
-                rows[owner[arch]] = {"why": tests}
-            return []
+                rows[f"{owner[arch]}\t{arch}"] = {"why": tests}
+            return
         before = engine_tests.run(engine, tests, tree, work, "before")
-        dropped = _not_importing(before, batch, touched, rows)
-        if dropped:
-            return dropped
         for patch in patches:
             failure = scratch.apply_patch(tree, patch, only="vllm/*")
             if failure:
@@ -126,7 +120,7 @@ def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> l
         after = engine_tests.run(engine, tests, tree, work, "after")
         runs = {"before": before, "after": after}
         for name, change in (("residual-dropped", _drop_residual), ("undeclared", _undeclare)):
-            chosen = [p for p in batch if str(p.plan.class_name) in getattr(args, _ARG[name])]
+            chosen = [p for p in batch if plan_name(p) in getattr(args, _ARG[name])]
             if chosen:
                 saved = {f: (tree / f).read_text(encoding="utf-8") for f in touched}
                 for loaded in chosen:
@@ -135,16 +129,17 @@ def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> l
                 for path, text in saved.items():
                     (tree / path).write_text(text, encoding="utf-8")
     for arch in sorted(targets):
-        row = rows.setdefault(owner[arch], {})
-        row.setdefault("targets", "")
-        row["targets"] = ", ".join(filter(None, [row["targets"], f"`{arch}`"]))
+        row = rows.setdefault(f"{owner[arch]}\t{arch}", {})
+        unjudged = tests.unrunnable | engine_tests._unjudged(before) | engine_tests._unjudged(after)
+        if arch in unjudged:
+            row["why"] = f"not checked: {unjudged[arch][:300]}"
+            continue
         for name, record in runs.items():
             outcome = _case(record, arch)
-            if name == "before" and outcome != "passed" and record.get("error"):
-                outcome += f" ({record['error']['message']!r})"
-            row[name] = row.get(name, "") + ("; " if name in row else "") + outcome
-        row["seconds"] = " / ".join(f"{r['seconds']:.0f}" for r in runs.values())
-    return []
+            if name == "before" and outcome != "green" and record.get("error"):
+                outcome += f" ({record['error']['message']!r}, {record['error']['at']})"
+            row[name] = outcome
+        row["seconds"] = " / ".join(f"{r.get('seconds', 0):.0f}" for r in runs.values())
 
 
 _ARG = {"residual-dropped": "residual", "undeclared": "undeclared"}
@@ -158,22 +153,6 @@ def _case(record: dict, arch: str) -> str:
     return f"not run ({record.get('conclusion')}: {str(record.get('excerpt'))[-140:]})"
 
 
-def _not_importing(
-    record: dict, batch: list[PlanDir], touched: list[str], rows: dict[str, dict[str, str]]
-) -> list[str]:
-    """The plans whose model file does not import on the engine (the run stopped there)."""
-    report = record.get("standins") or []
-    why = report[0].get("not_checked") if report and isinstance(report[0], dict) else None
-    found = _NOT_IMPORTING.match(why or "")
-    if not found:
-        return []
-    path = found[1].replace(".", "/") + ".py"
-    dropped = [str(p.plan.class_name) for p in batch if path in p.patch]
-    for name in dropped:
-        rows[name] = {"why": f"not checked: {why[:300]}"}
-    return dropped
-
-
 def _drop_residual(tree: Path, loaded: PlanDir) -> None:
     path = tree / str(loaded.plan.finding["path"])
     text = path.read_text(encoding="utf-8")
@@ -185,7 +164,7 @@ def _drop_residual(tree: Path, loaded: PlanDir) -> None:
 def _undeclare(tree: Path, loaded: PlanDir) -> None:
     path = tree / str(loaded.plan.finding["path"])
     text = path.read_text(encoding="utf-8")
-    name = str(loaded.plan.class_name)
+    name = plan_name(loaded)
     changed = re.sub(rf"(class {name}\([^)]*?), SupportsEagle3", r"\1", text, count=1)
     assert changed != text, f"no declaration to remove in {path}"
     path.write_text(changed, encoding="utf-8")
@@ -193,19 +172,21 @@ def _undeclare(tree: Path, loaded: PlanDir) -> None:
 
 def _write_doc(doc: Path, rows: dict[str, dict[str, str]], batches: list[str]) -> None:
     header = (
-        "| plan | targets | before | after | residual dropped | undeclared | seconds "
-        "(runs) |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+        "| plan | target | before | after | residual dropped | undeclared | seconds (runs) |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |\n"
     )
     lines = []
-    for name in sorted(rows):
-        row = rows[name]
+    for key in sorted(rows):
+        plan, _, target = key.partition("\t")
+        row = rows[key]
+        shown = f"`{target}`" if target else "-"
         if "why" in row:
-            lines.append(f"| `{name}` | - | {row['why']} | - | - | - | - |")
+            lines.append(f"| `{plan}` | {shown} | {row['why']} | - | - | - | - |")
             continue
         cells = [row.get(k, "not sabotaged") for k in ("residual-dropped", "undeclared")]
         lines.append(
-            f"| `{name}` | {row.get('targets', '')} | {row.get('before', '')} | "
-            f"{row.get('after', '')} | {cells[0]} | {cells[1]} | {row.get('seconds', '')} |"
+            f"| `{plan}` | {shown} | {row.get('before', '')} | {row.get('after', '')} | "
+            f"{cells[0]} | {cells[1]} | {row.get('seconds', '')} |"
         )
     table = header + "\n".join(lines) + "\n\nBatches: " + "; ".join(batches) + ".\n"
     text = doc.read_text(encoding="utf-8") if doc.is_file() else f"{_BEGIN}\n{_END}\n"

@@ -57,6 +57,12 @@ class EngineTests:
     signatures: list[ErrorSignature] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)  # the model modules the patch touches
     runs: dict[str, dict[str, Any]] = field(default_factory=dict)  # before/after
+    # Architectures this machine cannot run at all, with why (never run, never judged).
+    unrunnable: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def runnable(self) -> list[str]:
+        return [n for n in self.node_ids if _arch_of(n) not in self.unrunnable]
 
     @property
     def test_file(self) -> str:
@@ -118,12 +124,16 @@ def plan_engine_tests(tree: Path, node_ids: list[str], touched: list[str]) -> En
     known = load_known_models(tree)
     archs: dict[str, tuple[str, str]] = {}
     standins: list[dict[str, Any]] = []
+    unrunnable: dict[str, str] = {}
     for node in node_ids:
-        arch = node.rpartition("[")[2].rstrip("]")
+        arch = _arch_of(node)
         entries = registry.by_arch(arch)
         examples = [e for e in known.entries(arch) if e.category in GENERATION_CATEGORIES]
         if not entries or not examples:
             return f"{arch} is not registered with an example model in this tree"
+        if entries[0].category == "multimodal":
+            unrunnable[arch] = _NO_PROCESSOR
+            continue
         archs[arch] = (entries[0].module, entries[0].class_name)
         example = examples[0]
         revision = example.kwargs.get("revision")
@@ -139,12 +149,63 @@ def plan_engine_tests(tree: Path, node_ids: list[str], touched: list[str]) -> En
         tokenizer = example.kwargs.get("tokenizer")
         if isinstance(tokenizer, str) and tokenizer != example.default:
             standins.append({"repo": tokenizer, "tokenizer_only": True})
-    modules = [m for m in (module_of(p) for p in touched) if m is not None]
-    return EngineTests(node_ids, steps[0], archs, standins, error_signatures(tree), modules)
+    modules = _needed(tree, [m for m in (module_of(p) for p in touched) if m is not None], archs)
+    return EngineTests(
+        node_ids, steps[0], archs, standins, error_signatures(tree), modules, unrunnable=unrunnable
+    )
+
+
+def _needed(tree: Path, touched: list[str], archs: dict[str, tuple[str, str]]) -> list[str]:
+    """The touched modules the targets need: their own, and the touched modules those import
+    (transitively). Another touched file is left out: executing one that does not import on
+    the engine can leave the process broken for the rest (0.34.0's kimi_k3 amd variant)."""
+    import ast
+
+    wanted = {m for m, _ in archs.values() if m in touched}
+    queue = list(wanted)
+    while queue:
+        module = queue.pop()
+        path = tree / (module.replace(".", "/") + ".py")
+        try:
+            parsed = ast.parse(path.read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, UnicodeDecodeError):
+            continue
+        package = module.rpartition(".")[0]
+        for node in ast.walk(parsed):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = ".".join(
+                        package.split(".")[: len(package.split(".")) - node.level + 1]
+                    )
+                    base = f"{parent}.{base}".rstrip(".") if base else parent
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            for name in names:
+                if name in touched and name not in wanted:
+                    wanted.add(name)
+                    queue.append(name)
+    return [m for m in touched if m in wanted]
+
+
+def _arch_of(node_id: str) -> str:
+    return node_id.rpartition("[")[2].rstrip("]")
+
+
+_NO_PROCESSOR = (
+    "a multimodal model: the local Hub stand-in has its config and tokenizer but no processor "
+    "files (preprocessor, feature extractor), which building it through LLM reads"
+)
 
 
 def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -> dict[str, Any]:
     """Run the tests on ``tree`` as it is now (``when``: before or after the patch)."""
+    if not tests.runnable:
+        record = {"when": when, "conclusion": "skipped", "cases": {}, "excerpt": ""}
+        tests.runs[when] = record | {"standins": [], "not_checked": {}, "error": None}
+        return tests.runs[when]
     folder = work / f"engine-tests-{when}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -168,7 +229,7 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
             "no:cacheprovider",
             *tests._step_options(),
             f"--junitxml={folder / 'junit.xml'}",
-            *(n.removeprefix("tests/") for n in tests.node_ids),
+            *(n.removeprefix("tests/") for n in tests.runnable),
         ],
         "env": tests.step_env(),
     }
@@ -203,7 +264,8 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
     except subprocess.TimeoutExpired:
         log, code = f"the tests did not finish in {timeout:g}s", -1
     seconds = round(time.monotonic() - started, 1)
-    standins = _read_json(folder / "standins.json")
+    report = _read_json(folder / "standins.json")
+    report = report if isinstance(report, dict) else {}
     junit = folder / "junit.xml"
     result = parse_junit(junit.read_bytes()) if junit.is_file() else None
     if result is None:
@@ -221,7 +283,8 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
         "seconds": seconds,
         "exit_code": code,
         "excerpt": result.log_excerpt,
-        "standins": standins if isinstance(standins, list) else [],
+        "standins": list(report.get("standins") or []),
+        "not_checked": dict(report.get("not_checked") or {}),
         "cases": case_outcomes(junit.read_bytes()) if junit.is_file() else {},
         "error": (
             {"message": matched.message_prefix.strip(), "at": matched.location} if matched else None
@@ -284,41 +347,54 @@ def _read_json(path: Path) -> Any:
 
 
 def check(tests: EngineTests | str, engine: Engine | None) -> Check:
-    """The verdict: every node id failed before with the tree's error, passed after."""
+    """The verdict: each case this engine can run failed before with the tree's error and
+    passed after; a case it cannot run (its file does not import here, or no stand-in) is
+    named, not judged."""
     if isinstance(tests, str):
         return Check(CHECK, None, f"not checked: {tests}")
     record = _record(tests, engine)
     before, after = tests.runs.get("before"), tests.runs.get("after")
     if before is None or after is None:
         return Check(CHECK, None, "not checked: the tests through LLM did not run", record=record)
-    not_run = [r for r in (before, after) if r["standins"] and "not_checked" in r["standins"][0]]
-    if not_run:
-        why = not_run[0]["standins"][0]["not_checked"]
-        return Check(CHECK, None, f"not checked: {why}", record=record)
-    failed_standins = [s for r in (before, after) for s in r["standins"] if s.get("error")]
     log = f"before the patch:\n{before['excerpt']}\n\nafter the patch:\n{after['excerpt']}"
+    unjudged = tests.unrunnable | _unjudged(before) | _unjudged(after)
+    cases = {n.split("::")[-1]: n.rpartition("[")[2].rstrip("]") for n in tests.node_ids}
+    judged = {name: arch for name, arch in cases.items() if arch not in unjudged}
+    aside = "; ".join(f"{arch} not checked: {why}" for arch, why in sorted(unjudged.items()))
+    if not judged:
+        return Check(CHECK, None, f"not checked: {aside}", log, record=record)
+    failed_before = [n for n in judged if before["cases"].get(n, "passed") != "passed"]
+    passed_after = [n for n in judged if after["cases"].get(n) == "passed"]
     said = f"before the patch: {before['conclusion']}; after the patch: {after['conclusion']}"
-    count = len(tests.node_ids)
-    if after["conclusion"] == "success" and after["passed"] == count:
-        if before["failed"] != count:
-            detail = f"{said}: {before['passed']} of {count} pass without the fix"
-            return Check(CHECK, False, detail, log, record=record)
-        matched = before["error"]
-        if matched is None:
-            detail = f"{said}: but not with the tree's missing-interface error"
-            return Check(CHECK, False, detail, log, record=record)
-        detail = (
-            f"{said} ({count} of {count} failed before with {matched['message']!r} "
-            f"({matched['at']}), {count} passed after; `{tests.ci_command()}` of the step "
-            f"{tests.step.name})"
-        )
-        return Check(CHECK, True, detail, log, record=record)
-    if failed_standins:
-        why = "; ".join(f"{s['repo']}: {s['error']}" for s in failed_standins[:2])
-        return Check(CHECK, None, f"not checked: no local stand-in: {why}", log, record=record)
-    if after["conclusion"] == "skipped":
-        return Check(CHECK, None, f"not checked: {said} ({after['excerpt']})", log, record=record)
-    return Check(CHECK, False, f"{said}: the patch does not make them pass", log, record=record)
+    count = len(judged)
+    if len(passed_after) != count:
+        missing = sorted(set(judged) - set(passed_after))
+        outcome = after["cases"].get(missing[0], "not run")
+        detail = f"{said}: {missing[0]} does not pass with the patch ({outcome[:300]})"
+        return Check(CHECK, False, detail, log, record=record)
+    if len(failed_before) != count:
+        passing = sorted(set(judged) - set(failed_before))
+        detail = f"{said}: {passing[0]} passes without the fix, so it does not test it"
+        return Check(CHECK, False, detail, log, record=record)
+    matched = before["error"]
+    if matched is None:
+        detail = f"{said}: the cases failed, but not with the tree's missing-interface error"
+        return Check(CHECK, False, detail, log, record=record)
+    detail = (
+        f"{said} ({count} of {count} failed before with {matched['message']!r} "
+        f"({matched['at']}), {count} passed after; `{tests.ci_command()}` of the step "
+        f"{tests.step.name})" + (f"; {aside}" if aside else "")
+    )
+    return Check(CHECK, True, detail, log, record=record)
+
+
+def _unjudged(run: dict[str, Any]) -> dict[str, str]:
+    """The architectures a run left out, with why (file not importing, no stand-in)."""
+    out = dict(run.get("not_checked") or {})
+    for standin in run.get("standins") or []:
+        if standin.get("error") and standin.get("arch"):
+            out[standin["arch"]] = f"no local stand-in of {standin['repo']}: {standin['error']}"
+    return out
 
 
 def _record(tests: EngineTests, engine: Engine | None) -> dict[str, Any]:

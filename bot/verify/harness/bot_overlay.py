@@ -87,16 +87,52 @@ def register(files: dict[str, str], archs: dict[str, tuple[str, str]]) -> None:
     forget_resolved_architectures()
 
 
+def register_available(files: dict[str, str], archs: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """Like :func:`register`, file by file: a file that does not import on this engine leaves
+    the architectures it holds unregistered (returned, with why) and the others go on."""
+    from vllm import ModelRegistry
+
+    failed: dict[str, str] = {}
+    modules: dict[str, ModuleType] = {}
+    for module_name, path in files.items():
+        try:
+            modules.update(execute_files({module_name: path}))
+        except OverlayError as exc:
+            failed[module_name] = f"{exc}"[:400]
+    missing: dict[str, str] = {}
+    for arch, (module_name, class_name) in archs.items():
+        if module_name in failed:
+            missing[arch] = failed[module_name]
+            continue
+        try:
+            module = modules.get(module_name) or importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - the class's module needs what this lacks
+            missing[arch] = f"{module_name} does not import on this engine: {exc!r}"[:400]
+            continue
+        found = getattr(module, class_name, None)
+        if not isinstance(found, type):
+            missing[arch] = f"{module_name} has no class {class_name}"
+            continue
+        ModelRegistry.register_model(arch, found)
+    forget_resolved_architectures()
+    return missing
+
+
 _REGISTERED = False
 
 
-def plugin() -> None:
-    """The ``vllm.general_plugins`` entry point: the job of ``BOT_OVERLAY``, once a process."""
+_MISSING: dict[str, str] = {}
+
+
+def plugin() -> dict[str, str]:
+    """The ``vllm.general_plugins`` entry point: the job of ``BOT_OVERLAY``, once a process;
+    returns the architectures left unregistered, with why."""
     global _REGISTERED
     job_file = os.environ.get("BOT_OVERLAY")
     if _REGISTERED or not job_file:
-        return
+        return dict(_MISSING)
     _REGISTERED = True
     job = json.loads(Path(job_file).read_text(encoding="utf-8"))
     archs = {arch: (str(m), str(c)) for arch, (m, c) in job["archs"].items()}
-    register({str(k): str(v) for k, v in job["files"].items()}, archs)
+    _MISSING.update(register_available({str(k): str(v) for k, v in job["files"].items()}, archs))
+    return dict(_MISSING)
