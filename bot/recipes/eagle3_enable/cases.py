@@ -194,6 +194,47 @@ SHARED = Valid(
 )
 
 
+# The decoder's own capture, as decoders wrote it before EagleModelMixin.
+LEGACY_INIT = "        self.norm = RMSNorm(8)\n"
+LEGACY_CHECK = (
+    "            if idx in self.aux_hidden_state_layers:\n"
+    "                aux_hidden_states.append(hidden_states + residual)\n"
+)
+LEGACY_DECODER = (
+    DECODER.replace(
+        LEGACY_INIT, LEGACY_INIT + "        self.aux_hidden_state_layers: tuple[int, ...] = ()\n"
+    )
+    .replace(
+        "        for layer in islice(self.layers, self.start_layer, self.end_layer):\n",
+        "        aux_hidden_states = []\n"
+        "        for idx, layer in enumerate(\n"
+        "            islice(self.layers, self.start_layer, self.end_layer),\n"
+        "            start=self.start_layer,\n"
+        "        ):\n" + LEGACY_CHECK,
+    )
+    .replace(
+        "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+        "        hidden_states, _ = self.norm(hidden_states, residual)\n"
+        "        if aux_hidden_states:\n"
+        "            return hidden_states, aux_hidden_states\n",
+    )
+)
+LEGACY = Valid(
+    "a decoder collecting the aux states itself, as before EagleModelMixin: the mixin's capture "
+    "replaces its own",
+    demo_tree(HEADER + LAYER + LEGACY_DECODER + TARGET),
+    "DemoForCausalLM",
+    reports="DemoModel",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        CAPTURE_IN_LOOP.splitlines()[1],
+        "        if len(aux_hidden_states) > 0:",
+    ),
+    omits=("aux_hidden_states = []", "in self.aux_hidden_state_layers"),
+)
+
+
 def inheriting_tree() -> SyntheticTree:
     """Two targets of one decoder, the second a subclass of the first."""
     chat = "\n\nclass DemoChatForCausalLM(DemoForCausalLM):\n    pass\n"
@@ -252,7 +293,7 @@ SHARED_THROUGH_LLM = Valid(
 )
 
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED, SUBCLASS, THROUGH_LLM, SHARED_THROUGH_LLM),
+    valid=(STANDARD, SHARED, SUBCLASS, LEGACY, THROUGH_LLM, SHARED_THROUGH_LLM),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
@@ -276,6 +317,13 @@ CASES = RecipeCases(
             STANDARD,
             MODEL,
             (CAPTURE_IN_LOOP, ""),
+            refuses="is not the mixin and the aux capture the recipe writes",
+        ),
+        Invalid(
+            "the mixin's capture added beside the decoder's own, which is left in place",
+            LEGACY,
+            MODEL,
+            (LAYER_CALL, LEGACY_CHECK + LAYER_CALL),
             refuses="is not the mixin and the aux capture the recipe writes",
         ),
         Invalid(
