@@ -32,6 +32,7 @@ from typing import Any
 
 from bot.subprocess_env import run_upstream_code
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
 from bot.verify.engine import runtime_env
 from bot.verify.engine_env import Engine
@@ -44,6 +45,7 @@ CHECK = "engine-tests"
 TIMEOUT_PER_TEST = 900.0
 IMPORT_TIMEOUT = 300.0
 _ENV_EXPORT = "export "
+_REPORT_LIMIT = 64 * 1024 * 1024
 
 
 @dataclass
@@ -266,8 +268,8 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
     seconds = round(time.monotonic() - started, 1)
     report = _read_json(folder / "standins.json")
     report = report if isinstance(report, dict) else {}
-    junit = folder / "junit.xml"
-    result = parse_junit(junit.read_bytes()) if junit.is_file() else None
+    report_xml = _read_regular(folder / "junit.xml")
+    result = parse_junit(report_xml) if report_xml is not None else None
     if result is None:
         result = TestRun(conclusion="error", log_excerpt=excerpt(log))
     # In its own processes the engine logs the cause and raises a generic error: the cause is
@@ -285,7 +287,7 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
         "excerpt": result.log_excerpt,
         "standins": list(report.get("standins") or []),
         "not_checked": dict(report.get("not_checked") or {}),
-        "cases": case_outcomes(junit.read_bytes()) if junit.is_file() else {},
+        "cases": case_outcomes(report_xml) if report_xml is not None else {},
         "error": (
             {"message": matched.message_prefix.strip(), "at": matched.location} if matched else None
         ),
@@ -339,10 +341,19 @@ def _ordered(modules: list[str], archs: dict[str, tuple[str, str]]) -> list[str]
     return [m for m in modules if m not in targets] + [m for m in modules if m in targets]
 
 
-def _read_json(path: Path) -> Any:
+def _read_regular(path: Path) -> bytes | None:
+    """What the sandboxed run left at ``path``, read as data (a regular file, no link)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_regular(path, _REPORT_LIMIT)
+    except OSError:
+        return None
+
+
+def _read_json(path: Path) -> Any:
+    data = _read_regular(path)
+    try:
+        return json.loads(data) if data is not None else None
+    except ValueError:
         return None
 
 
