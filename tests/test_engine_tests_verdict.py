@@ -53,6 +53,25 @@ def test_every_member_red_before_with_the_error_and_green_after_passes() -> None
     assert "pytest -v -s -m 'not slow_test' v1/spec_decode/test_eagle3_targets.py" in verdict.detail
 
 
+def test_the_record_names_the_step_and_says_each_run_in_a_line() -> None:
+    """What a PR body quotes: the step (its label, key, YAML file and the label's line) and
+    each run's counts and matched error."""
+    tests = _tests(["AForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": REFUSED}, ERROR) | {"failed": 1}
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"}) | {"passed": 1}
+    record = check(tests, None).record
+    (ci,) = record["ci"]
+    assert ci["step"].endswith("V1 Spec Decode (`v1-spec-decode`)")
+    assert ci["file"] == ".buildkite/test_areas/spec_decode.yaml"
+    lines = (release_tree("0.34.0") / ci["file"]).read_text(encoding="utf-8").splitlines()
+    assert lines[ci["line"] - 1].endswith('V1 Spec Decode"')
+    assert record["before"] == {
+        "summary": "1 failed",
+        "error": "Model does not support EAGLE3 interface (eagle3_utils.py:19)",
+    }
+    assert record["after"] == {"summary": "1 passed", "error": None}
+
+
 def test_a_member_whose_entry_is_missing_from_the_test_is_red() -> None:
     tests = _tests(["AForCausalLM", "BForCausalLM"])
     tests.runs["before"] = _run("before", {"AForCausalLM": REFUSED}, ERROR)

@@ -16,6 +16,7 @@ them always runs. ``optional: true`` steps are nightly, not per pull request, an
 from __future__ import annotations
 
 import ast
+import dataclasses
 import functools
 import re
 import shlex
@@ -61,6 +62,7 @@ class CiStep:
     dependencies: tuple[str, ...] | None  # source_file_dependencies; None: always runs
     optional: bool
     runs: tuple[PytestRun, ...]
+    line: int = 0  # where the step's label is, in ``file`` (1-based; 0: not found)
 
     @property
     def name(self) -> str:
@@ -103,11 +105,12 @@ def _read_steps(tree: Path, stamp: tuple[tuple[str, int, int], ...]) -> tuple[Ci
             raise BotError(f"{relative} is not YAML: {str(exc).splitlines()[0]}") from None
         if not isinstance(data, dict):
             continue
+        lines = path.read_text(encoding="utf-8").splitlines()
         for raw in data.get("steps") or []:
             if isinstance(raw, dict):
                 step = _step(relative, raw)
                 if step is not None:
-                    steps.append(step)
+                    steps.append(dataclasses.replace(step, line=_label_line(lines, step.label)))
     return tuple(steps)
 
 
@@ -118,6 +121,16 @@ def selecting_steps(
     return [
         s for s in read_steps(tree) if not s.optional and s.selects(test_path, test_name, markers)
     ]
+
+
+def _label_line(lines: list[str], label: str) -> int:
+    """The 1-based line of ``label: <label>`` (quoted or not), 0 if the YAML spells it another
+    way."""
+    for number, line in enumerate(lines, 1):
+        key, _, value = line.strip().removeprefix("- ").partition(":")
+        if key.strip() == "label" and value.strip().strip("'\"") == label:
+            return number
+    return 0
 
 
 def _step(file: str, raw: dict) -> CiStep | None:

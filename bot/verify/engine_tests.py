@@ -245,8 +245,13 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
         "--standins",
         str(folder / "standins.json"),
     ]
+    python_path = f"{HARNESS_DIR}:{folder / 'plugins'}"
+    readable: list[Path] = []
+    if engine.core is not None:  # the engine's package with a core plan's patch, first
+        python_path = f"{engine.core.root}:{python_path}"
+        readable.append(engine.core.root)
     env = runtime_env() | {
-        "PYTHONPATH": f"{HARNESS_DIR}:{folder / 'plugins'}",
+        "PYTHONPATH": python_path,
         "HF_HOME": str(folder / "hf"),
         "BOT_OVERLAY": str(folder / "overlay.json"),
         "PYTHONDONTWRITEBYTECODE": "1",
@@ -260,7 +265,12 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
     started = time.monotonic()
     try:
         done = run_upstream_code(
-            command, cwd=folder / "tests", extra=env, timeout=timeout, writable=[folder]
+            command,
+            cwd=folder / "tests",
+            extra=env,
+            timeout=timeout,
+            writable=[folder],
+            readable=readable,
         )
         log, code = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired:
@@ -433,4 +443,17 @@ def _record(tests: EngineTests, engine: Engine | None) -> dict[str, Any]:
             "the tree's model files registered over the engine's classes (a vLLM plugin)",
         ],
         "runs": [tests.runs[w] for w in ("before", "after") if w in tests.runs],
+        # What a PR body quotes: the step that runs the file, and each run in one line.
+        "ci": [{"step": tests.step.name, "file": tests.step.file, "line": tests.step.line}],
+        **{when: _said(run) for when, run in tests.runs.items() if when in ("before", "after")},
+    }
+
+
+def _said(run: dict[str, Any]) -> dict[str, Any]:
+    """A run in the words of a body: its counts, and the missing-interface error it matched."""
+    counts = [f"{run.get(k)} {k}" for k in ("passed", "failed", "skipped") if run.get(k)]
+    error = run.get("error")
+    return {
+        "summary": ", ".join(counts) or str(run.get("conclusion")),
+        "error": f"{error['message']} ({error['at']})" if error else None,
     }
