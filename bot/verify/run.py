@@ -16,6 +16,7 @@ from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
+from bot.publish.contribution import preview
 from bot.recipes.base import Finding
 from bot.redact import redact
 from bot.subprocess_env import refuse_beside_credentials
@@ -27,8 +28,7 @@ from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gp
 from bot.verify.engine import engine_checkpoints_of
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
-from bot.verify.render import render_results, replace_results_section
-from bot.verify.verification import GpuRun, Verification
+from bot.verify.verification import GpuRun, Verification, runner_identity
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +128,11 @@ def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) 
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
+    recorded = plan.verification
+    # Reused local checks keep the name of whoever ran them.
+    ran_by = recorded.ran_by if options.reuse_local and recorded else runner_identity()
     verification = _verdict(
-        local_checks, GpuRun.from_json(gpu), local_ok, patch_hash(item.loaded.patch)
+        local_checks, GpuRun.from_json(gpu), local_ok, patch_hash(item.loaded.patch), ran_by
     )
     _record(item.plan_dir, item.loaded, verification, options.journal)
     return verification
@@ -312,7 +315,9 @@ def _default_branch(client: ActionsClient, repo: str) -> str:
     return str(branch(repo)) if callable(branch) else "main"
 
 
-def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str) -> Verification:
+def _verdict(
+    local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str, ran_by: str | None
+) -> Verification:
     """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``."""
     gpu = dataclasses.replace(gpu, log_excerpt=redact(gpu.log_excerpt))
     conclusion = gpu.conclusion
@@ -336,6 +341,7 @@ def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str
         gpu=gpu,
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         patch_hash=digest,
+        ran_by=ran_by,
     )
 
 
@@ -343,8 +349,13 @@ def _record(plan_dir: Path, loaded: PlanDir, verification: Verification, journal
     plan = loaded.plan
     plan.verification = verification
     update_plan(plan_dir, plan)
-    markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
-    write_atomic(plan_dir / "pr.md", markdown)
+    try:
+        repo: Path | None = scratch.resolve_repo(
+            plan.repo_path, plan.vllm_version, plan.base_commit
+        )
+    except BotError:
+        repo = None  # the rules and docs need the tree; the results need only the record
+    write_atomic(plan_dir / "pr.md", preview(loaded.pr_markdown, plan, loaded.patch, repo))
     if journal:
         from bot.pipeline import record_verification
 
