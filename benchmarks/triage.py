@@ -41,8 +41,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.errors import BotError  # noqa: E402
+from bot.hub import Hub, HubSettings  # noqa: E402
 from bot.tree.fetch import release_tree  # noqa: E402
 from bot.triage.issue import MAX_PART_CHARS, triage_issue  # noqa: E402
+from tests.hub_standin import HubStandIn, closed_port_url, repos_from_file  # noqa: E402
 
 OUTCOMES = ("propose", "ask", "silent")
 CLASS_GATE = 0.95
@@ -50,6 +52,8 @@ SMALL_ISSUE = "41446.json"  # its last 3 KB: the command, the traceback, the mod
 HOSTILE_TREE = "0.34.0"
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "triage_corpus"
 LABELS_FILE = "labels.json"
+HUB_FILE = "hub.json"  # the checkpoints' configs and cards a corpus's Hub stand-in serves
+DEFAULT_CHECKPOINT_SET = Path(__file__).resolve().parent / "triage_checkpoint"
 REQUIRED_ISSUE_KEYS = {
     "number": int,
     "title": str,
@@ -71,6 +75,7 @@ class Label:
     classes: tuple[str, ...]
     why: str
     tree: str
+    offline: str | None = None  # the outcome when the Hub cannot be reached, if it differs
 
 
 @dataclass(frozen=True)
@@ -207,7 +212,9 @@ def load_corpus(directory: Path) -> list[Case]:
     if not directory.is_dir():
         raise CorpusError(f"corpus directory {directory} does not exist")
     labels = _load_labels(directory / LABELS_FILE)
-    files = sorted(p.name for p in directory.glob("*.json") if p.name != LABELS_FILE)
+    files = sorted(
+        p.name for p in directory.glob("*.json") if p.name not in (LABELS_FILE, HUB_FILE)
+    )
     if not files:
         raise CorpusError(f"corpus directory {directory} holds no issue files")
     unlabelled = sorted(set(files) - set(labels))
@@ -266,7 +273,10 @@ def _load_labels(path: Path) -> dict[str, Label]:
             raise CorpusError(f"{path.name}: {name} needs a one-line 'why'")
         if not isinstance(tree, str) or not tree:
             raise CorpusError(f"{path.name}: {name} needs the 'tree' its label was read from")
-        labels[name] = Label(outcome, tuple(classes), why, tree)
+        offline = entry.get("offline")
+        if offline is not None and offline not in OUTCOMES:
+            raise CorpusError(f"{path.name}: {name} has offline outcome {offline!r}")
+        labels[name] = Label(outcome, tuple(classes), why, tree, offline)
     return labels
 
 
@@ -294,11 +304,14 @@ def observed(result: Any) -> Outcome:
     return Outcome(outcome, (result.architecture,) if result.architecture else ())
 
 
-def run(cases: list[Case], tree_root: Path, version: str) -> Report:
+def run(cases: list[Case], tree_root: Path, version: str, hub: Hub | None = None) -> Report:
+    """Triage every case; ``hub`` is where checkpoints' configs are read (default: a Hub that
+    cannot be reached, so a corpus is judged on the tree alone, the same on every machine)."""
     report = Report(tree=version, mode="contract")
+    hub = hub or unreachable_hub()
     for case in cases:
         try:
-            result = triage_issue(case.issue, tree_root)
+            result = triage_issue(case.issue, tree_root, checkpoints=hub)
         except Exception as exc:  # a crash on one issue is a finding, not the end of the run
             report.rows.append(Row(case, Outcome("error", (), f"{type(exc).__name__}: {exc}")))
             continue
@@ -311,12 +324,47 @@ def run(cases: list[Case], tree_root: Path, version: str) -> Report:
     return report
 
 
+def unreachable_hub() -> Hub:
+    """A Hub at a port on 127.0.0.1 nothing listens on, with an empty cache of its own."""
+    import tempfile
+
+    cache = Path(tempfile.mkdtemp(prefix="bot-bench-hub-"))
+    return Hub(HubSettings(closed_port_url(), offline=False, cache=cache))
+
+
+def offline_cases(cases: list[Case]) -> list[Case]:
+    """The cases as judged without the Hub: each label's ``offline`` outcome where it has one
+    (a question names no class to be right about)."""
+    judged = []
+    for case in cases:
+        label = case.label
+        if label.offline is not None and label.offline != label.outcome:
+            classes = label.classes if label.offline == "propose" else ()
+            label = Label(label.offline, classes, label.why, label.tree, label.offline)
+        judged.append(Case(case.name, case.issue, label))
+    return judged
+
+
+def run_with_standin(
+    cases: list[Case], tree_root: Path, version: str, directory: Path
+) -> tuple[Report, Report]:
+    """The corpus with its Hub stand-in serving ``hub.json``, and again with no Hub at all."""
+    import tempfile
+
+    with HubStandIn(repos_from_file(directory / HUB_FILE)) as standin:
+        cache = Path(tempfile.mkdtemp(prefix="bot-bench-hub-"))
+        hub = Hub(HubSettings(standin.url, offline=False, cache=cache))
+        online = run(cases, tree_root, version, hub)
+    return online, run(offline_cases(cases), tree_root, version)
+
+
 def _fmt(value: float | None) -> str:
     return "   n/a" if value is None else f"{value:6.1%}"
 
 
-def print_report(report: Report, corpus: Path) -> None:
-    print(f"triage benchmark: {len(report.rows)} issues from {corpus}, vLLM {report.tree}")
+def print_report(report: Report, corpus: Path, how: str = "") -> None:
+    how = f" ({how})" if how else ""
+    print(f"triage benchmark: {len(report.rows)} issues from {corpus}, vLLM {report.tree}{how}")
     if report.mode == "fallback":
         print("  mode: fallback (Triage has no .outcome/.architectures; confident -> propose,")
         print("        missing -> ask, else silent; closed issues are not recognised)")
@@ -493,12 +541,19 @@ def main(argv: list[str] | None = None) -> int:
     except (CorpusError, BotError) as exc:
         print(f"bot: {exc}", file=sys.stderr)
         return 2
-    report = run(cases, tree_root, version)
-    report.class_gate = args.class_gate
-    if args.json:
-        print(json.dumps(report.to_dict(), indent=2, sort_keys=True))
+    if (args.corpus / HUB_FILE).is_file():
+        online, offline = run_with_standin(cases, tree_root, version, args.corpus)
+        runs = {"with the Hub stand-in": online, "without the Hub": offline}
     else:
-        print_report(report, args.corpus)
+        runs = {"": run(cases, tree_root, version)}
+    for report in runs.values():
+        report.class_gate = args.class_gate
+    if args.json:
+        data = {name or "report": r.to_dict() for name, r in runs.items()}
+        print(json.dumps(data if len(runs) > 1 else data["report"], indent=2, sort_keys=True))
+    else:
+        for name, report in runs.items():
+            print_report(report, args.corpus, name)
     return 0
 
 

@@ -502,7 +502,7 @@ def cmd_engine(args: argparse.Namespace) -> int:
     checks = engine_plans(plan_dirs)
     for plan_dir, check in zip(plan_dirs, checks, strict=True):
         print(f"engine: {plan_dir}:")
-        _print_engine([check.to_json()])
+        _print_engine([check])
     return 1 if any(c.passed is False for c in checks) else 0
 
 
@@ -516,8 +516,9 @@ def _engine_checkpoints(args: argparse.Namespace) -> int:
         raise BotError("--checkpoint needs a draft: --eagle3 and/or --dflash")
     with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
         check = checkpoints_check(Path(sys.executable), args.checkpoint, drafts, Path(work))
-    _print_engine([check.to_json()])
-    return 1 if check.passed is False else 0
+    _print_engine([check])
+    # On the GPU runner this step is the engine check: one that could not run did not pass.
+    return 0 if check.passed is True else 1
 
 
 def _add_engine(sub: argparse._SubParsersAction) -> None:
@@ -762,7 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="bot: %(message)s",
         stream=sys.stderr,
     )
-    install_log_redaction()
+    install_log_redaction(verbose=args.verbose)
     try:
         return args.handler(args)
     except BotError as exc:

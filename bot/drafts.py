@@ -11,7 +11,6 @@ Two layers, read together:
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
@@ -22,6 +21,7 @@ from typing import Any
 from bot.config import cache_dir
 from bot.errors import BotError
 from bot.fileio import write_atomic
+from bot.hub import Hub, HubSettings, card_base_models, first_line, transport_error_type
 from bot.tree.known_models import GENERATION_CATEGORIES, TEST_REGISTRY_PATH, load_known_models
 
 CATALOGUE_SCHEMA = 1
@@ -291,7 +291,6 @@ def shipped_catalogue_entries(tree_root: Path) -> list[DraftEntry]:
 # --- refreshing from the Hugging Face Hub -------------------------------------------------------
 
 DEFAULT_SEARCH_TERMS = ("dflash", "eagle3", "dspark")
-DEFAULT_ENDPOINT = "https://huggingface.co"
 
 
 def refresh_from_hub(
@@ -305,33 +304,31 @@ def refresh_from_hub(
     checkpoints, its verifier); its card's ``base_model`` names the target, whose own
     ``config.json`` gives the target architecture. No token is sent: this is public data.
     """
-    import tempfile
-
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
-    endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
-    transport_error = _transport_error_type()
-    _probe(endpoint, transport_error)
+    hub = Hub(HubSettings.from_env(endpoint))
+    endpoint = hub.endpoint
+    if hub.settings.offline:
+        raise BotError("cannot refresh drafts: HF_HUB_OFFLINE is set")
+    hub.require()
     api = HfApi(endpoint=endpoint, token=False)
     found: list[DraftEntry] = []
-    with tempfile.TemporaryDirectory(prefix="bot-hub-") as scratch:
-        reader = _HubConfigReader(api, Path(scratch))
-        try:
-            candidates: dict[str, Any] = {}
-            for term in search_terms:
-                for info in api.list_models(search=term, limit=limit_per_term, cardData=True):
-                    candidates.setdefault(info.id, info)
-            for repo_id, info in sorted(candidates.items()):
-                entry = _entry_from_hub(repo_id, info, reader, endpoint)
-                if entry is not None:
-                    found.append(entry)
-        except (OfflineModeIsEnabled, transport_error, HfHubHTTPError, OSError) as exc:
-            raise BotError(f"cannot refresh drafts from {endpoint}: {_first_line(exc)}") from None
+    try:
+        candidates: dict[str, Any] = {}
+        for term in search_terms:
+            for info in api.list_models(search=term, limit=limit_per_term, cardData=True):
+                candidates.setdefault(info.id, info)
+        for repo_id, info in sorted(candidates.items()):
+            entry = _entry_from_hub(repo_id, info, hub)
+            if entry is not None:
+                found.append(entry)
+    except (OfflineModeIsEnabled, transport_error_type(), HfHubHTTPError, OSError) as exc:
+        raise BotError(f"cannot refresh drafts from {hub.shown}: {first_line(exc)}") from None
     path = user_catalogue_path()
     old = read_catalogue_file(path) if path.is_file() else []
     write_catalogue_file(
-        path, merge_entries(old, found), f"Draft models found on {endpoint} by bot drafts refresh"
+        path, merge_entries(old, found), f"Draft models found on {hub.shown} by bot drafts refresh"
     )
     return found
 
@@ -351,91 +348,32 @@ def accept_draft(repo_id: str) -> list[DraftEntry]:
     return accepted
 
 
-def _transport_error_type() -> type[Exception]:
-    """The HTTP library huggingface_hub uses raises its own connection errors."""
-    try:
-        import httpx2
-
-        return httpx2.TransportError
-    except ImportError:
-        import httpx
-
-        return httpx.TransportError
+def _config(hub: Hub, repo_id: str) -> dict[str, Any]:
+    """A repository's config.json, or ``{}`` when it has none the Hub gives out."""
+    return hub.config(repo_id).config or {}
 
 
-def _probe(endpoint: str, transport_error: type[Exception]) -> None:
-    """One request without retries, so an offline machine fails at once, not after backoff."""
-    from huggingface_hub.utils import get_session
-
-    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
-        raise BotError("cannot refresh drafts: HF_HUB_OFFLINE is set")
-    try:
-        response = get_session().get(f"{endpoint}/api/models", params={"limit": 1}, timeout=10)
-    except (transport_error, OSError) as exc:
-        raise BotError(
-            f"cannot reach the Hugging Face Hub at {endpoint}: {_first_line(exc)}"
-        ) from None
-    if response.status_code >= 400:
-        raise BotError(f"the Hugging Face Hub at {endpoint} answered HTTP {response.status_code}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else exc.__class__.__name__
-
-
-class _HubConfigReader:
-    """Reads ``config.json`` of Hub repos once each; a missing or broken file reads as ``{}``."""
-
-    def __init__(self, api: Any, scratch: Path) -> None:
-        self._api = api
-        self._scratch = scratch
-        self._seen: dict[str, dict[str, Any]] = {}
-
-    def config(self, repo_id: str) -> dict[str, Any]:
-        if repo_id not in self._seen:
-            self._seen[repo_id] = self._read(repo_id)
-        return self._seen[repo_id]
-
-    def _read(self, repo_id: str) -> dict[str, Any]:
-        from huggingface_hub.errors import EntryNotFoundError, RepositoryNotFoundError
-
-        try:
-            local = self._api.hf_hub_download(
-                repo_id, "config.json", cache_dir=self._scratch, token=False
-            )
-        except (EntryNotFoundError, RepositoryNotFoundError):
-            return {}
-        try:
-            data = json.loads(Path(local).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return data if isinstance(data, dict) else {}
-
-
-def _entry_from_hub(
-    repo_id: str, info: Any, reader: _HubConfigReader, endpoint: str
-) -> DraftEntry | None:
-    config = reader.config(repo_id)
-    method = _hub_method(repo_id, config)
+def _entry_from_hub(repo_id: str, info: Any, hub: Hub) -> DraftEntry | None:
+    config = _config(hub, repo_id)
+    method = hub_method(repo_id, config)
     if method is None:
         return None
     verifier = (config.get("speculators_config") or {}).get("verifier") or {}
-    target = _first_str(verifier.get("name_or_path")) or _card_base_model(info)
+    target = _first_str(verifier.get("name_or_path")) or _first_str(list(card_base_models(info)))
     target_arch = _first_str(verifier.get("architectures"))
     if target and not target_arch:
-        target_arch = _first_str(reader.config(target).get("architectures"))
+        target_arch = _first_str(_config(hub, target).get("architectures"))
     return DraftEntry(
         repo_id=repo_id,
         method=method,
         target_repo_id=target if target and _HF_ID.match(target) else None,
         target_arch=target_arch,
-        source=f"hub {endpoint}: {repo_id} config.json and model card",
+        source=f"hub {hub.shown}: {repo_id} config.json and model card",
         reviewed=False,
     )
 
 
-def _hub_method(repo_id: str, config: dict[str, Any]) -> str | None:
+def hub_method(repo_id: str, config: dict[str, Any]) -> str | None:
     architectures = " ".join(str(a) for a in config.get("architectures") or []).lower()
     algorithm = str((config.get("speculators_config") or {}).get("algorithm", "")).lower()
     name = repo_id.lower()
@@ -449,11 +387,6 @@ def _hub_method(repo_id: str, config: dict[str, Any]) -> str | None:
         if method in name:
             return method
     return None
-
-
-def _card_base_model(info: Any) -> str | None:
-    card = getattr(info, "card_data", None)
-    return _first_str(getattr(card, "base_model", None)) if card is not None else None
 
 
 def _first_str(value: object) -> str | None:

@@ -81,8 +81,19 @@ def _check(data: Any, what: str) -> None:
 
 
 def checked_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
-    """``data`` if every key is a field of ``cls`` and every value fits its annotation."""
-    _refuse_unknown(data, set(cls.__dataclass_fields__), where)  # type: ignore[attr-defined]
+    """``data`` if every key is a field of ``cls``, every field without a default is there, and
+    every value fits its annotation."""
+    fields = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    _refuse_unknown(data, set(fields), where)
+    missing = [
+        name
+        for name, spec in fields.items()
+        if name not in data
+        and spec.default is dataclasses.MISSING
+        and spec.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise BotError(f"{where} lacks {', '.join(f'`{name}`' for name in missing)}")
     hints = typing.get_type_hints(cls)
     for name, value in data.items():
         if not has_type(value, hints[name]):

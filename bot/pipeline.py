@@ -6,13 +6,22 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.plan import NOTHING_TO_FIX, READY, Plan, PlanContents, check_plan_target, write_plan_dir
+from bot.plan import (
+    NOTHING_TO_FIX,
+    READY,
+    Plan,
+    PlanContents,
+    check_plan_target,
+    read_plan_dir,
+    write_plan_dir,
+)
 from bot.scan.findings import ScanResult
 from bot.scan.findings import scan as scan_tree
 
@@ -128,7 +137,7 @@ def propose(
     )
     if proposal.plan.status == READY:
         proposal = with_duplicate_search(repo, proposal, dedupe=dedupe)
-    write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown, repo)
     if record and issue is not None and triage is not None:
         _record_triage(issue, triage.architecture)
     if record and proposal.plan.status != NOTHING_TO_FIX:
@@ -168,8 +177,6 @@ def duplicate_search(
 def with_duplicate_search(repo: Path, proposal: PlanContents, *, dedupe: bool) -> PlanContents:
     """A ready single-class plan with its duplicate search recorded and quoted in pr.md; a
     class another open or merged PR covers becomes nothing to fix, naming that PR."""
-    import dataclasses
-
     from bot.github.identity import fingerprint_marker
     from bot.publish.contribution import preview
     from bot.publish.duplicates import keywords_of
@@ -210,8 +217,6 @@ def with_duplicate_search(repo: Path, proposal: PlanContents, *, dedupe: bool) -
 def refresh_duplicate_search(plan_dir: Path) -> Plan:
     """An existing plan's duplicate search run again and recorded, its pr.md re-rendered from
     the new record (what a reviewer then sees, and approves, is the current answer)."""
-    import dataclasses
-
     from bot.github.identity import fingerprint_marker
     from bot.plan import read_plan_dir
     from bot.publish.contribution import preview
@@ -234,6 +239,32 @@ def refresh_duplicate_search(plan_dir: Path) -> Plan:
     markdown = preview(planned.pr_markdown, plan, planned.patch, repo)
     write_plan_dir(plan_dir, plan, planned.patch, markdown)
     return plan
+
+
+def _write_plan(out: Path, plan: Plan, patch: str, pr_markdown: str, repo: Path) -> None:
+    """Write the plan directory. Re-planned unchanged (the same fix, patch and base commit as
+    the plan already there), it keeps the verification recorded for that patch, so a rerun of
+    `bot propose` neither forgets a result nor changes what the PR says."""
+    from bot.content_hash import patch_hash
+    from bot.errors import BotError
+    from bot.publish.contribution import preview
+
+    try:
+        earlier = read_plan_dir(out) if (out / "plan.json").is_file() else None
+    except BotError:
+        earlier = None  # unreadable: written afresh
+    recorded = earlier.plan.verification if earlier is not None else None
+    if (
+        earlier is not None
+        and recorded is not None
+        and recorded.patch_hash == patch_hash(patch)
+        and earlier.patch == patch
+        and (earlier.plan.fingerprint, earlier.plan.base_commit)
+        == (plan.fingerprint, plan.base_commit)
+    ):
+        plan = dataclasses.replace(plan, verification=recorded)
+        pr_markdown = preview(pr_markdown, plan, patch, repo)
+    write_plan_dir(out, plan, patch, pr_markdown)
 
 
 def _record_triage(issue: dict[str, Any], architecture: str | None) -> TriagedIssue | None:
@@ -381,8 +412,6 @@ def propose_group(
     )
     proposal = made.proposal
     if proposal.plan.status == READY:
-        import dataclasses
-
         from bot.publish.contribution import preview
 
         # Recorded as it concerns the members: what publish, searching for them, finds again.
@@ -390,7 +419,7 @@ def propose_group(
         plan = dataclasses.replace(proposal.plan, duplicate_search=search.for_classes(members))
         markdown = preview(proposal.pr_markdown, plan, proposal.patch, repo)
         proposal = PlanContents(plan, proposal.patch, markdown)
-    write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown, repo)
     if record and proposal.plan.status != NOTHING_TO_FIX:
         _journal().record_proposal(out)
     return proposal.plan, [item.line() for item in made.left_out]
@@ -404,6 +433,7 @@ def _group_lookups(
     not run and the plan is made anyway (``bot publish`` runs them before anything is pushed)."""
     from bot.config import github_settings
     from bot.github.client import GitHubClient, GitHubUnreachable
+    from bot.github.identity import fingerprint_marker
     from bot.publish.duplicates import keywords_of, not_run
     from bot.publish.published import published_classes
     from bot.tree.worktree import head_commit
@@ -417,7 +447,11 @@ def _group_lookups(
         published = published_classes(GitHubClient(github_settings()), upstream)
     except GitHubUnreachable as exc:
         return {}, not_run(f"offline: {exc}")
-    search = duplicate_search(upstream, keywords, [], repo, head_commit(repo), dedupe=dedupe)
+    # The bot's own PRs are `published`'s to judge (the group's own open PR is refreshed).
+    ours = sorted(
+        {fingerprint_marker(p.plan_fingerprint) for p in published.values() if p.plan_fingerprint}
+    )
+    search = duplicate_search(upstream, keywords, ours, repo, head_commit(repo), dedupe=dedupe)
     return published, search
 
 

@@ -65,7 +65,10 @@ class Member:
     def from_dict(cls, data: object) -> Member:
         if not isinstance(data, dict):
             raise BotError("plan.json: each of `members` must be an object")
-        return cls(**jsonio.checked_fields(cls, data, "plan.json: members"))
+        member = cls(**jsonio.checked_fields(cls, data, "plan.json: members"))
+        for number in member.issues:
+            _issue_number(number, "plan.json: members: `issues`")
+        return member
 
 
 @dataclass
@@ -157,6 +160,8 @@ class Plan:
         typed = ("members", "verification", "duplicate_search")
         plain = {k: v for k, v in data.items() if k not in typed}
         rest = jsonio.checked_fields(cls, plain, "plan.json")
+        if rest.get("issue_number") is not None:
+            _issue_number(rest["issue_number"], "plan.json: `issue_number`")
         search = data.get("duplicate_search")
         rest["duplicate_search"] = (
             None
@@ -168,6 +173,16 @@ class Plan:
         rest["verification"] = None if recorded is None else Verification.from_json(recorded)
         # A single-class plan's member is always its own fields, whatever the file lists.
         return cls(**rest, members=checked if rest.get("group") is not None else [])
+
+
+# GitHub's issue numbers are GraphQL Ints (32-bit); a larger one names no issue, and would not
+# fit the journal either.
+_MAX_ISSUE_NUMBER = 2**31 - 1
+
+
+def _issue_number(value: int, where: str) -> None:
+    if not 0 < value <= _MAX_ISSUE_NUMBER:
+        raise BotError(f"{where} holds {str(value)[:24]}, which is not an issue number")
 
 
 class WithPrMarkdown:

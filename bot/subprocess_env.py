@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bot.errors import BotError
-from bot.sandbox import sandboxed
+from bot.sandbox import handed_over, sandboxed
 
 _KEEP = frozenset(
     {
@@ -106,6 +106,13 @@ def upstream_code_env(home: Path, extra: Mapping[str, str] | None = None) -> dic
     return env
 
 
+def proxy_settings() -> dict[str, str]:
+    """The proxy a step with the network needs to reach the package index or the Hub (kept
+    out of every other subprocess)."""
+    names = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
 def _real_homes() -> set[str]:
     homes = {os.environ.get("HOME", ""), os.path.expanduser("~")}
     with suppress(KeyError):
@@ -177,15 +184,17 @@ def run_upstream_code(
     writable: Sequence[Path] = (),
     readable: Sequence[Path] = (),
     devices: Sequence[str] = (),
+    network: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run a process that executes upstream code (pytest on a vLLM tree, the smoke harness,
     the engine): never beside a credential it could read, with a scratch ``HOME`` and the
-    minimal environment plus ``extra``, inside the sandbox (:mod:`bot.sandbox`: no network, no
-    other process, the real home and the bot's data hidden, everything read-only but ``cwd``,
-    ``writable`` and the scratch home; ``readable`` and ``PYTHONPATH`` are bound back
-    read-only). Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``."""
+    minimal environment plus ``extra``, inside the sandbox (:mod:`bot.sandbox`: no network
+    unless asked, no other process, the real home and the bot's data hidden, everything
+    read-only, ``cwd`` included, but ``writable`` and the scratch home; ``readable`` and
+    ``PYTHONPATH`` are bound back read-only). What it leaves in ``writable`` is data
+    (:mod:`bot.untrusted_files`). Raises ``subprocess.TimeoutExpired`` like ``subprocess.run``."""
     refuse_beside_credentials(f"`{Path(command[0]).name} {' '.join(command[1:3])}`")
-    with scratch_home() as home:
+    with scratch_home() as home, handed_over([home, *writable]):
         env = upstream_code_env(home, {"TMPDIR": "/tmp", **extra})
         on_path = [Path(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         wrapped = sandboxed(
@@ -194,6 +203,7 @@ def run_upstream_code(
             home=home,
             readable=[*readable, *on_path],
             writable=writable,
+            network=network,
             hidden_homes=_real_homes(),
             devices=devices,
         )
@@ -208,51 +218,52 @@ def run_upstream_code(
         )
 
 
-def run_build_step(
+@contextmanager
+def build_step(
     command: list[str],
     *,
     extra: Mapping[str, str],
     writable: Sequence[Path],
-    home: Path,
     cwd: Path | None = None,
-) -> subprocess.Popen[str]:
-    """Start a build step that may run code from the package index (pip building a release's
+) -> Iterator[subprocess.Popen[str]]:
+    """A running build step that may run code from the package index (pip building a release's
     requirements or its source distribution): in the sandbox *with* the network, the minimal
-    environment (the machine's pip settings kept) with ``home`` as ``HOME``, nothing but
-    ``writable`` and ``home`` writable, stdout and stderr merged into one text pipe."""
-    where = cwd or home
-    pip_cache = _pip_cache()
-    env = {k: v for k, v in minimal_env().items() if not k.startswith("XDG_")}
-    env.update({"HOME": str(home), "TMPDIR": "/tmp", "PIP_CACHE_DIR": str(pip_cache), **extra})
-    # Local wheel directories the machine's pip configuration names stay readable.
-    links = [Path(p) for p in env.get("PIP_FIND_LINKS", "").split() if p.startswith("/")]
-    wrapped = sandboxed(
-        command,
-        cwd=where,
-        home=home,
-        readable=links,
-        writable=[*writable, pip_cache],
-        network=True,
-        hidden_homes=_real_homes(),
-    )
-    return subprocess.Popen(
-        wrapped,
-        cwd=where,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def _pip_cache() -> Path:
-    """pip's cache, shared with the build steps (writable there: a build could put a bad wheel
-    in it, which only other builds read; no credential lives there)."""
-    configured = os.environ.get("PIP_CACHE_DIR")
-    if configured:
-        path = Path(configured)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        path = Path(base) / "pip"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    environment (the machine's pip settings kept) with a scratch ``HOME`` and a pip cache of
+    its own (a build could plant a wheel in a shared one for a later install outside the
+    sandbox to run), nothing but ``writable`` and those two writable; stdout and stderr merged
+    into one text pipe. The step is ended when the block ends."""
+    with (
+        scratch_home() as home,
+        tempfile.TemporaryDirectory(prefix="bot-pip-cache-") as pip_cache,
+        handed_over([home, Path(pip_cache), *writable]),
+    ):
+        where = cwd or home
+        env = {k: v for k, v in minimal_env().items() if not k.startswith("XDG_")}
+        env.update({"HOME": str(home), "TMPDIR": "/tmp", "PIP_CACHE_DIR": pip_cache, **extra})
+        # Local wheel directories the machine's pip configuration names stay readable.
+        links = [Path(p) for p in env.get("PIP_FIND_LINKS", "").split() if p.startswith("/")]
+        wrapped = sandboxed(
+            command,
+            cwd=where,
+            home=home,
+            readable=links,
+            writable=[*writable, Path(pip_cache)],
+            network=True,
+            hidden_homes=_real_homes(),
+        )
+        process = subprocess.Popen(
+            wrapped,
+            cwd=where,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            if process.stdout is not None:
+                process.stdout.close()

@@ -18,12 +18,23 @@ from tests.github_standin import (
     STANDIN_TOKEN,
     GitHubStandIn,
 )
+from tests.hub_standin import closed_port_url
+
+# Where the Hugging Face Hub is for every test that does not start the stand-in: a port on
+# 127.0.0.1 nothing listens on, so no test reaches the real Hub (and a refused connection fails
+# at once). Not HF_HUB_OFFLINE: huggingface_hub reads that once, at import, for the session.
+_NO_HUB = closed_port_url()
 
 
 @pytest.fixture(autouse=True)
 def _private_bot_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test (and every `bot` it runs) keeps its journal and plans to itself."""
+    """Each test (and every `bot` it runs) keeps its journal and plans to itself, and its own
+    Hugging Face cache; the Hub is unreachable unless the test starts the stand-in."""
     monkeypatch.setenv("BOT_HOME", str(tmp_path / "bot-home"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", _NO_HUB)
 
 
 @pytest.fixture
@@ -106,3 +117,22 @@ def upstream_standin(
         "BOT_UPSTREAM_URL", str(tmp_path / "standin" / "remotes" / UPSTREAM) + ".git"
     )
     return github_standin
+
+
+@pytest.fixture(scope="session")
+def world_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic upstream of tests/publish_world.py, committed once per session."""
+    from tests.publish_world import build_world_base
+
+    return build_world_base(tmp_path_factory.mktemp("world") / "base")
+
+
+@pytest.fixture
+def world(
+    github_standin: GitHubStandIn, world_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """That upstream served by the GitHub stand-in, with the submitter's fork and the issues
+    (tests/publish_world.py)."""
+    from tests.publish_world import make_world
+
+    return make_world(github_standin, world_base, tmp_path, monkeypatch)

@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from bot.drafts import load_catalogue
+from bot.recipes.base import PlanContext
 from bot.recipes.eagle3_broken_claim.recipe import (
     FORWARD_DROPS,
     NAME,
     NO_CAPTURE,
     NO_MIXIN,
 )
+from bot.recipes.eagle3_enable.recipe import _broken_claims_fixed, candidates
 from bot.recipes.wrapper_analysis import protocol_defaults, protocol_follows_language_model
 from bot.scan.findings import scan
 from bot.tree.fetch import release_tree
@@ -364,3 +367,40 @@ def test_a_forward_override_that_drops_the_capture_says_no_plan_adds_it_alone(
         "capture and the declaration together, and none adds the capture alone to a forward that "
         "dropped it"
     }
+
+
+def test_a_claim_on_a_subclass_running_the_decoders_forward_names_that_decoders_plan(
+    tmp_path: Path,
+) -> None:
+    """The wrapper's language model is not registered; its decoder subclasses a registered
+    target's decoder and runs its forward: that target's enablement repairs the claim."""
+    source = ENABLEABLE + "\n\nclass PairSubModel(PairModel):\n    pass\n"
+    source += target("PairLm", "PairModel", bases="nn.Module, SupportsPP")
+    source += target("PairSubLm", "PairSubModel", bases="nn.Module, SupportsPP")
+    source += WRAPPER.format(name="PairVL", lm="PairSubLm")
+    (found,) = claims(tmp_path / "inherits", source, ["PairLm"], mm=["PairVLSub"])
+    assert found["evidence"]["fix"] == {"ready": ["PairLm"]}
+    # ... and that plan resolves it (the re-scan must see it gone; the write-up cites it).
+    result = scan(tmp_path / "inherits", use_cache=False)
+    (lm,) = [c for c in candidates(result.context) if c.ref.name == "PairLm"]
+    ctx = PlanContext(
+        scan=result.context,
+        group=(),
+        findings=result.findings,
+        arch="PairLm",
+        catalogue=load_catalogue(include_user=False),
+        preferred_draft=None,
+        upstream="vllm-project/vllm",
+        version=None,
+        base_commit="0" * 40,
+    )
+    assert [f.class_name for f in _broken_claims_fixed(ctx, lm)] == ["PairVLSub"]
+    # A subclass with a forward of its own is not repaired by the base's capture.
+    override = source.replace(
+        "class PairSubModel(PairModel):\n    pass\n",
+        "class PairSubModel(PairModel):\n"
+        "    def forward(self, input_ids, positions):\n"
+        "        return input_ids\n",
+    )
+    (found,) = claims(tmp_path / "overrides", override, ["PairLm"], mm=["PairVLSub"])
+    assert "ready" not in found["evidence"]["fix"]

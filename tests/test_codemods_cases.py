@@ -34,6 +34,7 @@ def test_every_codemod_has_a_no_change_case_and_a_change_case() -> None:
         "regression_test",
         "delegate_methods",
         "aux_capture",
+        "legacy_capture",
         "nested_capture",
         "aux_forward_test",
         "wrapper_forward_test",

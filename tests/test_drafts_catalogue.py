@@ -1,17 +1,14 @@
 """The draft catalogue: shipped seed vs the real 0.34.0 tree, preferences, and Hub refresh.
 
-The Hub is a small HTTP server on 127.0.0.1 speaking the routes huggingface_hub uses
-(``/api/models`` and ``/<repo>/resolve/<rev>/<file>``); the real client talks to it.
+The Hub is the stand-in of ``tests/hub_standin.py`` (HTTP on 127.0.0.1, the routes
+huggingface_hub uses); the real client talks to it.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlparse
 
 import pytest
 
@@ -30,8 +27,7 @@ from bot.drafts import (
 from bot.errors import BotError
 from bot.tree.fetch import release_tree
 from tests.cli import EXAMPLE_ISSUE, propose_issue
-
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+from tests.hub_standin import HubRepo, HubStandIn, closed_port_url
 
 
 @pytest.mark.vllm_tree
@@ -98,95 +94,48 @@ def test_dflash_is_preferred_then_eagle3_and_unpublished_drafts_are_skipped() ->
     assert nothing.draft is None and "no public draft model for BazForCausalLM" in nothing.reason
 
 
-# --- a fake Hugging Face Hub ----------------------------------------------------------------------
-
-MODELS = [
-    {"id": "z-lab/Foo-7B-DFlash", "cardData": {"base_model": "foo-org/Foo-7B"}},
-    {"id": "someone/Foo-7B-eagle3", "cardData": {"base_model": ["foo-org/Foo-7B"]}},
-    {"id": "redhat/Bar-8B-speculator.eagle3", "cardData": {}},
-    {"id": "someone/dflash-notes", "cardData": {}},
-]
-FILES = {
-    "z-lab/Foo-7B-DFlash": {"architectures": ["DFlashDraftModel"], "dflash_config": {}},
-    "someone/Foo-7B-eagle3": {"architectures": ["LlamaForCausalLMEagle3"]},
-    "redhat/Bar-8B-speculator.eagle3": {
-        "architectures": ["Eagle3Speculator"],
-        "speculators_config": {
-            "algorithm": "eagle3",
-            "verifier": {"name_or_path": "bar-org/Bar-8B", "architectures": ["BarForCausalLM"]},
-        },
-    },
-    "foo-org/Foo-7B": {"architectures": ["FooForCausalLM"]},
-    # someone/dflash-notes has no config.json: a 404, then a name-only guess.
-}
+# --- the Hub stand-in ----------------------------------------------------------------------------
 
 
-class _FakeHub(BaseHTTPRequestHandler):
-    requests: list[str] = []
-    models: list[dict] = MODELS
-
-    def log_message(self, *args: object) -> None:  # keep test output clean
-        pass
-
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
-        self._serve(send_body=False)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._serve(send_body=True)
-
-    def _serve(self, send_body: bool) -> None:
-        url = urlparse(self.path)
-        type(self).requests.append(url.path)
-        if url.path == "/api/models":
-            search = parse_qs(url.query).get("search", [""])[0].lower()
-            models = type(self).models
-            body = json.dumps([m for m in models if search in m["id"].lower()]).encode()
-            return self._reply(200, body, send_body)
-        if "/resolve/" in url.path:
-            repo, _, rest = url.path.lstrip("/").partition("/resolve/")
-            filename = rest.split("/", 1)[-1]
-            if filename == "config.json" and repo in FILES:
-                return self._reply(200, json.dumps(FILES[repo]).encode(), send_body, file=True)
-            return self._reply(404, b'{"error": "Entry not found"}', send_body, entry_missing=True)
-        self._reply(404, b'{"error": "not found"}', send_body)
-
-    def _reply(
-        self, status: int, body: bytes, send_body: bool, file: bool = False, entry_missing=False
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        if file or entry_missing:
-            self.send_header("X-Repo-Commit", COMMIT)
-        if file:
-            self.send_header("ETag", f'"{abs(hash(body))}"')
-        if entry_missing:
-            self.send_header("X-Error-Code", "EntryNotFound")
-        self.end_headers()
-        if send_body:
-            self.wfile.write(body)
+def _repos() -> dict[str, HubRepo]:
+    return {
+        "z-lab/Foo-7B-DFlash": HubRepo(
+            {"architectures": ["DFlashDraftModel"], "dflash_config": {}},
+            card={"base_model": "foo-org/Foo-7B"},
+        ),
+        "someone/Foo-7B-eagle3": HubRepo(
+            {"architectures": ["LlamaForCausalLMEagle3"]}, card={"base_model": ["foo-org/Foo-7B"]}
+        ),
+        "redhat/Bar-8B-speculator.eagle3": HubRepo(
+            {
+                "architectures": ["Eagle3Speculator"],
+                "speculators_config": {
+                    "algorithm": "eagle3",
+                    "verifier": {
+                        "name_or_path": "bar-org/Bar-8B",
+                        "architectures": ["BarForCausalLM"],
+                    },
+                },
+            }
+        ),
+        # no config.json: a 404, then a name-only guess
+        "someone/dflash-notes": HubRepo(None),
+        "foo-org/Foo-7B": HubRepo({"architectures": ["FooForCausalLM"]}),
+    }
 
 
 @pytest.fixture
-def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def fake_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[HubStandIn]:
     monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    _FakeHub.requests = []
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with HubStandIn(_repos()) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        yield hub
 
 
 def test_refresh_reads_configs_and_cards_and_merges_into_the_user_catalogue(
-    fake_hub: str,
+    fake_hub: HubStandIn,
 ) -> None:
-    found = {e.repo_id: e for e in refresh_from_hub(endpoint=fake_hub)}
+    found = {e.repo_id: e for e in refresh_from_hub(endpoint=fake_hub.url)}
     assert set(found) == {
         "z-lab/Foo-7B-DFlash",
         "someone/Foo-7B-eagle3",
@@ -206,8 +155,9 @@ def test_refresh_reads_configs_and_cards_and_merges_into_the_user_catalogue(
         "BarForCausalLM",
     )
     assert found["someone/dflash-notes"].target_arch is None
-    # The target's config.json was fetched once (HEAD + GET) although two drafts share it.
-    assert _FakeHub.requests.count("/foo-org/Foo-7B/resolve/main/config.json") <= 2
+    # The target's config.json was read once (a size check, HEAD + GET) although two drafts
+    # share it.
+    assert fake_hub.file_requests("foo-org/Foo-7B") <= 3
 
     saved = read_catalogue_file(user_catalogue_path())
     assert {e.repo_id for e in saved} == set(found)
@@ -216,12 +166,12 @@ def test_refresh_reads_configs_and_cards_and_merges_into_the_user_catalogue(
     assert catalogue.choose("Qwen3NextForCausalLM").draft.repo_id == "z-lab/Qwen3-Coder-Next-DFlash"
 
     # A second refresh merges rather than duplicates.
-    refresh_from_hub(endpoint=fake_hub)
+    refresh_from_hub(endpoint=fake_hub.url)
     assert len(read_catalogue_file(user_catalogue_path())) == len(saved)
 
 
-def test_cli_refresh_and_list(fake_hub: str, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["drafts", "refresh", "--endpoint", fake_hub]) == 0
+def test_cli_refresh_and_list(fake_hub: HubStandIn, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["drafts", "refresh", "--endpoint", fake_hub.url]) == 0
     assert "found 4 draft models" in capsys.readouterr().out
     assert cli.main(["drafts", "list", "--arch", "FooForCausalLM"]) == 0
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
@@ -239,13 +189,10 @@ def test_offline_refresh_is_one_line_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("BOT_CACHE_DIR", str(tmp_path / "cache"))
-    # A port nothing listens on: bind, note it, close.
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeHub)
-    port = server.server_address[1]
-    server.server_close()
+    closed = closed_port_url()
     with pytest.raises(BotError, match="cannot reach the Hugging Face Hub"):
-        refresh_from_hub(endpoint=f"http://127.0.0.1:{port}")
-    assert cli.main(["drafts", "refresh", "--endpoint", f"http://127.0.0.1:{port}"]) == 2
+        refresh_from_hub(endpoint=closed)
+    assert cli.main(["drafts", "refresh", "--endpoint", closed]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("bot: cannot reach the Hugging Face Hub")
     assert not user_catalogue_path().exists()
@@ -253,18 +200,16 @@ def test_offline_refresh_is_one_line_error(
 
 @pytest.mark.vllm_tree
 def test_a_hub_card_changes_nothing_in_the_proposed_patch(
-    fake_hub: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    fake_hub: HubStandIn, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An issue names a Hub draft whose card points at a remote-code checkpoint.
     evil_draft, evil_target = "evil/Qwen3-Next-DFlash", "evil/Qwen3-Next-remote-code"
-    monkeypatch.setitem(
-        FILES, evil_draft, {"architectures": ["DFlashDraftModel"], "dflash_config": {}}
-    )
-    monkeypatch.setitem(
-        FILES, evil_target, {"architectures": ["Qwen3NextForCausalLM"], "auto_map": {"x": "y"}}
-    )
     card = {"base_model": evil_target, "trust_remote_code": True}
-    monkeypatch.setattr(_FakeHub, "models", [*MODELS, {"id": evil_draft, "cardData": card}])
+    config = {"architectures": ["DFlashDraftModel"], "dflash_config": {}}
+    fake_hub.repos[evil_draft] = HubRepo(config, card=card)
+    fake_hub.repos[evil_target] = HubRepo(
+        {"architectures": ["Qwen3NextForCausalLM"], "auto_map": {"x": "y"}}
+    )
     issue = json.loads(EXAMPLE_ISSUE.read_text())
     issue["body"] = issue["body"].replace("/model-download/qwen3-next-eagle3-draft", evil_draft)
     issue_file = tmp_path / "issue.json"
@@ -275,7 +220,7 @@ def test_a_hub_card_changes_nothing_in_the_proposed_patch(
 
     before = propose_issue(tree, tmp_path / "before", issue_file)
     assert before.returncode == 0, before.stderr
-    assert cli.main(["drafts", "refresh", "--endpoint", fake_hub]) == 0
+    assert cli.main(["drafts", "refresh", "--endpoint", fake_hub.url]) == 0
     assert load_catalogue().find(evil_draft).target_repo_id == evil_target  # data, kept
     after = propose_issue(tree, tmp_path / "after", issue_file)
     assert after.returncode == 0, after.stderr

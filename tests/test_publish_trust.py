@@ -383,7 +383,7 @@ def _refused_member(plan_dir: Path, problem: str, change: Callable[[Member], Mem
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ({"issues": [0]}, "not issue numbers"),
+        ({"issues": [0]}, "not an issue number"),  # refused as plan.json is read
         ({"issues": [10**9]}, "not issue numbers"),
         ({"title": "T" * 121}, "longer than 120 characters"),
     ],

@@ -164,6 +164,8 @@ def test_valid(recipe: Recipe, case: Valid, tmp_path: Path) -> None:
     added = {line[1:] for line in published.patch.splitlines() if line.startswith("+")}
     for line in case.adds:
         assert line in added, line
+    for text in case.omits:
+        assert not any(text in line for line in added), text
 
 
 @pytest.mark.parametrize(("recipe", "case"), INVALID, ids=_ids(INVALID))

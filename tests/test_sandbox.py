@@ -29,17 +29,18 @@ from bot.errors import BotError
 from bot.github.gitrepo import Repo
 from bot.plan import read_plan_dir, update_plan
 from bot.sandbox import gpu_devices
-from bot.subprocess_env import run_build_step, run_upstream_code, scratch_home
+from bot.subprocess_env import build_step, run_upstream_code
 from bot.verify import VerifyOptions, verify_plan
-from bot.verify.env import vllm_env
+from bot.verify.env import run_logged, vllm_env
 from tests.test_token_isolation import _spy_plan
 from tests.test_verify_local import commit_all
 
 SIBLING_TOKEN = "ghp_sibling_process_token_for_the_sandbox_test"
 CREDENTIAL = "https://mallory:ghp_planted_home_credential@github.com"
 PROBE = """
-import glob, os, pathlib, socket, sys
+import ctypes, glob, os, pathlib, socket, sys
 _leaks = []
+{escape}
 for _path in glob.glob("/proc/[0-9]*/environ"):
     try:
         if {token!r}.encode() in open(_path, "rb").read():
@@ -65,6 +66,29 @@ try:
 except OSError:
     pass
 {report}
+"""
+# Inside a sandbox (never on the host, where BOT_SANDBOX=off runs it) the probe first tries to
+# break out the way the audit did as root: with capabilities, unmount the tmpfs hiding HOME and
+# /tmp and the fresh /proc, and remount / read-write (holding a capability, or reading a file
+# only root may read, is a leak too); then every check above looks again.
+ESCAPE = """
+if os.readlink("/proc/self/ns/mnt") != {host_mnt_ns!r}:
+    for _line in open("/proc/self/status"):
+        _key, _, _value = _line.partition(":")
+        if _key in ("CapEff", "CapPrm", "CapBnd", "CapAmb") and int(_value, 16):
+            _leaks.append("holds capabilities")
+            break
+    try:  # root-only on Debian (0640 root:shadow): readable as the kernel's uid 0
+        open("/etc/shadow", "rb").close()
+        _leaks.append("read a root-only file")
+    except OSError:
+        pass
+    _libc = ctypes.CDLL(None, use_errno=True)
+    for _target in ({home!r}, "/tmp", "/root", "/proc"):
+        if _libc.umount2(_target.encode(), 2) == 0:  # MNT_DETACH
+            _leaks.append("unmounted " + _target)
+    if _libc.mount(None, b"/", None, 32 | 4096, None) == 0:  # MS_REMOUNT | MS_BIND, not MS_RDONLY
+        _leaks.append("remounted / read-write")
 """
 # How the probe reports: exit codes and one stderr line (every path shows one or the other).
 EXIT_REPORT = """
@@ -95,6 +119,7 @@ def hostile_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     listener.listen(8)
     try:
         yield {
+            "host_mnt_ns": os.readlink("/proc/self/ns/mnt"),
             "token": SIBLING_TOKEN,
             "home": str(home),
             "bot_dir": str(Path(bot.__file__).parent),
@@ -107,7 +132,8 @@ def hostile_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
 
 
 def probe(machine: dict[str, object], report: str = EXIT_REPORT) -> str:
-    return PROBE.format(report=report, **machine)
+    escape = ESCAPE.format(**machine)
+    return PROBE.format(report=report, escape=escape, **machine)
 
 
 def _verdict(output: str) -> str:
@@ -165,11 +191,10 @@ def test_a_build_step_has_the_network_but_nothing_else(
     monkeypatch.setenv("PIP_CACHE_DIR", str(tmp_path / "pip-cache"))
     dest = tmp_path / "venv"
     dest.mkdir()
-    with scratch_home() as home:
-        process = run_build_step(
-            [sys.executable, "-c", probe(hostile_machine)], extra={}, writable=[dest], home=home
-        )
-        output, _ = process.communicate(timeout=120)
+    with build_step(
+        [sys.executable, "-c", probe(hostile_machine)], extra={}, writable=[dest]
+    ) as step:
+        output, _ = step.communicate(timeout=120)
     verdict = _verdict(output)
     assert "network" in verdict  # the build step needs the index
     others = ("another process", ".git-credentials", ".netrc", "bot's installed")
@@ -266,17 +291,12 @@ def test_without_namespaces_the_run_refuses_in_one_line(
 
 @pytest.fixture
 def spy_package(tmp_path: Path, hostile_machine: dict[str, object]) -> Path:
-    """A source distribution whose build runs the probe (what a hostile requirement does)."""
+    """A source distribution whose build runs the probe (what a hostile requirement does); pip
+    shows the probe's verdict in its failure output."""
     links = tmp_path / "links"
     source = tmp_path / "botspy-1.0"
     source.mkdir(parents=True)
-    report = (
-        "import os as _os\n"
-        "pathlib.Path(_os.environ['PIP_CACHE_DIR'], 'verdict').write_text("
-        "'leaks: ' + repr(_leaks) if _leaks else 'clean')\n"
-        "raise SystemExit('probed')\n"
-    )
-    (source / "setup.py").write_text(probe(hostile_machine, report))
+    (source / "setup.py").write_text(probe(hostile_machine))
     (source / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: botspy\nVersion: 1.0\n")
     links.mkdir()
     subprocess.run(
@@ -287,14 +307,41 @@ def spy_package(tmp_path: Path, hostile_machine: dict[str, object]) -> Path:
     return links
 
 
+@pytest.fixture
+def spy_index(spy_package: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip finds only the spy package, and builds it without isolation."""
+    monkeypatch.setenv("PIP_FIND_LINKS", str(spy_package))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's spelling of "no isolation"
+    return spy_package
+
+
 @pytest.mark.parametrize("sandbox", ["on", "off"])
 def test_bot_env_builds_requirements_in_the_sandbox(
-    spy_package: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
+    spy_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sandbox: str
 ) -> None:
-    """``bot env`` on a release whose requirements name a package that runs code at build."""
+    """``bot env``'s build step (:func:`run_logged`, every pip command of an environment
+    build) on a requirement that runs code at build."""
     if sandbox == "off":
         monkeypatch.setenv("BOT_SANDBOX", "off")
-    cache, pip_cache = tmp_path / "cache", tmp_path / "pip-cache"
+    dest = tmp_path / "env"
+    dest.mkdir()
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--target", str(dest / "site")]
+    code, tail = run_logged([*command, "botspy==1.0"], lambda _line: None, timeout=300, dest=dest)
+    assert code != 0  # the probe ends the build
+    verdict = _verdict(tail)
+    # The build step has the network (the package index), and nothing else.
+    if sandbox == "on":
+        assert verdict == "leaks: ['reached the network']"
+    else:
+        assert "another process" in verdict and ".git-credentials" in verdict
+
+
+def test_a_failed_bot_env_leaves_nothing_half_built(
+    spy_index: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``bot env`` on a release whose requirements name that package."""
+    cache = tmp_path / "cache"
     tree = cache / "vllm-trees" / "9.9.9"
     (tree / "requirements").mkdir(parents=True)
     (tree / "requirements" / "common.txt").write_text("botspy==1.0\n")
@@ -305,19 +352,9 @@ def test_bot_env_builds_requirements_in_the_sandbox(
         pass
     (tree / ".git" / "bot-tree-ready").write_text("9.9.9\n")
     monkeypatch.setenv("BOT_CACHE_DIR", str(cache))
-    monkeypatch.setenv("PIP_CACHE_DIR", str(pip_cache))
-    monkeypatch.setenv("PIP_FIND_LINKS", str(spy_package))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")
-    monkeypatch.setenv("PIP_NO_BUILD_ISOLATION", "0")  # pip's spelling of "no isolation"
     monkeypatch.setenv("BOT_ENV_TORCH", "botspy==1.0")
     assert main(["env", "9.9.9"]) == 2  # the probe's build fails, so the environment does too
-    verdict = (pip_cache / "verdict").read_text()
-    # The build step has the network (the package index), and nothing else.
-    if sandbox == "on":
-        assert verdict == "leaks: ['reached the network']"
-    else:
-        assert "another process" in verdict and ".git-credentials" in verdict
-    assert not (cache / "vllm-envs" / "9.9.9").exists()  # nothing half-built is left
+    assert not (cache / "vllm-envs" / "9.9.9").exists()
 
 
 def test_a_gpu_test_sees_the_gpu_device_nodes_and_nothing_else_of_dev(tmp_path: Path) -> None:

@@ -15,9 +15,11 @@ LOW = defence in depth.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -192,7 +194,7 @@ def test_the_pr_body_filter_refuses_an_emphasised_mention() -> None:
 
 PLANTED_TEST = textwrap.dedent(
     """
-    import json, os, pathlib
+    import base64, json, os, pathlib
 
     def test_steal():
         found = {
@@ -206,7 +208,8 @@ PLANTED_TEST = textwrap.dedent(
             )
         except OSError as exc:
             found["parent"] = f"unreadable: {exc}"
-        pathlib.Path(LOOT).write_text(json.dumps(found))
+        # The tests' only way out of the sandbox: their report (the failure's message).
+        raise AssertionError("LOOT " + base64.b64encode(json.dumps(found).encode()).decode())
     """
 )
 SECRETS = {
@@ -224,11 +227,11 @@ PIP_INDEX_URL = "https://bot:pypi-indextoken0123456789@index.invalid/simple"
 
 
 def _planted_tree(tmp_path: Path) -> tuple[Path, Path]:
+    """The tree, and where `bot gpu-test` leaves the JUnit report that carries the loot."""
     tree = tmp_path / "tree"
     (tree / "tests").mkdir(parents=True)
-    loot = tmp_path / "loot.json"
-    (tree / "tests" / "test_planted.py").write_text(f"LOOT = {str(loot)!r}\n" + PLANTED_TEST)
-    return tree, loot
+    (tree / "tests" / "test_planted.py").write_text(PLANTED_TEST)
+    return tree, tmp_path / "junit.xml"
 
 
 def _gpu_test(tmp_path: Path, tree: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -258,9 +261,11 @@ def _run_planted_tests(tmp_path: Path) -> dict[str, Any]:
         "PIP_INDEX_URL": "https://index.invalid/simple",
     }
     result = _gpu_test(tmp_path, tree, env)
-    if not loot.is_file():
+    report = loot.read_text() if loot.is_file() else ""
+    said = re.findall(r"LOOT ([A-Za-z0-9+/=]+)", report)
+    if not said:
         pytest.fail(f"the planted test did not run: {result.stdout[-500:]} {result.stderr[-500:]}")
-    return json.loads(loot.read_text())
+    return json.loads(base64.b64decode(max(said, key=len)))  # the message is cut short
 
 
 def test_upstream_code_sees_no_runner_variable_and_a_scratch_home(tmp_path: Path) -> None:

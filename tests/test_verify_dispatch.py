@@ -142,3 +142,34 @@ def test_dispatch_without_a_pushed_commit_is_one_line(
     assert main(["verify", str(plan_dir), "--gpu", "dispatch"]) == 2
     assert "needs the plan's branch" in capsys.readouterr().err
     assert standin.runs() == []
+
+
+def test_a_run_of_another_branch_carrying_our_request_id_is_never_taken(
+    tmp_path: Path, standin: GitHubStandIn
+) -> None:
+    """F3, verify's side: anyone who can dispatch can copy the request id a run's title shows,
+    from a branch whose workflow reports success. Verify takes the run of the branch it
+    dispatched from (the bot repository's default branch), here a failure."""
+    from bot.github.client import GitHubClient
+
+    plan_dir = synthetic_plan(tmp_path, branch="bot/eagle3-foo")
+    standin.list_runs_late()  # verify's first look finds no run yet
+
+    def sleep(_seconds: float) -> None:
+        (ours,) = [r for r in standin.runs() if r["head_branch"] == "main"]
+        copies = [r for r in standin.runs() if r["head_branch"] == "edited"]
+        if not copies:  # the copy appears, and passes, before ours finishes
+            inputs = standin.run_inputs(ours["id"])
+            GitHubClient().dispatch_workflow(BOT_REPO, WORKFLOW_FILE, "edited", inputs)
+            (copy,) = [r for r in standin.runs() if r["head_branch"] == "edited"]
+            standin.complete_run(copy["id"], "success", artifacts={JUNIT_ARTIFACT: junit()})
+        else:
+            report = junit("no eagle")
+            standin.complete_run(ours["id"], "failure", artifacts={JUNIT_ARTIFACT: report})
+
+    options = VerifyOptions(gpu="dispatch", poll=PollSettings(interval=0, timeout=60, sleep=sleep))
+    verification = verify_plan(plan_dir, options)
+
+    (ours,) = [r for r in standin.runs() if r["head_branch"] == "main"]
+    assert verification.gpu.conclusion == "failure"
+    assert verification.gpu.run_id == ours["id"]

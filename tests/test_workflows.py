@@ -151,6 +151,35 @@ def test_gpu_runner_checks_out_only_what_the_guard_allowed() -> None:
             assert "self-hosted" not in (WORKFLOWS / other).read_text()
 
 
+def test_the_propose_job_sets_up_the_sandbox_before_it_runs_upstream_code() -> None:
+    """I3: the hosted runner has no bubblewrap, and Ubuntu 24.04 forbids the user namespace the
+    job's user needs; without both, verify refuses (it used to record "not checked")."""
+    runs = [s.get("run", "") for s in load("propose-on-label.yml")["jobs"]["propose"]["steps"]]
+    setup = next(
+        i for i, run in enumerate(runs) if "apt-get install" in run and "bubblewrap" in run
+    )
+    verify = next(i for i, run in enumerate(runs) if "bot verify" in run)
+    assert setup < verify
+    assert "kernel.apparmor_restrict_unprivileged_userns=0" in runs[setup]
+    assert runs[setup].rstrip().splitlines()[-1].startswith("bwrap --unshare-all")  # it works
+
+
+def test_the_gpu_runner_runs_git_only_on_a_checkout_nothing_installs_into() -> None:
+    """F1 on the runner: installing vLLM runs its setup.py in ./vllm; the smoke check's git
+    (its scratch worktrees of HEAD~1) runs on a second checkout of the guarded commit."""
+    (job,) = load("gpu-verify.yml")["jobs"].values()
+    steps = job["steps"]
+    twin = next(s for s in steps if s.get("with", {}).get("path") == "vllm-git")
+    assert twin["with"]["ref"] == "${{ steps.guard.outputs.sha }}"
+    assert twin["with"]["fetch-depth"] == 2
+    runs = [s.get("run", "") for s in steps]
+    assert any("pip install -e ./vllm" in run for run in runs)
+    assert not any(re.search(r"(git -C|--tree) vllm(?![\w-])", run) for run in runs)
+    assert any("bot smoke --tree vllm-git" in run for run in runs)
+    gpu_test = next(run for run in runs if "bot gpu-test" in run)
+    assert "--junit results/junit.xml" in gpu_test  # made absolute by the bot (I1)
+
+
 def test_scheduled_scan_runs_scan_triage_and_sync() -> None:
     workflow = load("scheduled-scan.yml")
     assert workflow["on"]["schedule"][0]["cron"]

@@ -33,6 +33,7 @@ from bot.codemods.aux_capture import (
     add_aux_capture,
 )
 from bot.codemods.base import Case, CodemodRefused, parse, require_identifier
+from bot.codemods.legacy_capture import drop_legacy_capture
 
 SET_LAYERS = "_set_aux_hidden_state_layers"
 
@@ -355,7 +356,13 @@ CASES: list[Case] = [
 
 def add_capture(source: str, **args: object) -> str:
     """The capture the enable recipe writes: the two-module form where ``args`` name a child,
-    the one-module form (:func:`bot.codemods.aux_capture.add_aux_capture`) otherwise."""
+    the one-module form (:func:`bot.codemods.aux_capture.add_aux_capture`) otherwise; with
+    ``legacy``, the decoder's own pre-mixin capture is taken out first
+    (:func:`bot.codemods.legacy_capture.drop_legacy_capture`)."""
+    if args.pop("legacy", False):
+        if args.get("child") is not None:
+            raise CodemodRefused("a nested decoder with a pre-mixin capture is not migrated")
+        source = drop_legacy_capture(source, str(args["class_name"]))
     if args.get("child") is not None:
         return add_nested_aux_capture(source, **args)  # type: ignore[arg-type]
     args = {k: v for k, v in args.items() if k not in ("child", "child_attr")}

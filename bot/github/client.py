@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import requests
 import urllib3.exceptions
@@ -39,9 +40,12 @@ from requests.adapters import HTTPAdapter
 
 from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
-from bot.redact import redact
+from bot.redact import detach_library_handlers, redact
+
+detach_library_handlers("github")  # PyGithub's own stderr handler, added when it was imported
 
 _SEARCH_LIMIT = 100
+_RUNS_LIMIT = 100  # runs of one workflow read when matching a marker
 _NO_THROTTLE: dict[str, Any] = {"seconds_between_requests": None, "seconds_between_writes": None}
 
 
@@ -669,14 +673,38 @@ class GitHubClient:
     ) -> dict[str, Any] | None:
         """The newest ``workflow_dispatch`` run created at or after ``created_after`` whose
         display title contains ``marker`` (any such run when ``marker`` is None)."""
+        runs = self.workflow_runs(repo, workflow_file, created_after, marker, limit=1)
+        return runs[0] if runs else None
+
+    def workflow_runs(
+        self,
+        repo: str,
+        workflow_file: str,
+        created_after: datetime,
+        marker: str | None,
+        limit: int = _RUNS_LIMIT,
+    ) -> list[dict[str, Any]]:
+        """The ``workflow_dispatch`` runs created at or after ``created_after`` whose display
+        title contains ``marker`` (all when None), newest first, at most ``limit``."""
         since = created_after.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        found: list[dict[str, Any]] = []
         with _github_errors(f"listing runs of {workflow_file} in {repo}"):
             workflow = self._repo(repo).get_workflow(workflow_file)
             for run in workflow.get_runs(event="workflow_dispatch", created=f">={since}"):
                 data = run.raw_data
                 if marker is None or marker in (data.get("display_title") or ""):
-                    return data
-        return None
+                    found.append(data)
+                    if len(found) >= limit:
+                        break
+        return found
+
+    def branch_contains(self, repo: str, branch: str, sha: str) -> bool:
+        """Whether ``sha`` is ``branch``'s head on ``repo`` or one of its ancestors."""
+        with _github_errors(f"comparing {sha[:12]} with {branch} in {repo}"):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "GET", f"/repos/{repo}/compare/{quote(sha, safe='')}...{quote(branch, safe='/')}"
+            )
+        return isinstance(data, dict) and data.get("status") in ("identical", "ahead")
 
     def get_workflow_run(self, repo: str, run_id: int) -> dict[str, Any]:
         with _github_errors(f"reading run {run_id} in {repo}"):

@@ -142,8 +142,12 @@ def run_search(
     rules_commands: Sequence[str],
 ) -> DuplicateSearch:
     """The search, through the API; ``own_markers`` are this plan's fingerprint markers (its
-    own earlier PR is no duplicate of itself)."""
+    own earlier PR is no duplicate of itself, nor is one published for the same fix on an
+    older base: :func:`bot.github.identity.fix_key`)."""
+    from bot.github.identity import fingerprints_in, fix_key, plan_fingerprint_in
+
     markers = list(own_markers)
+    own_fixes = {fix_key(f) for m in markers for f in fingerprints_in(m)} - {None}
     issues = sorted({n for kw in keywords for n in kw.issues})
     items: dict[int, dict[str, Any]] = {}
     comments = 0
@@ -160,6 +164,8 @@ def run_search(
     for number, item in sorted(items.items()):
         body = str(item.get("body") or "")
         if not item.get("pull_request") or any(marker in body for marker in markers):
+            continue
+        if fix_key(plan_fingerprint_in(body) or "") in own_fixes:
             continue
         pull = _judge(number, item, keywords)
         if pull is not None:

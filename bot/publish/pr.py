@@ -21,11 +21,11 @@ import hashlib
 import html
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from bot.github.git import (
     default_work_dir,
     prepare_branch,
     push_branch,
+    work_repo_lock,
 )
 from bot.github.gitrepo import Repo
 from bot.github.identity import (
@@ -50,9 +51,12 @@ from bot.github.identity import (
     body_sha_marker,
     class_key,
     fingerprint_marker,
+    fingerprints_in,
+    fix_key,
     has_body_sha,
     identity_markers,
     is_identity_line,
+    plan_fingerprint_in,
     status_marker,
 )
 from bot.markdown import inline
@@ -87,11 +91,19 @@ from bot.publish.contrib_rules import (
 )
 from bot.publish.contribution import Facts, refresh, require_recorded_results
 from bot.publish.duplicates import DuplicateSearch, keywords_of, run_search
-from bot.publish.gpu_evidence import TestedCommit, confirmed, gpu_tests_of, smoke_target_of
+from bot.publish.gpu_evidence import (
+    TestedCommit,
+    confirmed,
+    engine_checkpoints_of_patch,
+    gpu_tests_of,
+    smoke_target_of,
+)
 from bot.publish.lock import fork_lock
 from bot.publish.published import PublishedPull, pulls_by_class
 from bot.publish.tree_facts import docs_naming
+from bot.verify.check import Check
 from bot.verify.evidence import require_evidence
+from bot.verify.verification import GpuRun, Verification
 
 PUBLISH_ENVIRONMENT = "publish"  # the Action's environment with required reviewers
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
@@ -200,6 +212,22 @@ class PublishBudget:
         return self.client
 
 
+def _one_at_a_time(publish: Callable[..., PublishResult]) -> Callable[..., PublishResult]:
+    """``publish`` holding its work repository's lock (:func:`work_repo_lock`) throughout:
+    the git work and what it reads from GitHub before it acts (earlier PRs, the caps) are one
+    step for every publish sharing the repository, on every path (CLI, dashboard, Action)."""
+
+    @wraps(publish)
+    def locked(plan_dir: Path, **options: Any) -> PublishResult:
+        settings = options.get("settings") or github_settings()
+        work_dir = options.get("work_dir") or default_work_dir(settings)
+        with work_repo_lock(work_dir):
+            return publish(plan_dir, **{**options, "work_dir": work_dir})
+
+    return locked
+
+
+@_one_at_a_time
 def publish_plan(
     plan_dir: Path,
     *,
@@ -258,7 +286,7 @@ def publish_plan(
     elsewhere = _members_elsewhere(client, plan)
     if elsewhere:
         return _already_elsewhere(plan, elsewhere)
-    earlier = _earlier_pulls(client, head, marker, plan.upstream)
+    earlier = _earlier_pulls(client, head, plan.upstream, plan.fingerprint)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
         return _result("merged", merged[0], f"PR #{merged[0]['number']} was merged already")
@@ -286,6 +314,8 @@ def publish_plan(
     # AGENTS.md's duplicate-work checks, before anything is pushed: a class another open or
     # merged PR covers fails closed, named with that PR.
     ours = [marker, *(fingerprint_marker(f) for f in plan.member_fingerprints)]
+    # Our own open PR for this fix, made on an older base, names its fingerprints of then.
+    ours += [fingerprint_marker(f) for p in open_pulls for f in fingerprints_in(p["body"] or "")]
     search = _search(client, plan, ours, rules)
     _refuse_covered(plan, search, rules)
     submitter = _checked_login(client.login)
@@ -371,7 +401,7 @@ def publish_plan(
             )
         except PullRequestExists:
             # Opened by a run that died before it could report (or without our marker).
-            again = _earlier_pulls(client, head, None, plan.upstream)
+            again = _earlier_pulls(client, head, plan.upstream)
             open_now = [p for p in again if p["state"] == "open"]
             if not open_now:
                 raise
@@ -480,7 +510,7 @@ def _members_elsewhere(client: GitHubClient, plan: Plan) -> list[tuple[Member, P
     found = []
     for member in plan.members:
         for pull in by_class.get(class_key(member.fingerprint) or "", []):
-            if plan.is_group and pull.plan_fingerprint != plan.fingerprint:
+            if plan.is_group and fix_key(pull.plan_fingerprint or "") != fix_key(plan.fingerprint):
                 found.append((member, pull))
                 break
             if not plan.is_group and pull.is_group:
@@ -575,7 +605,42 @@ def compose_body(planned: PlanDir, title: str, facts: Facts) -> str:
     """The PR body, a pure function of its records: pr.md's recipe text (checked at publish:
     no links but to the upstream, no images, no HTML), the generic blocks rendered from
     ``facts`` (:func:`bot.publish.contribution.refresh`), then the fingerprint markers and the
-    body's hash. The same records give the same bytes."""
+    body's hash. The same records give the same bytes.
+
+    The hash marker digests what the body says: the body the same records compose with their
+    figures left out (each check's and the GPU run's outcome, not their details, durations,
+    logs or the time). A verification run again on the same patch with the same outcomes (the
+    Action's rerun, which verifies afresh) therefore leaves the hash as it was, and the PR is
+    not edited for a changed duration."""
+    text = _body_text(planned, facts)
+    outcomes = _outcomes_only(planned.plan)
+    said = _body_text(
+        dataclasses.replace(planned, plan=outcomes), dataclasses.replace(facts, plan=outcomes)
+    )
+    digest = hashlib.sha256(f"{title}\0{said}".encode()).hexdigest()[:16]
+    return f"{text}\n{body_sha_marker(digest)}\n"
+
+
+def _outcomes_only(plan: Plan) -> Plan:
+    """The plan with its verification reduced to what it concluded, check by check (and who
+    ran it: the body says so)."""
+    recorded = plan.verification
+    if recorded is None:
+        return plan
+    gpu = recorded.gpu
+    outcomes = Verification(
+        passed=recorded.passed,
+        local_passed=recorded.local_passed,
+        message="",
+        checks=tuple(Check(c.name, c.passed, "") for c in recorded.checks),
+        gpu=None if gpu is None else GpuRun(gpu.mode, gpu.conclusion),
+        patch_hash=recorded.patch_hash,
+        ran_by=recorded.ran_by,
+    )
+    return dataclasses.replace(plan, verification=outcomes)
+
+
+def _body_text(planned: PlanDir, facts: Facts) -> str:
     plan = planned.plan
     # The GPU verdict is publish's own (a run GitHub confirms, ``facts.verified``), not the
     # artifact's word: the results block states a recorded success only when confirmed.
@@ -588,23 +653,31 @@ def compose_body(planned: PlanDir, title: str, facts: Facts) -> str:
     if plan.issue_number and f"#{plan.issue_number}" not in body:
         lines += ["", f"Fixes #{plan.issue_number}"]
     lines += ["", *identity_markers(plan.fingerprint or "", plan.member_fingerprints)]
-    text = "\n".join(lines)
-    digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]
-    return f"{text}\n{body_sha_marker(digest)}\n"
+    return "\n".join(lines)
 
 
 def _earlier_pulls(
-    client: GitHubClient, head: str, marker: str | None, upstream: str
+    client: GitHubClient, head: str, upstream: str, fingerprint: str | None = None
 ) -> list[dict[str, Any]]:
-    """PRs (any state, newest first) that carry our fingerprint: the bot's own PRs on any
-    branch, plus those from our head branch; with ``marker`` None, every PR from the head."""
+    """The bot's own earlier PRs for this fix (any state, newest first): from our head branch,
+    or opened by the token's login on any branch, whose body was published for the same fix
+    on any base commit (:func:`fix_key`: the same recipe and class, or the same group of
+    members). The upstream moving does not make a fix another one: a PR closed unmerged
+    stays a "no", and our own open PR is the one to refresh. With ``fingerprint`` None, every
+    PR from the head."""
     pulls = {p["number"]: p for p in client.find_pulls(head, repo=upstream)}
-    if marker is not None:
-        pulls = {n: p for n, p in pulls.items() if marker in (p.get("body") or "")}
+    if fingerprint is not None:
+        wanted = fix_key(fingerprint)
+        pulls = {n: p for n, p in pulls.items() if _for_fix(p, wanted)}
         for item in client.own_pulls(upstream):
-            if item["number"] not in pulls and marker in (item.get("body") or ""):
+            if item["number"] not in pulls and _for_fix(item, wanted):
                 pulls[item["number"]] = client.get_pull(item["number"], repo=upstream)
     return sorted(pulls.values(), key=lambda p: p["number"], reverse=True)
+
+
+def _for_fix(pull: dict[str, Any], wanted: str | None) -> bool:
+    published = plan_fingerprint_in(pull.get("body") or "")
+    return wanted is not None and published is not None and fix_key(published) == wanted
 
 
 def _update(
@@ -742,8 +815,12 @@ def _verified(
     and smoke target re-derived here, made after the commit, passed, and not followed by a
     failed or cancelled one (:mod:`bot.publish.gpu_evidence`). A local GPU run is the operator's
     word, taken only outside GitHub Actions (where the plan comes from another job, which ran no GPU
-    test)."""
+    test). A patch that adds no registry entry asks for no GPU test (``tested.gpu_tests``,
+    re-derived from the pushed commit): once the checks its recipe requires passed (publish
+    refuses a plan without them), there is no run to wait for."""
     verification = plan.verification
+    if verification is not None and not tested.gpu_tests:
+        return verification.approvable
     gpu = verification.gpu if verification else None
     if verification is None or not verification.passed or gpu is None:
         return False
@@ -767,11 +844,12 @@ def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedComm
             except git.GitCommandError:
                 return None
 
-        tests = gpu_tests_of(text(parent), text(commit.sha)) if parent else ()
+        before, after = (text(parent), text(commit.sha)) if parent else (None, None)
         return TestedCommit(
             head=commit.sha,
             first_parent=parent,
             made_at=datetime.fromtimestamp(head.committed_date, UTC),
             smoke_target=smoke_target_of(plan),
-            gpu_tests=tests,
+            gpu_tests=gpu_tests_of(before, after),
+            engine_checkpoints=engine_checkpoints_of_patch(before, after),
         )

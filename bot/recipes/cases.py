@@ -71,13 +71,14 @@ class SyntheticTree:
 class Valid:
     """The recipe reports ``class_name`` in ``tree`` (its summary holding ``reports``); a fixing
     recipe's plan applies, and its publish rules accept every file of the patch, whose added
-    lines include each of ``adds``."""
+    lines include each of ``adds`` and none of ``omits``."""
 
     name: str
     tree: SyntheticTree
     class_name: str
     reports: str = ""
     adds: tuple[str, ...] = ()
+    omits: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

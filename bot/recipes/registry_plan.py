@@ -79,6 +79,27 @@ def gpu_test_for(key: str) -> str:
     return _GPU_TEST.format(key=key)
 
 
+# The methods the engine check runs, and a checkpoint name it takes (``owner/name``).
+ENGINE_METHODS = ("eagle3", "dflash")
+CHECKPOINT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def method_of_key(key: str) -> str | None:
+    """The draft method a registry key this module makes names (``Eagle3...DraftModel``)."""
+    found = [m for m, prefix in _KEY_PREFIX.items() if key.startswith(prefix)]
+    return max(found, key=lambda m: len(_KEY_PREFIX[m])) if found else None
+
+
+def engine_checkpoints(target: object, method: object, draft: object) -> str:
+    """``"<target> <method>=<draft>"``, what the GPU runner's engine check runs (the input
+    ``gpu-verify.yml`` gets and its run title shows), or "" when these are not such a triple."""
+    if method not in ENGINE_METHODS or not all(
+        isinstance(x, str) and CHECKPOINT.match(x) for x in (target, draft)
+    ):
+        return ""
+    return f"{target} {method}={draft}"
+
+
 def plan_registry_entry(
     tree: Path, arch: str, catalogue: DraftCatalogue, preferred_draft: str | None = None
 ) -> tuple[RegistryEntryPlan | None, str]:

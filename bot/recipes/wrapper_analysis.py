@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from bot.errors import BotError
 from bot.recipes.base import ScanContext
 from bot.recipes.eagle3_analysis import (
     EAGLE_MODEL_MIXIN,
@@ -555,17 +556,26 @@ def _calls_self_method(func: ast.FunctionDef, name: str) -> bool:
 @dataclass(frozen=True)
 class Guard:
     """A method of a wrapper declaring SupportsEagle3 that raises a clear error when its
-    language model (``self.<attribute>``) does not support EAGLE-3; its text is the style."""
+    language model (``self.<attribute>``) does not support EAGLE-3; its text is the style.
+    ``owner`` is the wrapper that has it; None for a guard written in the words of the tree's
+    own error (``path``/``line``: that raise), where no wrapper has one yet."""
 
     name: str
     attribute: str
     source: str  # the method, dedented
-    owner: ClassRef
+    owner: ClassRef | None
     path: str
     line: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "owner": self.owner.name, "path": self.path, "line": self.line}
+        owner = self.owner.name if self.owner else None
+        return {"name": self.name, "owner": owner, "path": self.path, "line": self.line}
+
+    @property
+    def provenance(self) -> str:
+        if self.owner is not None:
+            return f"as {self.owner.name} has it"
+        return f"in the words of the tree's own error at {self.path}:{self.line}"
 
     def text_for(self, attribute: str) -> str:
         return self.source.replace(f"self.{self.attribute}", f"self.{attribute}")
@@ -581,6 +591,66 @@ class Guard:
             ):
                 return node.exc.func.id
         return None
+
+
+def wrapper_guard(ctx: ScanContext) -> Guard | None:
+    """The guard a wrapper whose language model is chosen at run time gets: the tree's own
+    (:func:`runtime_guard`), else one written in the words of the tree's own error."""
+    return runtime_guard(ctx) or written_guard(ctx)
+
+
+# What a guard written for a tree without one is called: what it checks, as upstream names it.
+WRITTEN_GUARD = "_require_language_model_eagle3"
+_LANGUAGE_MODEL = "language_model"
+
+
+def written_guard(ctx: ScanContext) -> Guard | None:
+    """A guard for a tree where no wrapper has one yet, in the words of the tree's own clear
+    error: the exception class and message of its missing-interface ``raise`` (the first of
+    its error signatures that raises a plain named exception), followed by the language model's
+    class; the check is the tree's own ``supports_eagle3``. None when the tree has neither."""
+    from bot.tree.signatures import error_signatures
+
+    interfaces = ctx.root / "vllm/model_executor/models/interfaces.py"
+    try:
+        if "def supports_eagle3(" not in interfaces.read_text(encoding="utf-8"):
+            return None
+        signatures = error_signatures(ctx.root)
+    except (OSError, UnicodeDecodeError, BotError):
+        return None
+    for signature in signatures:
+        error = _raised_class(ctx.root / signature.path, signature.line)
+        message = signature.message_prefix.strip().rstrip(".:")
+        if error is None or not message or "{" in message or "}" in message:
+            continue
+        lm = f"self.{_LANGUAGE_MODEL}"
+        source = (
+            f"def {WRITTEN_GUARD}(self) -> None:\n"
+            f"    if not supports_eagle3({lm}):\n"
+            f"        raise {error}(\n"
+            f"            {message + ': the language model '!r}\n"
+            f'            f"{{type({lm}).__name__}} does not support it"\n'
+            "        )\n"
+        )
+        return Guard(WRITTEN_GUARD, _LANGUAGE_MODEL, source, None, signature.path, signature.line)
+    return None
+
+
+def _raised_class(path: Path, line: int) -> str | None:
+    """The exception class the ``raise`` at ``path:line`` raises by its plain name."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Raise)
+            and node.lineno == line
+            and isinstance(node.exc, ast.Call)
+            and isinstance(node.exc.func, ast.Name)
+        ):
+            return node.exc.func.id
+    return None
 
 
 def runtime_guard(ctx: ScanContext) -> Guard | None:

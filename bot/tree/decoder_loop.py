@@ -106,7 +106,10 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
         index, layer = None, _dotted(target)
         if found["form"] == "range":
             index, layer = layer, None
-    body = list(node.body)
+    # The capture decoders wrote before EagleModelMixin, checked before each layer call: the
+    # migration to the mixin's capture removes it (bot.codemods.legacy_capture).
+    legacy = [stmt.lineno for stmt in node.body if legacy_capture(stmt)]
+    body = [stmt for stmt in node.body if not legacy_capture(stmt)]
     fetch_line = None
     fetch_at = next((i for i, stmt in enumerate(body) if _fetches_layer(stmt, index)), None)
     if found["form"] == "range" and fetch_at is not None:
@@ -155,9 +158,59 @@ def _loop(node: ast.For, loaded: frozenset[str] = frozenset()) -> dict[str, Any]
         "bookkeeping": bookkeeping,
         "orelse": bool(node.orelse),
         **({"late_call": late} if late else {}),
+        **({"legacy_capture": legacy} if legacy else {}),
         **({"alias": alias} if alias and call else {}),
         **({"other_call": other} if call is None and (other := _other_call(body, layer)) else {}),
     }
+
+
+LEGACY_LAYERS = "self.aux_hidden_state_layers"
+LEGACY_APPEND = "aux_hidden_states.append"
+
+
+def legacy_capture(stmt: ast.stmt) -> bool:
+    """``if <index> in self.aux_hidden_state_layers: aux_hidden_states.append(...)``: the
+    capture a decoder wrote itself before ``EagleModelMixin`` (the input of the layer it checks,
+    the output of the one before), nothing else in the ``if``."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and stmt.body):
+        return False
+    test = stmt.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.In)
+        and _dotted(test.comparators[0]) == LEGACY_LAYERS
+    ):
+        return False
+    return all(
+        isinstance(s, ast.Expr)
+        and isinstance(s.value, ast.Call)
+        and _dotted(s.value.func) == LEGACY_APPEND
+        and len(s.value.args) == 1
+        for s in stmt.body
+    )
+
+
+def legacy_return(stmt: ast.stmt) -> bool:
+    """``if aux_hidden_states: return <stream>, aux_hidden_states``: how a legacy capture hands
+    its states back (the mixin's capture writes its own guarded return)."""
+    if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1):
+        return False
+    test, ret = stmt.test, stmt.body[0]
+    tested = _dotted(test) or (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Call)
+        and _dotted(test.left.func) == "len"
+        and len(test.left.args) == 1
+        and _dotted(test.left.args[0])
+    )
+    return (
+        tested == "aux_hidden_states"
+        and isinstance(ret, ast.Return)
+        and isinstance(ret.value, ast.Tuple)
+        and len(ret.value.elts) == 2
+        and _dotted(ret.value.elts[1]) == "aux_hidden_states"
+    )
 
 
 def _branched_call(
@@ -456,9 +509,14 @@ def forward_shape(
     top = [(node, loop) for node, loop in loops if node in func.body]
     after: list[dict[str, Any]] = []
     casts: list[dict[str, Any]] = []
+    dropped = 0  # the legacy capture's own return, which its migration replaces
     if len(top) == 1:
         position = func.body.index(top[0][0])
-        after = [fact for s in func.body[position + 1 :] for fact in _statements(s)]
+        tail = func.body[position + 1 :]
+        if top[0][1].get("legacy_capture"):
+            kept = [s for s in tail if not legacy_return(s)]
+            dropped, tail = len(tail) - len(kept), kept
+        after = [fact for s in tail for fact in _statements(s)]
         casts = [c for s in func.body[:position] if (c := _float32_cast(s)) is not None]
     assigned = {
         _dotted(t)
@@ -467,7 +525,7 @@ def forward_shape(
         for target in node.targets
         for t in (target.elts if isinstance(target, ast.Tuple) else [target])
     }
-    returns = sum(1 for node in ast.walk(func) if isinstance(node, ast.Return))
+    returns = sum(1 for node in ast.walk(func) if isinstance(node, ast.Return)) - dropped
     return {
         "loops": [
             loop | {"top_level": True}

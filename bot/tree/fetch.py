@@ -19,7 +19,8 @@ from bot.config import cache_dir
 from bot.errors import BotError
 from bot.fileio import held_lock
 from bot.github.gitrepo import Repo
-from bot.subprocess_env import run_build_step, scratch_home
+from bot.subprocess_env import build_step, proxy_settings
+from bot.untrusted_files import copy_as_data
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
 _READY_MARKER = "bot-tree-ready"
@@ -71,26 +72,41 @@ def _download_sdist(version: str, scratch: Path) -> Path:
         f"vllm=={version}",
     ]
     # pip is expected to fail at "preparing metadata" (which runs the release's setup.py, in
-    # the sandbox); the unpacked tree is what we want.
-    with scratch_home() as home:
-        process = run_build_step(
-            command,
-            extra={"TMPDIR": str(pip_tmp), **_proxy_settings()},
-            writable=[scratch],
-            home=home,
-        )
+    # the sandbox); the unpacked tree is what we want. Whatever that step left there is data:
+    # the tree is copied out file by file (no link, no .git), and git only ever runs on the
+    # copy, which no sandboxed code has seen.
+    with build_step(
+        command, extra={"TMPDIR": str(pip_tmp), **proxy_settings()}, writable=[scratch]
+    ) as process:
         output, _ = process.communicate()
-    for candidate in sorted(pip_tmp.glob("pip-download-*/vllm*")):
-        if (candidate / "vllm" / "__init__.py").is_file():
-            return candidate
+    for candidate in _unpacked(pip_tmp):
+        tree = scratch / "tree"
+        copy_as_data(candidate, tree)
+        return tree
     tail = (output or "").strip().splitlines()[-1:] or ["no output"]
     raise BotError(f"could not download the vLLM {version} source distribution: {tail[0]}")
 
 
-def _proxy_settings() -> dict[str, str]:
-    """pip needs the proxy to reach the package index (kept out of every other subprocess)."""
-    names = ("HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy")
-    return {name: os.environ[name] for name in names if name in os.environ}
+def _unpacked(pip_tmp: Path) -> list[Path]:
+    """pip's unpacked ``pip-download-*/vllm*`` trees, reached through no link on the way."""
+    found = []
+    for download in _real_dirs(pip_tmp, "pip-download-"):
+        found += [c for c in _real_dirs(download, "vllm") if _is_file(c / "vllm" / "__init__.py")]
+    return found
+
+
+def _real_dirs(parent: Path, prefix: str) -> list[Path]:
+    if parent.is_symlink() or not parent.is_dir():
+        return []
+    return sorted(p for p in parent.iterdir() if p.name.startswith(prefix) and _real_dir(p))
+
+
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
+def _is_file(path: Path) -> bool:
+    return _real_dir(path.parent) and path.is_file() and not path.is_symlink()
 
 
 def _commit_tree(path: Path, version: str) -> None:

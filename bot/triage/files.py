@@ -15,6 +15,7 @@ from typing import Any
 from bot.drafts import load_catalogue
 from bot.errors import BotError
 from bot.github.issues import read_issue_file
+from bot.hub import Hub
 from bot.triage.issue import Triage, triage_issue
 
 MAX_FILES = 5000
@@ -68,8 +69,10 @@ def triage_files(paths: list[Path], tree: Path) -> tuple[list[FileTriage], list[
     if not issues:
         raise BotError("no issue files found in " + ", ".join(str(p) for p in paths))
     catalogue = load_catalogue()
+    hub = Hub()  # one reader for the batch: a checkpoint named twice is read once
     results = [
-        FileTriage(path, issue, triage_issue(issue, tree, catalogue)) for path, issue in issues
+        FileTriage(path, issue, triage_issue(issue, tree, catalogue, checkpoints=hub))
+        for path, issue in issues
     ]
     return results, skipped
 

@@ -18,12 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
+from bot.hub import Hub
 from bot.tree.known_models import GENERATION_CATEGORIES, KnownModels, load_known_models
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
-from bot.triage.release import loads_family_class
+from bot.triage.checkpoint import MAX_CHECKPOINTS, Checkpoint, read_checkpoint, repo_id_like
+from bot.triage.release import class_family, loads_family_class
 from bot.triage.text import (
     INTERFACE_WORDS,
     drop_noise,
+    hub_links,
     is_container_image,
     method_in_text,
     method_request,
@@ -178,11 +181,21 @@ class _Evidence:
     # matched by major version only, but the family's class naming says the release loads it:
     # the score such a match gave (enough to propose a fix, never to call the class fixed)
     release_guess: dict[str, float] = field(default_factory=dict)
+    # archs a name names surely: the tree's example checkpoint, a re-upload of it (same repo
+    # name) or a variant of it (quantisation, date); others are inferred from a family's naming
+    sure: set[str] = field(default_factory=set)
+    from_config: set[str] = field(default_factory=set)  # archs a checkpoint's config.json lists
 
     def add(self, arch: str, score: float, reason: str) -> None:
         if score > self.scores.get(arch, 0.0):
             self.scores[arch] = score
         self.reasons.append(reason)
+
+    def from_config_add(self, arch: str, score: float, reason: str) -> None:
+        """A class a checkpoint's own config names: strong, and corroborated."""
+        self.add(arch, score, reason)
+        self.from_config.add(arch)
+        self.corroborated.add(arch)
 
     def guess_of(self, arch: str) -> float:
         return self.release_guess.get(arch, -1.0)
@@ -195,6 +208,7 @@ def triage_issue(
     *,
     lacking: frozenset[str] | None = None,
     scan: ScanContext | None = None,
+    checkpoints: Hub | None = None,
 ) -> Triage:
     """Read ``issue`` against the tree at ``tree_root``.
 
@@ -202,6 +216,8 @@ def triage_issue(
     tree when needed and not given); it decides whether a plan may cover a text class and a
     multimodal class that share a checkpoint. ``scan``: the tree's scan context, where the
     caller has made one (``pipeline.propose`` has); else it is built when first needed.
+    ``checkpoints``: where the configs of the checkpoints the issue names are read (default:
+    the Hub of ``HF_ENDPOINT``, honouring ``HF_HUB_OFFLINE``; its local cache when offline).
     """
     if not isinstance(issue, dict):
         raise BotError("an issue must be a JSON object (GitHub's REST issue shape)")
@@ -229,13 +245,24 @@ def triage_issue(
     evidence = _Evidence()
     index = _NameIndex.build(known, catalogue)
     mentions, served = _target_mentions(text, spec_spans, catalogue)
+    if issue_draft is None or not _HF_ID_FULL.match(issue_draft):
+        named = _named_draft(text, spec_spans, catalogue, served, reasons)
+        issue_draft = named or issue_draft
+    configs = _read_configs(
+        root, checkpoints, _checkpoint_ids(text, mentions, served, issue_draft), reasons
+    )
+    issue_draft = _config_evidence(configs, served, issue_draft, evidence, reasons)
     for mention in mentions:
+        if mention in configs.decided:
+            continue  # its own config said which class it is (or that it is a draft)
         before = dict(evidence.scores)
         _resolve_mention(mention, index, evidence)
         if mention in served:
             evidence.served.update(a for a, v in evidence.scores.items() if v != before.get(a))
     for name in _prose_names(text, spec_spans, mentions, catalogue):
-        if _resolve_mention(name, index, evidence, quiet=True, score_cap=_SCORE_PROSE):
+        if name in configs.decided or _resolve_mention(
+            name, index, evidence, quiet=True, score_cap=_SCORE_PROSE
+        ):
             mentions.append(name)
     if not evidence.scores:
         for phrase in spaced_phrases(text):
@@ -253,7 +280,7 @@ def triage_issue(
                 _SCORE_MODEL_TYPE / len(archs),
                 f"the error's model_type `{model_type}` is the one of {arch} in the tree",
             )
-    if issue_draft:
+    if issue_draft and not configs.names_target(issue_draft):
         _draft_evidence(issue_draft, catalogue, index, evidence)
     reasons.extend(evidence.reasons)
     _drop_drafts(root, evidence, reasons)
@@ -304,11 +331,20 @@ def triage_issue(
             "the tree lists: asked, not called fixed"
         )
         confident, confidence = False, round(confidence * _AMBIGUITY_FACTOR, 3)
+    checkpoint_question = None
+    if ours and architecture and not broken and not modality_question:
+        checkpoint_question = _checkpoint_doubt(
+            tree, text, architecture, candidates, evidence, configs, fixed, reasons
+        )
+        if checkpoint_question:
+            fixed, confident = False, False
+            confidence = round(min(confidence, THRESHOLD) * _AMBIGUITY_FACTOR, 3)
     outcome = _outcome(issue, ours and not fixed, confident and not broken, reasons)
     missing: tuple[str, ...] = ()
     if outcome == ASK:
         missing = (
             modality_question
+            or checkpoint_question
             or _claim_question(broken)
             or _question(architecture, alternatives, mentions, signature, method, signatures),
         )
@@ -676,6 +712,213 @@ def _trim(name: str) -> str:
     return name.rstrip(".,:;/")
 
 
+# --- what the checkpoints say of themselves -------------------------------------------------------
+
+_SCORE_CONFIG = 0.95  # the checkpoint's own config.json lists the class
+_SCORE_CONFIG_DRAFT = 0.9  # a draft's config (its verifier) or card (its base model) names it
+# A repository named as a draft: `org/X-EAGLE3`, `org/X-DFlash-b16`, `org/X-speculator.eagle3`.
+_DRAFT_NAME = re.compile(
+    r"(?i)(?:^|[-_.])(?:eagle\d?|dflash\d*|dspark\d*|speculators?|draft(?:er)?|medusa)(?=$|[-_.\d])"
+)
+
+
+@dataclass(frozen=True)
+class _Configs:
+    """The checkpoints whose config.json triage asked for, and what they said."""
+
+    read: tuple[Checkpoint, ...] = ()
+    decided: frozenset[str] = frozenset()  # repo ids whose config says which class, or "a draft"
+    unread_ids: tuple[str, ...] = ()  # repo ids whose config could not be read
+
+    def names_target(self, repo_id: str) -> bool:
+        """True when ``repo_id``'s config (or, for a draft, its verifier or card) names a class."""
+        return any(c.repo_id == repo_id and c.archs for c in self.read)
+
+
+def _named_draft(
+    text: str,
+    spans: list[tuple[int, int]],
+    catalogue: DraftCatalogue,
+    served: set[str],
+    reasons: list[str],
+) -> str | None:
+    """A draft named outside a speculative config, as a Hub link or `org/name`: an EAGLE /
+    DFlash / DSpark draft the catalogue lists, or one whose name says it is a draft
+    (`...-EAGLE3`, `...-DFlash`); never the model the issue serves (an MTP checkpoint is its
+    own draft)."""
+    drafts = _speculator_ids(catalogue)
+    names = [n for n in hub_links(text) if not _inside(text.find(n), spans)]
+    for count, match in enumerate(_HF_ID.finditer(text)):
+        if count >= _MAX_MENTIONS:
+            break
+        if _inside(match.start(), spans) or is_container_image(text, match.start(), match.end()):
+            continue
+        names.append(_trim(match.group("name")))
+    for name in dict.fromkeys(names):
+        if name in served:
+            continue
+        if name.lower() in drafts or _DRAFT_NAME.search(name.rsplit("/", 1)[-1]):
+            reasons.append(f"the issue names the draft `{name}`")
+            return name
+    return None
+
+
+def _checkpoint_ids(
+    text: str, mentions: list[str], served: set[str], draft: str | None
+) -> list[str]:
+    """The repositories whose config.json may say which class the issue is about: the served
+    model first, then the draft, the Hub links and the other `org/name` mentions."""
+    ordered = [
+        *(m for m in mentions if m in served),
+        *([draft] if draft else []),
+        *hub_links(text),
+        *mentions,
+    ]
+    ids = [name for name in dict.fromkeys(ordered) if repo_id_like(name)]
+    return ids[:MAX_CHECKPOINTS]
+
+
+def _read_configs(root: Path, hub: Hub | None, ids: list[str], reasons: list[str]) -> _Configs:
+    """Each repository's config.json, through the Hub or its local cache; without either, the
+    class is inferred from names, and the reasons say so."""
+    if not ids:
+        return _Configs()
+    hub = hub or Hub()
+    offline = hub.unreachable_because()
+    try:
+        generation, drafts = _generation_archs(root), draft_archs(root)
+    except BotError:
+        return _Configs()
+    found = tuple(read_checkpoint(hub, repo_id, generation, drafts) for repo_id in ids)
+    decided, unread = [], []
+    for checkpoint in found:
+        if checkpoint.draft or checkpoint.archs or checkpoint.unregistered:
+            decided.append(checkpoint.repo_id)
+        elif not checkpoint.read:
+            unread.append(checkpoint.repo_id)
+            if offline is None:
+                reasons.append(
+                    f"`{checkpoint.repo_id}`'s config.json could not be read from the Hub "
+                    f"({checkpoint.why}): its class is inferred from its name"
+                )
+    if offline is not None and unread:
+        reasons.append(
+            f"the Hugging Face Hub at {hub.shown} cannot be reached ({offline}): the class is "
+            "inferred from the names the issue gives, not read from the checkpoint's config.json"
+        )
+    return _Configs(found, frozenset(decided), tuple(unread))
+
+
+def _config_evidence(
+    configs: _Configs,
+    served: set[str],
+    draft: str | None,
+    evidence: _Evidence,
+    reasons: list[str],
+) -> str | None:
+    """Add what each config says; returns the issue's draft (one a config shows to be a draft,
+    when the issue gave none)."""
+    for checkpoint in configs.read:
+        if checkpoint.draft:
+            if draft is None:
+                draft = checkpoint.repo_id
+                reasons.append(f"`{draft}` is a draft: its config.json says so")
+            if checkpoint.archs:
+                why = f"the draft `{checkpoint.repo_id}` targets {checkpoint.archs[0]} "
+                why += f"({checkpoint.via}, read from {checkpoint.source})"
+                evidence.from_config_add(checkpoint.archs[0], _SCORE_CONFIG_DRAFT, why)
+            continue
+        if checkpoint.archs:  # vLLM loads the first architecture it supports
+            arch = checkpoint.archs[0]
+            why = f"`{checkpoint.repo_id}`'s config.json lists architectures `{arch}` (read "
+            why += f"from {checkpoint.source}): the class vLLM loads for it"
+            evidence.from_config_add(arch, _SCORE_CONFIG, why)
+            if checkpoint.repo_id in served:
+                evidence.served.add(arch)
+        elif checkpoint.unregistered:
+            names = ", ".join(f"`{a}`" for a in checkpoint.unregistered[:3])
+            reasons.append(
+                f"`{checkpoint.repo_id}`'s config.json lists {names}, which this vLLM tree does "
+                "not register: no class of the tree to fix for it"
+            )
+    return draft
+
+
+def _checkpoint_doubt(
+    tree: _Tree,
+    text: str,
+    architecture: str,
+    candidates: list[str],
+    evidence: _Evidence,
+    configs: _Configs,
+    fixed: bool,
+    reasons: list[str],
+) -> str | None:
+    """The question to ask when only a checkpoint's config could say which class it loads: the
+    class is inferred from a family's naming (not the tree's example, not a log, not a config)
+    and either it already has the interface (so the issue would be called fixed on a guess), or
+    the family has a class of the other modality whose interface status differs."""
+    if evidence.from_config & set(candidates):
+        return None
+    unsure = [a for a in candidates if a not in evidence.sure | evidence.corroborated]
+    if architecture not in unsure:
+        return None
+    where = (
+        f"`{configs.unread_ids[0]}`'s config.json"
+        if configs.unread_ids
+        else "your model's config.json"
+    )
+    if fixed and configs.unread_ids:
+        reasons.append(
+            f"{architecture} already has the interface, but that class is inferred from a name "
+            "whose config.json could not be read: asked, not called fixed"
+        )
+        return (
+            f"Which class does {where} list under `architectures`? Its name suggests "
+            f"`{architecture}`, which already declares SupportsEagle3 in this vLLM tree (if it "
+            "is that class, upgrading vLLM fixes the error)."
+        )
+    sibling = _modality_sibling(tree, architecture, candidates)
+    images, text_only = modality_words(text)
+    multimodal = _is_multimodal(architecture, _categories(tree.root))
+    if sibling is None or (images and not text_only and multimodal):
+        return None
+    if text_only and not images and not multimodal:  # the words say the class's own modality
+        return None
+    reasons.append(
+        f"{architecture} is inferred from a name, and {sibling} (the same family, the other "
+        "modality) differs in whether it has the interface: only the checkpoint's config says which"
+    )
+    return (
+        f"Does {where} list `{architecture}` or `{sibling}` under `architectures`? The name does "
+        "not say, and only one of them lacks the EAGLE-3 interface in this vLLM tree."
+    )
+
+
+def _modality_sibling(tree: _Tree, architecture: str, candidates: list[str]) -> str | None:
+    """A registered class of ``architecture``'s family (the same name before ``For...``) of the
+    other modality whose interface status differs from ``architecture``'s."""
+    try:
+        ctx = tree.context()
+        categories = _categories(tree.root)
+    except BotError:
+        return None
+    from bot.recipes.interface_status import already_fixed
+
+    family = class_family(architecture)
+    multimodal = _is_multimodal(architecture, categories)
+    has_it = bool(already_fixed(ctx, architecture))
+    for other in sorted(categories):
+        if other in candidates or class_family(other) != family:
+            continue
+        if (
+            _is_multimodal(other, categories) != multimodal
+            and bool(already_fixed(ctx, other)) != has_it
+        ):
+            return other
+    return None
+
+
 # --- mapping names to architectures ---------------------------------------------------------------
 
 
@@ -716,6 +959,17 @@ def _target_mentions(
 @lru_cache(maxsize=4)
 def _draft_ids(catalogue: DraftCatalogue) -> frozenset[str]:
     return frozenset(e.repo_id.lower() for e in catalogue.entries)
+
+
+_SPECULATOR_METHODS = frozenset({*METHODS, "eagle"})
+
+
+@lru_cache(maxsize=4)
+def _speculator_ids(catalogue: DraftCatalogue) -> frozenset[str]:
+    """Drafts that are separate checkpoints (not an MTP head inside the target's own)."""
+    return frozenset(
+        e.repo_id.lower() for e in catalogue.entries if e.method in _SPECULATOR_METHODS
+    )
 
 
 def _prose_names(
@@ -866,6 +1120,7 @@ def _resolve_mention(
     is_id = bool(_HF_ID_FULL.match(name)) and not is_path
     if is_id and name.lower() in index.exact:
         archs = index.exact[name.lower()]
+        evidence.sure.update(archs)
         for arch in archs:
             evidence.add(
                 arch,
@@ -901,6 +1156,8 @@ def _resolve_mention(
             if guess:
                 score = _SCORE_VERSION_FAMILY
                 reason += f"; {_BY_RELEASE} {', '.join(archs)}"
+            if table is index.by_repo_name or (table is index.by_core and label == _BY_CORE):
+                evidence.sure.update(archs)
             for arch in archs:
                 evidence.add(arch, min(score, score_cap) / len(archs), reason)
                 if guess:

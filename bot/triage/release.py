@@ -43,8 +43,13 @@ def loads_family_class(family: str, archs: Iterable[str], known: Iterable[str]) 
     return all(_named_for_major(arch, major, heads) for arch in archs)
 
 
-def _head(arch: str) -> str:
+def class_family(arch: str) -> str:
+    """A class's family: its name before ``For...`` / ``Model`` (``Gemma3ForCausalLM`` and
+    ``Gemma3ForConditionalGeneration`` are both ``gemma3``)."""
     return _CLASS_SUFFIX.sub("", arch).lower()
+
+
+_head = class_family
 
 
 def _named_for_major(arch: str, major: str, heads: list[str]) -> bool:

@@ -92,12 +92,14 @@ def demand(
     """Triage each issue: the class it clearly names (the ``propose`` outcome), or none (a
     question or an unrelated issue is no demand)."""
     from bot.drafts import load_catalogue
+    from bot.hub import Hub
     from bot.triage.issue import PROPOSE, triage_issue
 
     catalogue = load_catalogue()
+    hub = Hub()
     named = []
     for _, issue in found:
-        triage = triage_issue(issue, tree, catalogue)
+        triage = triage_issue(issue, tree, catalogue, checkpoints=hub)
         named.append((issue, triage.architecture if triage.outcome == PROPOSE else None))
     return named
 

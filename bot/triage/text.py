@@ -175,6 +175,27 @@ def url_repo_ids(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+# A link to a model on the Hugging Face Hub (or its mirror): `https://huggingface.co/org/name`.
+_HUB_LINK = re.compile(
+    r"https?://(?:www\.)?(?:huggingface\.co|hf\.co|hf-mirror\.com)/(?:models/)?"
+    r"(?P<name>[A-Za-z0-9][\w.-]{0,95}/[\w.-]{1,95})"
+)
+_NOT_REPOS = frozenset({"datasets", "spaces", "docs", "blog", "api", "collections", "papers"})
+
+
+def hub_links(text: str, limit: int = 50) -> list[str]:
+    """``org/name`` of links to models on the Hub (not its datasets, spaces or docs)."""
+    found: dict[str, None] = {}
+    for match in _HUB_LINK.finditer(text):
+        name = match.group("name").rstrip(".,:;/")
+        if name.split("/", 1)[0].lower() in _NOT_REPOS:
+            continue
+        found[name] = None
+        if len(found) >= limit:
+            break
+    return list(found)
+
+
 def is_container_image(text: str, start: int, end: int) -> bool:
     """True when the name at ``text[start:end]`` is a container image: tagged (``x/y:tag``) or
     on a ``docker run``/``docker pull``/``FROM``/``image:`` line without ``--model``."""

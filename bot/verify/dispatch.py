@@ -27,9 +27,9 @@ class ActionsClient(Protocol):
         self, repo: str, workflow_file: str, ref: str, inputs: dict[str, str]
     ) -> None: ...
 
-    def find_workflow_run(
+    def workflow_runs(
         self, repo: str, workflow_file: str, created_after: datetime, marker: str | None
-    ) -> dict[str, Any] | None: ...
+    ) -> list[dict[str, Any]]: ...
 
     def get_workflow_run(self, repo: str, run_id: int) -> dict[str, Any]: ...
 
@@ -85,21 +85,41 @@ def start_gpu_run(client: ActionsClient, target: GpuTarget, node_ids: list[str])
 def wait_for_run(
     client: ActionsClient, pending: PendingRun, poll: PollSettings, deadline: float
 ) -> dict[str, Any]:
-    """Poll until the run completes or ``deadline`` (on ``poll.clock``) passes; a result dict."""
+    """Poll until the run completes or ``deadline`` (on ``poll.clock``) passes; a result dict.
+
+    The run is the one on the branch the workflow was dispatched from that carries the request
+    id; a run from another branch is never taken (anyone who can dispatch can copy the visible
+    id), and two on that branch are no result at all."""
     repo = pending.target.bot_repo
     while True:
         if pending.run is None:
-            pending.run = client.find_workflow_run(
-                repo, WORKFLOW_FILE, pending.created_after, pending.request_id
-            )
+            mine = _runs_of(client, pending)
+            if len(mine) > 1:
+                return _result(pending, "error", _AMBIGUOUS.format(len(mine)))
+            pending.run = mine[0] if mine else None
         else:
             pending.run = client.get_workflow_run(repo, int(pending.run["id"]))
         if pending.run is not None and pending.run.get("status") == "completed":
+            count = len(_runs_of(client, pending))
+            if count > 1:
+                return _result(pending, "error", _AMBIGUOUS.format(count))
             return _collect(client, pending)
         remaining = deadline - poll.clock()
         if remaining <= 0:
             return _timed_out(pending, poll)
         poll.sleep(min(poll.interval, remaining))
+
+
+_AMBIGUOUS = "{} runs of the dispatched branch carry this request id: none is taken as the result"
+
+
+def _runs_of(client: ActionsClient, pending: PendingRun) -> list[dict[str, Any]]:
+    """The runs of the dispatched branch whose title carries the request id."""
+    branch = pending.target.workflow_ref.removeprefix("refs/heads/")
+    runs = client.workflow_runs(
+        pending.target.bot_repo, WORKFLOW_FILE, pending.created_after, f" {pending.request_id} "
+    )
+    return [run for run in runs if run.get("head_branch") == branch]
 
 
 def _result(pending: PendingRun, conclusion: str, excerpt: str) -> dict[str, Any]:

@@ -20,17 +20,22 @@ unpatched target's n-gram control (no interface, no draft model) changes it too.
 from __future__ import annotations
 
 import json
-import re
+import os
 import shutil
 import subprocess
+import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
-from bot.subprocess_env import run_upstream_code
+from bot.recipes.registry_plan import CHECKPOINT, ENGINE_METHODS, engine_checkpoints
+from bot.sandbox import gpu_devices
+from bot.subprocess_env import proxy_settings, run_upstream_code
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
 from bot.verify.engine_env import Engine
 from bot.verify.junit import excerpt
@@ -38,9 +43,10 @@ from bot.verify.smoke import HARNESS_DIR, SmokeTarget
 from bot.verify.smoke_target import module_of
 
 HARNESS = HARNESS_DIR / "bot_engine.py"
-METHODS = ("eagle3", "dflash")
+METHODS = ENGINE_METHODS
 CASE_TIMEOUT = 420.0  # five engine starts of a tiny model
 IMPORT_TIMEOUT = 180.0
+_RESULT_LIMIT = 16 << 20  # the harness's JSON result (the sandbox wrote it: read as data)
 
 
 @dataclass
@@ -124,14 +130,19 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
     log = ""
     try:
         completed = run_upstream_code(
-            command, cwd=work, extra=runtime_env(), timeout=timeout, readable=_model_dirs(cases)
+            command,
+            cwd=work,
+            extra=runtime_env(),
+            timeout=timeout,
+            readable=_model_dirs(cases),
+            writable=[work],
         )
         log = excerpt(completed.stdout + completed.stderr)
         stopped = "" if completed.returncode == 0 else f"exited with {completed.returncode}"
     except subprocess.TimeoutExpired:
         stopped = f"did not finish in {timeout:g}s"
     try:
-        result = json.loads(result_file.read_text(encoding="utf-8"))
+        result = json.loads(read_regular(result_file, _RESULT_LIMIT))
     except (OSError, ValueError):
         result = {"error": f"the engine harness {stopped or 'wrote no result'}"}
     if not isinstance(result, dict):
@@ -330,32 +341,56 @@ def record_lines(record: dict[str, Any]) -> list[str]:
     return lines
 
 
-_CHECKPOINT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
 def checkpoints_check(
-    python: Path, target: str, drafts: dict[str, str], work: Path, timeout: float = 3600.0
+    python: Path,
+    target: str,
+    drafts: dict[str, str],
+    work: Path,
+    timeout: float = 3600.0,
+    devices: Sequence[str] | None = None,
 ) -> Check:
     """The GPU runner's engine check: the installed (patched) vLLM with real checkpoints (the
     registry entry's target and drafts, ``owner/name``): each method's greedy output equals
-    the output without speculation, and its drafts are proposed and accepted."""
+    the output without speculation, and its drafts are proposed and accepted.
+
+    Two sandboxed steps: the checkpoints are downloaded with the network (and nothing but a
+    fresh Hub cache writable), then the engine runs them from that cache, read-only, offline,
+    with the host's GPU device nodes (``devices``, default :func:`bot.sandbox.gpu_devices`)."""
     for name in (target, *drafts.values()):
-        if not _CHECKPOINT.match(name):
+        if not CHECKPOINT.match(name):
             raise BotError(f"not a checkpoint name (owner/name): {name[:120]!r}")
     methods = [m for m in METHODS if m in drafts]
-    work.mkdir(parents=True, exist_ok=True)
-    job_file, result_file = work / "engine-job.json", work / "engine-result.json"
+    cache, run_dir = work / "hub-cache", work / "run"
+    cache.mkdir(parents=True)
+    run_dir.mkdir()
+    failed = fetch_checkpoints([target, *drafts.values()], cache, timeout)
+    if failed:
+        return Check("engine", None, f"not checked: {failed}")
+    job_file, result_file = run_dir / "engine-job.json", run_dir / "engine-result.json"
     case = {"id": "checkpoints", "checkpoints": {"target": target, **drafts}}
     job_file.write_text(json.dumps({"cases": [case], "methods": methods}), encoding="utf-8")
     command = [str(python), str(HARNESS), "--job", str(job_file), "--result", str(result_file)]
-    extra = {"PYTHONPATH": str(HARNESS_DIR), "VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"}
+    extra = {
+        "PYTHONPATH": str(HARNESS_DIR),
+        "VLLM_NO_USAGE_STATS": "1",
+        "VLLM_DO_NOT_TRACK": "1",
+        **_offline(cache),
+    }
     try:
-        completed = run_upstream_code(command, cwd=work, extra=extra, timeout=timeout)
+        completed = run_upstream_code(
+            command,
+            cwd=run_dir,
+            extra=extra,
+            timeout=timeout,
+            writable=[run_dir],
+            readable=[cache],
+            devices=gpu_devices() if devices is None else devices,
+        )
         log = excerpt(completed.stdout + completed.stderr)
     except subprocess.TimeoutExpired:
         return Check("engine", None, f"not checked: the engine did not finish in {timeout:g}s")
     try:
-        raw = json.loads(result_file.read_text(encoding="utf-8"))["cases"]["checkpoints"]
+        raw = json.loads(read_regular(result_file, _RESULT_LIMIT))["cases"]["checkpoints"]
     except (OSError, ValueError, KeyError, TypeError):
         return Check("engine", None, "not checked: the engine harness wrote no result", log)
     runs = raw.get("runs") or {}
@@ -381,18 +416,57 @@ def checkpoints_check(
     return Check("engine", True, f"{target}: " + "; ".join(said), log, record)
 
 
+# Downloads each checkpoint into the Hub cache (HF_HUB_CACHE); files only, no code is run.
+_FETCH = """
+import sys
+from huggingface_hub import snapshot_download
+for repo_id in sys.argv[1:]:
+    print("fetched", repo_id, snapshot_download(repo_id), flush=True)
+"""
+
+
+def fetch_checkpoints(repo_ids: list[str], cache: Path, timeout: float) -> str:
+    """Download ``repo_ids`` into ``cache`` (a Hub cache) in a sandbox that has the network;
+    "" when all arrived, else why not. ``HF_ENDPOINT`` (a mirror) and the proxy are kept."""
+    extra = {"HF_HUB_CACHE": str(cache), "HF_HUB_DISABLE_TELEMETRY": "1", **proxy_settings()}
+    if os.environ.get("HF_ENDPOINT"):
+        extra["HF_ENDPOINT"] = os.environ["HF_ENDPOINT"]
+    try:
+        result = run_upstream_code(
+            [sys.executable, "-c", _FETCH, *repo_ids],
+            cwd=cache,
+            extra=extra,
+            timeout=timeout,
+            writable=[cache],
+            network=True,
+        )
+    except subprocess.TimeoutExpired:
+        return f"the checkpoints did not download in {timeout:g}s"
+    if result.returncode != 0:
+        lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+        return f"the checkpoints could not be downloaded: {(lines or ['no output'])[-1][:300]}"
+    return ""
+
+
+def _offline(cache: Path) -> dict[str, str]:
+    """The engine reads the checkpoints from ``cache`` and asks the network for nothing."""
+    return {
+        "HF_HUB_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+
+
 def engine_checkpoints_of(registry_entry: dict[str, Any] | None) -> str:
     """``"<target> <method>=<draft>"`` from a plan's registry entry (for the GPU runner's
-    engine check), or "" when the plan adds none."""
+    engine check), or "" when the plan adds none. Publish re-derives the same from the patch
+    (:func:`bot.publish.gpu_evidence.engine_checkpoints_of_patch`) and counts a run only with
+    it in the title."""
     if not isinstance(registry_entry, dict):
         return ""
     args = registry_entry.get("args") or []
     kwargs = dict((k, v) for k, v in (registry_entry.get("kwargs") or []) if isinstance(k, str))
-    target, draft = (args[0] if args else None), kwargs.get("speculative_model")
     draft_info = registry_entry.get("draft") or {}
     method = str(draft_info.get("method") or "eagle3").lower().replace("-", "")
-    if method not in METHODS or not all(
-        isinstance(x, str) and _CHECKPOINT.match(x) for x in (target, draft)
-    ):
-        return ""
-    return f"{target} {method}={draft}"
+    return engine_checkpoints(args[0] if args else None, method, kwargs.get("speculative_model"))

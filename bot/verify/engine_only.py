@@ -90,7 +90,9 @@ def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> Non
         ok = all(c.passed is not False for c in checks)
         # One person ran every check only if the recorded ones were theirs too.
         now = runner_identity()
-        verification = _verdict(checks, gpu, ok, digest, now if recorded.ran_by == now else None)
+        ran_by = now if recorded.ran_by == now else None
+        asks_gpu = bool(loaded.plan.tests.get("gpu"))
+        verification = _verdict(checks, gpu, ok, digest, ran_by, asks_gpu=asks_gpu)
     else:
         verification = dataclasses.replace(
             _verdict([check], GpuRun("skip", "not_run"), True, digest, runner_identity()),

@@ -38,8 +38,9 @@ from packaging.utils import canonicalize_name
 from bot.config import cache_dir
 from bot.errors import BotError
 from bot.fileio import held_lock
-from bot.subprocess_env import run_build_step, scratch_home
+from bot.subprocess_env import build_step
 from bot.tree.fetch import release_tree
+from bot.untrusted_files import read_regular, write_inside
 
 MANIFEST = "bot-env.json"
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
@@ -251,7 +252,7 @@ def existing_env(version: str) -> EnvInfo | None:
 
 def read_manifest(dest: Path) -> EnvInfo | None:
     try:
-        data = json.loads((dest / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads(read_regular(dest / MANIFEST, 1 << 20))
         return EnvInfo(
             version=str(data["version"]),
             path=dest,
@@ -315,10 +316,16 @@ def _top_up(info: EnvInfo, wanted: RequirementSet, say: Progress) -> EnvInfo:
 
 def write_manifest(info: EnvInfo) -> EnvInfo:
     manifest = json.dumps(info.to_json(), indent=2, sort_keys=True) + "\n"
-    tmp = info.path / (MANIFEST + ".tmp")
-    tmp.write_text(manifest, encoding="utf-8")
-    os.replace(tmp, info.path / MANIFEST)  # the environment is ready from this moment on
+    # The build steps wrote in this directory: never through a link they left (write_inside).
+    _write_into(info.path, MANIFEST, manifest)  # the environment is ready from this moment on
     return info
+
+
+def _write_into(env: Path, relative: str, text: str) -> None:
+    try:
+        write_inside(env, relative, text)
+    except OSError as exc:
+        raise BotError(f"could not write {relative} into {env}: {exc.strerror or exc}") from None
 
 
 def _install_python_only(
@@ -335,19 +342,20 @@ def _torchvision_ops_source() -> str:
     return resources.files("bot.verify.harness").joinpath(f"{TORCHVISION_OPS}.py").read_text()
 
 
-def _site_packages(python: Path) -> Path:
-    found = sorted(python.parent.parent.glob("lib/python3*/site-packages"))
+def _site_packages(python: Path) -> str:
+    """``lib/python3.X/site-packages`` of the environment, relative to it."""
+    env = python.parent.parent
+    found = sorted(env.glob("lib/python3*/site-packages"))
     if len(found) != 1:
-        raise BotError(f"the environment at {python.parent.parent} has no single site-packages")
-    return found[0]
+        raise BotError(f"the environment at {env} has no single site-packages")
+    return found[0].relative_to(env).as_posix()
 
 
 def _write_torchvision_ops(python: Path) -> None:
-    site = _site_packages(python)
-    (site / f"{TORCHVISION_OPS}.py").write_text(_torchvision_ops_source(), encoding="utf-8")
-    (site / f"{TORCHVISION_OPS}.pth").write_text(
-        f"import {TORCHVISION_OPS}; {TORCHVISION_OPS}.install()\n", encoding="utf-8"
-    )
+    env, site = python.parent.parent, _site_packages(python)
+    _write_into(env, f"{site}/{TORCHVISION_OPS}.py", _torchvision_ops_source())
+    hook = f"import {TORCHVISION_OPS}; {TORCHVISION_OPS}.install()\n"
+    _write_into(env, f"{site}/{TORCHVISION_OPS}.pth", hook)
 
 
 def _torchvision_ops_current(info: EnvInfo) -> bool:
@@ -355,8 +363,9 @@ def _torchvision_ops_current(info: EnvInfo) -> bool:
     if not any(_name(r) == "torchvision" for r in info.python_only):
         return True
     try:
-        installed = (_site_packages(info.python) / f"{TORCHVISION_OPS}.py").read_text()
-    except (OSError, BotError):
+        site = info.path / _site_packages(info.python)
+        installed = read_regular(site / f"{TORCHVISION_OPS}.py", 1 << 20).decode()
+    except (OSError, BotError, UnicodeDecodeError):
         return False
     return installed == _torchvision_ops_source()
 
@@ -393,10 +402,9 @@ def _name(requirement: str) -> str:
 def run_logged(command: list[str], say: Progress, *, timeout: float, dest: Path) -> tuple[int, str]:
     """Run a build step in the sandbox (network on, only ``dest`` writable) with its output
     streamed to ``say`` (pip's milestones only); exit code and output tail."""
-    with scratch_home() as home:
-        process = run_build_step(
-            command, extra={"PIP_DISABLE_PIP_VERSION_CHECK": "1"}, writable=[dest], home=home
-        )
+    with build_step(
+        command, extra={"PIP_DISABLE_PIP_VERSION_CHECK": "1"}, writable=[dest]
+    ) as process:
         deadline = time.monotonic() + timeout
         lines: list[str] = []
         assert process.stdout is not None

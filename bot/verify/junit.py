@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -13,12 +14,14 @@ from typing import Any
 from bot.errors import BotError
 from bot.sandbox import gpu_devices
 from bot.subprocess_env import run_upstream_code
+from bot.untrusted_files import copy_regular
 
 # A pytest node id as vLLM's tests spell them: a path under tests/, then ::names, then an
 # optional parametrisation. No leading dash, so a node id can never become a pytest option.
 _NODE_ID = re.compile(r"^tests/[\w./-]+\.py(::[\w.]+)*(\[[^\s\]]*\])?$")
 _EXCERPT_LINES = 40
 _EXCERPT_CHARS = 4000
+_REPORT_LIMIT = 64 * 1024 * 1024  # a JUnit report bigger than this is not one
 
 
 @dataclass
@@ -62,47 +65,57 @@ def run_pytest(
     gpu: bool = False,
 ) -> TestRun:
     """Run ``node_ids`` with pytest in ``cwd`` (this interpreter, or ``python``: a vLLM
-    verification environment); the JUnit report decides. ``gpu``: the sandbox also binds the
-    host's GPU device nodes."""
+    verification environment); the JUnit report decides, and is kept at ``junit_path``.
+    ``gpu``: the sandbox also binds the host's GPU device nodes.
+
+    ``cwd`` is read-only to the tests: git later runs there (applying or reversing the patch),
+    and a ``.git`` or ``.gitattributes`` a test planted would run as the bot. pytest writes its
+    report into a directory of its own, from which it is copied as data (a regular file, never
+    a link the tests left there) to ``junit_path``, which the tests never see."""
     validate_node_ids(node_ids)
     if not node_ids:
         return TestRun(conclusion="skipped", log_excerpt="no tests to run")
+    junit_path = junit_path.absolute()  # relative to the caller's directory, not pytest's
     junit_path.parent.mkdir(parents=True, exist_ok=True)
     # Upstream code runs here: it gets no token, none of the runner's command files, and a
     # scratch HOME (no ~/.git-credentials, ~/.netrc, gh or Hugging Face tokens).
     extra = dict(extra_env or {})
     if pythonpath is not None and extra_env is None:
         extra["PYTHONPATH"] = str(pythonpath)
-    command = [
-        str(python or sys.executable),
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        *(f"-p{plugin}" for plugin in plugins),
-        f"--junitxml={junit_path}",
-        "--",
-        *node_ids,
-    ]
-    try:
-        result = run_upstream_code(
-            command,
-            cwd=cwd,
-            extra=extra,
-            timeout=timeout,
-            writable=[junit_path.parent],
-            devices=gpu_devices() if gpu else (),
-        )
-    except subprocess.TimeoutExpired:
-        return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")
-    if junit_path.is_file():
-        run = parse_junit(junit_path.read_bytes())
-        if result.returncode != 0 and run.conclusion == "success":
-            run.conclusion = "failure"  # e.g. a collection error pytest reports outside cases
-            run.log_excerpt = excerpt(result.stdout + result.stderr)
-        return run
-    return TestRun(conclusion="error", log_excerpt=excerpt(result.stdout + result.stderr))
+    with tempfile.TemporaryDirectory(prefix="bot-junit-") as private:
+        report = Path(private) / "junit.xml"
+        command = [
+            str(python or sys.executable),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            *(f"-p{plugin}" for plugin in plugins),
+            f"--junitxml={report}",
+            "--",
+            *node_ids,
+        ]
+        try:
+            result = run_upstream_code(
+                command,
+                cwd=cwd,
+                extra=extra,
+                timeout=timeout,
+                writable=[Path(private)],
+                devices=gpu_devices() if gpu else (),
+            )
+        except subprocess.TimeoutExpired:
+            return TestRun(conclusion="error", log_excerpt=f"pytest did not finish in {timeout:g}s")
+        try:
+            copy_regular(report, junit_path, _REPORT_LIMIT)
+        except OSError:
+            return TestRun(conclusion="error", log_excerpt=excerpt(result.stdout + result.stderr))
+    run = parse_junit(junit_path.read_bytes())
+    if result.returncode != 0 and run.conclusion == "success":
+        run.conclusion = "failure"  # e.g. a collection error pytest reports outside cases
+        run.log_excerpt = excerpt(result.stdout + result.stderr)
+    return run
 
 
 def parse_junit(data: bytes) -> TestRun:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bot.errors import BotError
 from bot.subprocess_env import run_upstream_code
+from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
 from bot.verify.evidence import values_proven
 from bot.verify.junit import excerpt
@@ -25,6 +26,7 @@ __all__ = ["SmokeTarget", "target_of"]  # read elsewhere as smoke.<name>; define
 HARNESS_DIR = Path(__file__).with_name("harness")
 HARNESS = HARNESS_DIR / "bot_smoke.py"
 SMOKE_TIMEOUT = 600.0
+_RESULT_LIMIT = 1 << 20  # the harness's JSON result (the sandbox wrote it: read as data)
 
 
 @dataclass
@@ -91,13 +93,13 @@ def run_harness(
     extra = runtime_env(tree)
     try:
         completed = run_upstream_code(
-            command, cwd=work, extra=extra, timeout=timeout, readable=readable
+            command, cwd=work, extra=extra, timeout=timeout, readable=readable, writable=[work]
         )
     except subprocess.TimeoutExpired:
         return SmokeRun("not_checked", f"the smoke harness did not finish in {timeout:g}s")
     log = excerpt(completed.stdout + completed.stderr)
     try:
-        data = json.loads(result_file.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(result_file, _RESULT_LIMIT))
     except (OSError, ValueError):
         data = None
     run = read_result(data, reference=reference is None)

@@ -419,13 +419,28 @@ def dispatch_workflow(state: State, request: Request, match: re.Match[str]) -> R
     template = state.run_name_templates.get((repo, file))
     # An input the dispatch leaves out renders as its default ("" for the optional ones).
     title = template.format_map(collections.defaultdict(str, inputs)) if template else file
-    run = Run(next(state.ids), repo, file, body["ref"], inputs, title, now_iso())
+    head_sha = state.dispatched_sha(repo, body["ref"])
+    if head_sha is None:
+        raise HttpError(422, f"No ref found for: {body['ref']}")
+    ref = body["ref"].removeprefix("refs/heads/").removeprefix("refs/tags/")
+    run = Run(next(state.ids), repo, file, ref, inputs, title, now_iso(), head_sha=head_sha)
     state.runs[run.id] = run
     return 204, None, {}
 
 
+def compare(state: State, request: Request, match: re.Match[str]) -> Response:
+    repo = _require_repo(state, match)
+    status = state.compare_status(repo, match["base"], match["head"])
+    if status is None:
+        raise HttpError(404, "Not Found")
+    return 200, {"status": status, "url": f"{state.base_url}/repos/{repo}/compare"}, {}
+
+
 def list_runs(state: State, request: Request, match: re.Match[str]) -> Response:
     repo = _require_repo(state, match)
+    if state.unlisted_run_listings > 0:
+        state.unlisted_run_listings -= 1
+        return 200, {"total_count": 0, "workflow_runs": []}, {}
     event = request.query.get("event")
     created = request.query.get("created", "")
     after = created[2:] if created.startswith(">=") else ""
@@ -541,6 +556,7 @@ ROUTES: list[Route] = [
         ("GET", _REPO + r"/actions/workflows/(?P<file>[^/]+)/runs", list_runs),
         ("GET", _REPO + r"/actions/runs", list_runs),
         ("GET", _REPO + r"/actions/runs/(?P<id>\d+)", get_run),
+        ("GET", _REPO + r"/compare/(?P<base>[\w.-]+?)\.\.\.(?P<head>[\w./-]+)", compare),
         ("GET", _REPO + r"/actions/runs/(?P<id>\d+)/artifacts", list_artifacts),
         ("GET", _REPO + r"/actions/runs/(?P<id>\d+)/approvals", run_approvals),
         ("GET", _REPO + r"/actions/artifacts/(?P<id>\d+)/zip", artifact_zip),

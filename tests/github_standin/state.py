@@ -59,6 +59,7 @@ class Run:
     conclusion: str | None = None
     artifacts: dict[str, bytes] = field(default_factory=dict)
     artifact_ids: dict[str, int] = field(default_factory=dict)
+    head_sha: str = "0" * 40  # the commit ``ref`` pointed at when the run was dispatched
 
 
 class State:
@@ -75,6 +76,7 @@ class State:
         self.label_ids: dict[str, int] = {}
         self.forbidden_labels: set[str] = set()
         self.runs: dict[int, Run] = {}
+        self.unlisted_run_listings = 0  # listings that show no run yet (GitHub's delay)
         # Deployment reviews of a run (GitHub's "approvals"): run id -> [{user, state, env}].
         self.approvals: dict[int, list[dict[str, Any]]] = {}
         self.run_name_templates: dict[tuple[str, str], str] = {}
@@ -90,6 +92,37 @@ class State:
             return git.Repo(git_dir).commit(f"refs/heads/{branch}").hexsha
         except (git.BadName, ValueError):
             return None
+
+    def dispatched_sha(self, full_name: str, ref: str) -> str | None:
+        """What a dispatch on ``ref`` runs (GitHub: the branch's or tag's commit); None when
+        the repository has commits but not that ref (GitHub answers 422). A repository
+        without commits stands in for one whose content no test looks at."""
+        git_dir = self.repos[full_name].git_dir
+        if git_dir is None:
+            return "0" * 40
+        repo = git.Repo(git_dir)
+        for name in (ref, f"refs/heads/{ref}", f"refs/tags/{ref}"):
+            try:
+                return repo.commit(name).hexsha
+            except (git.BadName, ValueError):
+                continue
+        return None if repo.git.for_each_ref("refs") else "0" * 40
+
+    def compare_status(self, full_name: str, base: str, head: str) -> str | None:
+        """GitHub's ``compare`` status of ``head`` against ``base``, None for an unknown rev."""
+        git_dir = self.repos[full_name].git_dir
+        if git_dir is None:
+            return None
+        repo = git.Repo(git_dir)
+        try:
+            base_sha, head_sha = repo.commit(base).hexsha, repo.commit(head).hexsha
+        except (git.BadName, ValueError):
+            return None
+        if base_sha == head_sha:
+            return "identical"
+        if repo.is_ancestor(base_sha, head_sha):
+            return "ahead"
+        return "behind" if repo.is_ancestor(head_sha, base_sha) else "diverged"
 
     def refs_json(self, full_name: str) -> list[dict[str, Any]]:
         git_dir = self.repos[full_name].git_dir
@@ -275,7 +308,7 @@ class State:
             "status": run.status,
             "conclusion": run.conclusion,
             "head_branch": run.ref,
-            "head_sha": "0" * 40,
+            "head_sha": run.head_sha,
             "run_number": run.id,
             "run_attempt": 1,
             "workflow_id": abs(hash(run.workflow_file)) % 10**6,

@@ -2,12 +2,13 @@
 
 A claim broken because the decoder the interface reaches lacks ``EagleModelMixin`` (Exaone4_5
 through ``Exaone4Model``) is repaired by the enablement of that decoder: the plan of a
-registered target whose ``.model`` it is, which cites the claim as the cause in its write-up
-(``eagle3_enable._broken_claims_fixed``). Where no such plan is ready, every blocker is named:
-the enable target's own refusal, or, for a decoder no registered target builds, that and the
-decoder's shape. A claim broken because a ``forward`` override drops the capture (MiMo) has no
-plan yet: the decoder already has the mixin, and eagle3-enable's plans add the mixin, the
-capture and the declaration together.
+registered target whose ``.model`` it is, or whose decoder's ``forward`` it inherits (the
+mixin and the capture go where that ``forward`` is, and the subclass inherits both), which
+cites the claim as the cause in its write-up (``eagle3_enable._broken_claims_fixed``). Where
+no such plan is ready, every blocker is named: the enable target's own refusal, or, for a
+decoder no registered target builds, that and the decoder's shape. A claim broken because a
+``forward`` override drops the capture (MiMo) has no plan yet: the decoder already has the
+mixin, and eagle3-enable's plans add the mixin, the capture and the declaration together.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def claim_fix(
     ("needs a human: ...") naming every blocker; None for a kind no
     enablement repairs (the target's own forward dropping the output)."""
     if kind == NO_MIXIN:
-        matching = [c for c in enable_candidates() if c.decoder == holder]
+        matching = [c for c in enable_candidates() if repairs(ctx, c, holder)]
         ready = sorted(c.ref.name for c in matching if isinstance(c.verdict, DecoderShape))
         if ready:
             return ClaimFix(ready=tuple(ready))
@@ -67,6 +68,16 @@ def _unbuilt(holder: ClassRef) -> str:
 def _shape_blockers(ctx: ScanContext, holder: ClassRef) -> list[str]:
     shape = decoder_shape(ctx.index, forward_owner(ctx.index, holder))
     return [shape.reason] if isinstance(shape, Refusal) else []
+
+
+def repairs(ctx: ScanContext, candidate: Candidate, holder: ClassRef) -> bool:
+    """Whether ``candidate``'s enablement gives ``holder`` the mixin and the capture: ``holder``
+    is its decoder, or a subclass of the class whose ``forward`` it captures in that runs that
+    very ``forward`` (the mixin and the capture are inherited)."""
+    if candidate.decoder == holder:
+        return True
+    owner = candidate.captured
+    return owner != holder and forward_owner(ctx.index, holder) == owner
 
 
 def _refused(reasons: list[str]) -> str:

@@ -87,11 +87,17 @@ class DecoderShape(JsonRecord):
     # `self.<child_attr>` and called once by this decoder's forward
     child: str | None = None
     child_attr: str | None = None
+    # The lines of the capture the loop wrote itself before EagleModelMixin
+    # (``if i in self.aux_hidden_state_layers: aux_hidden_states.append(...)``): the plan
+    # replaces it with the mixin's (bot.codemods.legacy_capture)
+    legacy_capture: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         nested = {"child": self.child, "child_attr": self.child_attr} if self.child else {}
+        legacy = {"legacy_capture": list(self.legacy_capture)} if self.legacy_capture else {}
         return {
             **nested,
+            **legacy,
             "loop": self.loop,
             "residual": self.residual,
             "layers_attr": self.layers_attr,
@@ -239,6 +245,7 @@ def _loop_shape(
         final_norm=(
             "target" if norm is None else "when-residual" if norm.get("optional") else "decoder"
         ),
+        legacy_capture=tuple(loop.get("legacy_capture", ())),
     )
 
 

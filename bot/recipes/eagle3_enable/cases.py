@@ -192,8 +192,77 @@ SHARED = Valid(
     ),
 )
 
+
+# The decoder's own capture, as decoders wrote it before EagleModelMixin.
+LEGACY_INIT = "        self.norm = RMSNorm(8)\n"
+LEGACY_CHECK = (
+    "            if idx in self.aux_hidden_state_layers:\n"
+    "                aux_hidden_states.append(hidden_states + residual)\n"
+)
+LEGACY_DECODER = (
+    DECODER.replace(
+        LEGACY_INIT, LEGACY_INIT + "        self.aux_hidden_state_layers: tuple[int, ...] = ()\n"
+    )
+    .replace(
+        "        for layer in islice(self.layers, self.start_layer, self.end_layer):\n",
+        "        aux_hidden_states = []\n"
+        "        for idx, layer in enumerate(\n"
+        "            islice(self.layers, self.start_layer, self.end_layer),\n"
+        "            start=self.start_layer,\n"
+        "        ):\n" + LEGACY_CHECK,
+    )
+    .replace(
+        "        hidden_states, _ = self.norm(hidden_states, residual)\n",
+        "        hidden_states, _ = self.norm(hidden_states, residual)\n"
+        "        if aux_hidden_states:\n"
+        "            return hidden_states, aux_hidden_states\n",
+    )
+)
+LEGACY = Valid(
+    "a decoder collecting the aux states itself, as before EagleModelMixin: the mixin's capture "
+    "replaces its own",
+    demo_tree(HEADER + LAYER + LEGACY_DECODER + TARGET),
+    "DemoForCausalLM",
+    reports="DemoModel",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        CAPTURE_IN_LOOP.splitlines()[1],
+        "        if len(aux_hidden_states) > 0:",
+    ),
+    omits=("aux_hidden_states = []", "in self.aux_hidden_state_layers"),
+)
+
+
+def inheriting_tree() -> SyntheticTree:
+    """Two targets of one decoder, the second a subclass of the first."""
+    chat = "\n\nclass DemoChatForCausalLM(DemoForCausalLM):\n    pass\n"
+    shared = shared_tree()
+    return SyntheticTree(
+        files={
+            **{path: text for path, text in shared.files.items() if path != NGRAM},
+            MODEL: HEADER + LAYER + DECODER + TARGET + chat,
+        },
+        registry={
+            TEXT: {name: ("demo", name) for name in ("DemoForCausalLM", "DemoChatForCausalLM")}
+        },
+        appended=shared.appended,
+    )
+
+
+SUBCLASS = Valid(
+    "a target subclassing another target of the set inherits its declaration",
+    inheriting_tree(),
+    "DemoChatForCausalLM",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+    ),
+    omits=("class DemoChatForCausalLM(",),
+)
+
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED),
+    valid=(STANDARD, SHARED, SUBCLASS, LEGACY),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
@@ -217,6 +286,13 @@ CASES = RecipeCases(
             STANDARD,
             MODEL,
             (CAPTURE_IN_LOOP, ""),
+            refuses="is not the mixin and the aux capture the recipe writes",
+        ),
+        Invalid(
+            "the mixin's capture added beside the decoder's own, which is left in place",
+            LEGACY,
+            MODEL,
+            (LAYER_CALL, LEGACY_CHECK + LAYER_CALL),
             refuses="is not the mixin and the aux capture the recipe writes",
         ),
         Invalid(

@@ -51,6 +51,7 @@ from bot.recipes.eagle3_analysis import (
     EAGLE_MODEL_MIXIN,
     INTERFACE,
     MIXIN,
+    AuxCollection,
     aux_collection,
     class_finding,
     constructed,
@@ -280,24 +281,33 @@ def _capture_args(decoder: str, shape: DecoderShape, absolute: bool) -> dict[str
         "absolute": absolute and shape.loop != "every",
         "stage_slice": shape.loop == "whole",
         **nested,
+        # the decoder's own pre-mixin capture goes first, for the mixin's to replace
+        **({"legacy": True} if shape.legacy_capture else {}),
     }
 
 
 def _broken_claims_fixed(ctx: PlanContext, candidate: Candidate) -> list[Finding]:
     """The ``eagle3-broken-claim`` reports this enablement fixes: classes that already declare
     the interface and reach this very decoder, which lacks the mixin (Exaone4_5 through
-    Exaone4Model). The re-scan must see them gone; the write-up cites them as the cause."""
-    path = ctx.scan.index.path_of(candidate.decoder)
+    Exaone4Model), or a subclass of it running the same ``forward``. The re-scan must see them
+    gone; the write-up cites them as the cause."""
+    from bot.recipes.eagle3_broken_claim.fix import repairs
+
+    index = ctx.scan.index
     fixed: list[Finding] = []
     for other in ctx.findings:
         if other.recipe != BROKEN_CLAIM:
             continue
         claim = other.evidence_as(BrokenClaimEvidence)
         decoder = claim.decoder
-        if claim.broken == "no-mixin" and (decoder.name, decoder.path) == (
-            candidate.decoder.name,
-            path,
-        ):
+        if claim.broken != "no-mixin":
+            continue
+        holders = [
+            ref
+            for ref in index.classes()
+            if ref.name == decoder.name and index.path_of(ref) == decoder.path
+        ]
+        if any(repairs(ctx.scan, candidate, holder) for holder in holders):
             fixed.append(other)
     return fixed
 
@@ -775,7 +785,9 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
         decoder = decoders[0]
         if any(mixin_chain(index, d) for d in decoders):
             continue  # the interface (or broken-claim) recipes' case
-        if any((aux := aux_collection(index, d)) is not None and aux.collects for d in decoders):
+        collections = [aux_collection(index, d) for d in decoders]
+        legacy = any(aux is not None and legacy_only(aux) for aux in collections)
+        if any(aux is not None and aux.collects and not legacy_only(aux) for aux in collections):
             continue
         verdict: DecoderShape | Refusal
         if len(decoders) > 1:
@@ -800,6 +812,7 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
                 refusal,
                 _embedding_refusal(index, decoder, embedding),
                 _layers_attr_refusal(shape),
+                _legacy_refusal(owner, shape) if legacy else None,
             )
         if (refuses := _speculative_refusal(index, ref)) is not None:
             verdict = _all_blockers(refuses, verdict)  # the model's own word first
@@ -842,6 +855,23 @@ def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
         return decoder
     inherited = index.find_method(decoder, "forward")
     return inherited[0] if inherited and inherited[0] != decoder else decoder
+
+
+def legacy_only(aux: AuxCollection) -> bool:
+    """The decoder collects aux states only the way decoders did before EagleModelMixin
+    (``self.aux_hidden_state_layers`` checked, no ``_maybe_add_hidden_state``)."""
+    return aux.collects and not aux.helper_lines
+
+
+def _legacy_refusal(owner: ClassRef, shape: DecoderShape | Refusal) -> Refusal | None:
+    """A pre-mixin collection the migration does not recognise (not one check before each layer
+    call and its guarded return) is not migrated."""
+    if isinstance(shape, DecoderShape) and not shape.legacy_capture:
+        return Refusal(
+            f"{owner.name}.forward collects the aux hidden states in a form of its own, not the "
+            "pre-mixin capture the bot replaces with the mixin's"
+        )
+    return None
 
 
 def _declares_pp(index: ClassIndex, ref: ClassRef) -> bool:

@@ -274,8 +274,8 @@ def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
 
     index, capture, owner = scan.index, found.capture, found.owner
     by_path: dict[str, list[str]] = {}
-    for member in found.members:
-        by_path.setdefault(index.path_of(member.ref), []).append(member.ref.name)
+    for member in inheritance_roots(index, [m.ref for m in found.members]):
+        by_path.setdefault(index.path_of(member), []).append(member.name)
     edits: list[FileEdit] = []
     for path in sorted({capture.decoder_path, *by_path}):
         module = _interfaces_module((scan.root / path).read_text(encoding="utf-8"), path)
@@ -312,6 +312,12 @@ def shared_edits(scan: ScanContext, found: SharedSet) -> list[FileEdit]:
             )
         edits.append(FileEdit(path, kind, description, tuple(steps), tuple(spans)))
     return edits
+
+
+def inheritance_roots(index: ClassIndex, members: Sequence[ClassRef]) -> list[ClassRef]:
+    """The members that declare the interface themselves: a member subclassing another member
+    inherits the declaration, as upstream writes it (one ``SupportsEagle3`` on the base)."""
+    return [m for m in members if not any(a != m and a in members for a in index.ancestors(m))]
 
 
 def _regression_tests(

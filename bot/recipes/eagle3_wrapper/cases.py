@@ -147,6 +147,29 @@ def runtime_tree(guarded: str) -> SyntheticTree:
     )
 
 
+# The tree's own clear error for a model without the interface (what a written guard says).
+TREE_ERROR_FILE = "vllm/v1/spec_decode/eagle3_utils.py"
+TREE_ERROR = """from vllm.model_executor.models.interfaces import supports_eagle3
+
+
+def set_eagle3_aux_hidden_state_layers(model, layers):
+    if not supports_eagle3(model):
+        raise RuntimeError("Model does not support EAGLE3 interface")
+    model.set_aux_hidden_state_layers(layers)
+"""
+
+
+def unguarded_tree() -> SyntheticTree:
+    """A run-time wrapper in a tree where no wrapper has a guard yet."""
+    tree = runtime_tree(GUARDED)
+    files = {path: text for path, text in tree.files.items() if path != GUARD_FILE}
+    registry = {
+        name: {arch: where for arch, where in entries.items() if "Guard" not in arch}
+        for name, entries in tree.registry.items()
+    }
+    return SyntheticTree({**files, TREE_ERROR_FILE: TREE_ERROR}, registry, tree.appended)
+
+
 DECLARED = "class VLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):"
 INTERFACE_ONLY = Valid(
     "the language model is EAGLE-3 capable and the protocol follows get_language_model()",
@@ -161,24 +184,36 @@ INTERFACE_ONLY = Valid(
 )
 
 GUARD_CALL = "        self._require_language_model_eagle3()\n"
+# What every guarded plan adds: the declaration, the guard, the methods calling it, its test.
+GUARDED_ADDS = (
+    "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):",
+    "    def _require_language_model_eagle3(self) -> None:",
+    "        if not supports_eagle3(self.language_model):",
+    "            raise RuntimeError(",
+    GUARD_CALL.rstrip("\n"),
+    "        self.language_model.set_aux_hidden_state_layers(layers)",
+    "    with pytest.raises(RuntimeError):",
+)
 BEHIND_THE_GUARD = Valid(
     "a language model chosen at run time: both methods behind the tree's own guard",
     runtime_tree(GUARDED),
     "RuntimeVLForConditionalGeneration",
     reports="text_config",
-    adds=(
-        "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):",
-        "    def _require_language_model_eagle3(self) -> None:",
-        "        if not supports_eagle3(self.language_model):",
-        "            raise RuntimeError(",
-        GUARD_CALL.rstrip("\n"),
-        "        self.language_model.set_aux_hidden_state_layers(layers)",
-        "    with pytest.raises(RuntimeError):",
-    ),
+    adds=GUARDED_ADDS,
+)
+
+WRITTEN_GUARD_MESSAGE = "Model does not support EAGLE3 interface: the language model "
+BEHIND_A_WRITTEN_GUARD = Valid(
+    "a language model chosen at run time in a tree without a guard: one written in the words of "
+    "the tree's own missing-interface error",
+    unguarded_tree(),
+    "RuntimeVLForConditionalGeneration",
+    reports="text_config",
+    adds=(*GUARDED_ADDS, f'                "{WRITTEN_GUARD_MESSAGE}"'),
 )
 
 CASES = RecipeCases(
-    valid=(INTERFACE_ONLY, BEHIND_THE_GUARD),
+    valid=(INTERFACE_ONLY, BEHIND_THE_GUARD, BEHIND_A_WRITTEN_GUARD),
     invalid=(
         Invalid(
             "the interface declared on the wrapper, its import missing",
@@ -232,6 +267,13 @@ CASES = RecipeCases(
             BEHIND_THE_GUARD,
             RUNTIME_FILE,
             ("support EAGLE-3, but {type(", "support EAGLE-3; {type("),
+            refuses="the change to RuntimeVLForConditionalGeneration is not the edit the recipe",
+        ),
+        Invalid(
+            "a written guard whose words are not the tree's own error's",
+            BEHIND_A_WRITTEN_GUARD,
+            RUNTIME_FILE,
+            ("does not support EAGLE3 interface: the", "lacks EAGLE3: the"),
             refuses="the change to RuntimeVLForConditionalGeneration is not the edit the recipe",
         ),
         Invalid(

@@ -54,7 +54,7 @@ from bot.recipes.wrapper_analysis import (
     Guard,
     assess,
     capable_language_models,
-    runtime_guard,
+    wrapper_guard,
 )
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
@@ -136,7 +136,7 @@ class Eagle3Wrapper(Recipe):
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
         )
         evidence = finding.evidence_as(WrapperEvidence)
-        guard = runtime_guard(ctx.scan) if evidence.shape == RUNTIME else None
+        guard = wrapper_guard(ctx.scan) if evidence.shape == RUNTIME else None
         edits = [declaration]
         if entry is not None:
             edits.append(registry_entry_edit(entry))
@@ -178,12 +178,13 @@ def declaration_edit(scan: ScanContext, finding: Finding, source: str) -> FileEd
     shape = evidence.shape
     if shape not in (INTERFACE_ONLY, DELEGATE, RUNTIME):
         return Declined(f"{finding.class_name}: unknown fix shape {shape!r}")
-    guard = runtime_guard(scan) if shape == RUNTIME else None
+    guard = wrapper_guard(scan) if shape == RUNTIME else None
     if shape == RUNTIME and guard is None:
         return Declined(
             f"{finding.class_name} builds its language model from the checkpoint's "
-            "text_config at run time; the bot proposes that only with a clear-error guard "
-            "in the style of the tree's own wrappers, and this tree has none"
+            "text_config at run time; the bot proposes that only with a clear-error guard, "
+            "and this tree has neither a wrapper's guard nor a missing-interface error to "
+            "write one in the words of"
         )
     attribute = evidence.language_model.attribute.removeprefix("self.")
     if shape != INTERFACE_ONLY and attribute in ("", "self"):
@@ -406,7 +407,7 @@ def _with_guarded_delegation(
         edit,
         kind="declare-interface-and-guarded-delegate",
         description=(
-            f"{edit.description}; add {guard.name} (as {guard.owner.name} has it) and forward "
+            f"{edit.description}; add {guard.name} ({guard.provenance}) and forward "
             f"{' and '.join(PROTOCOL_METHODS)} to self.{attribute} behind it"
         ),
         steps=(
@@ -513,7 +514,7 @@ def wrapper_test_fields(scan: ScanContext, finding: Finding) -> dict[str, Any] |
         return None
     guard_error = None
     if shape == RUNTIME:
-        guard = runtime_guard(scan)
+        guard = wrapper_guard(scan)
         if guard is None or guard.error is None:
             return Declined(f"{finding.class_name}: the tree has no guard raising a plain error")
         guard_error = guard.error
