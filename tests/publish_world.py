@@ -207,7 +207,8 @@ class World:
         """``bot publish PLAN`` as the submitter runs it: ``--preview`` first (the diff and
         the exact body), then ``--read-every-line --body-sha SHA`` of what they read. Where the
         preview fails, the command as given (it fails the same way and says why)."""
-        if args[:1] != ("publish",) or {"--preview", "--read-every-line"} & set(args):
+        command = next((a for a in args if not a.startswith("-")), None)
+        if command != "publish" or {"--preview", "--read-every-line"} & set(args):
             return list(args)
         printed = io.StringIO()
         with (

@@ -441,6 +441,7 @@ def context(facts: Facts) -> dict[str, Any]:
             "model evaluation" in item.lower() for item in rules.description_must_include
         ),
         "rows": validation_rows(plan, facts.verified),
+        "asks_gpu": bool(plan.tests.get("gpu")),
         "engine": engine,
         "logs": _logs(verification),
         "search": _search_view(facts.search, plan),
