@@ -72,7 +72,8 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
             others = [t for t in shared.targets if t != finding.class_name] if shared else []
             names.append(finding.class_name + (f" (with {', '.join(others)})" if others else ""))
             count += 1 + len(others)
-        print(f"{group.name} ({count}): {', '.join(names)}")
+        after = f" [builds on {', '.join(group.builds_on)}]" if group.builds_on else ""
+        print(f"{group.name} ({count}): {', '.join(names)}{after}")
 
 
 def _count(text: str) -> int:
@@ -499,7 +500,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     if not args.plan_dir:
         raise BotError("bot engine needs plan directories (or --checkpoint)")
     plan_dirs = [Path(d) for d in args.plan_dir]
-    checks = engine_plans(plan_dirs)
+    core = Path(args.with_core) if args.with_core else None
+    checks = engine_plans(plan_dirs, core=core)
     for plan_dir, check in zip(plan_dirs, checks, strict=True):
         print(f"engine: {plan_dir}:")
         _print_engine([check])
@@ -530,6 +532,12 @@ def _add_engine(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--checkpoint",
         help="instead: the real target (owner/name) in this python's installed vLLM (GPU runner)",
+    )
+    p.add_argument(
+        "--with-core",
+        metavar="CORE_PLAN_DIR",
+        help="a core plan (drafter loaders, interface defaults) made on the engine's release: "
+        "applied to a copy of the engine's package, the plans run on it",
     )
     p.add_argument("--eagle3", help="with --checkpoint: the EAGLE-3 draft (owner/name)")
     p.add_argument("--dflash", help="with --checkpoint: the DFlash draft (owner/name)")

@@ -30,7 +30,6 @@ from bot.github import identity
 from bot.github.gitrepo import Repo
 from bot.plan import PlanContents
 from bot.propose.proposal import (
-    SCRATCH_PATHS,
     _apply_edit,
     _ready,
     apply_fix,
@@ -38,6 +37,7 @@ from bot.propose.proposal import (
     plan_reason,
     render_markdown,
     resolved_keys,
+    scratch_paths,
     writeup_context,
 )
 from bot.publish.contrib_rules import ContributionRules
@@ -180,7 +180,7 @@ def _plan_member(
         scan=result.context,
         group=variants or (finding,),
         findings=tuple(result.findings),
-        arch=finding.architectures[0],
+        arch=next(iter(finding.architectures), ""),
         catalogue=catalogue,
         preferred_draft=None,
         upstream=upstream,
@@ -219,7 +219,7 @@ def _apply_members(
     applied: list[_Applied] = []
     refused: list[LeftOut] = []
     lines = 0
-    with scratch_worktree(repo, base_commit, SCRATCH_PATHS) as tree:
+    with scratch_worktree(repo, base_commit, scratch_paths(repo, fixes)) as tree:
         for fix in fixes:
             saved = {e.path: _read(tree / e.path) for e in fix.edits}
             try:

@@ -90,6 +90,7 @@ from bot.publish.contrib_rules import (
     read_rules,
 )
 from bot.publish.contribution import Facts, refresh, require_recorded_results
+from bot.publish.dependencies import waiting_for
 from bot.publish.duplicates import DuplicateSearch, keywords_of, run_search
 from bot.publish.gpu_evidence import (
     TestedCommit,
@@ -126,7 +127,7 @@ PR_STATE_AFTER = {
 @dataclass(frozen=True)
 class PublishResult:
     action: str  # opened | adopted | updated | unchanged | closed-by-maintainer | merged |
-    # needs-info-commented | nothing-to-do | rate-limited
+    # needs-info-commented | nothing-to-do | rate-limited | waiting (for a core PR to merge)
     pr_number: int | None = None
     pr_url: str | None = None
     comment_url: str | None = None
@@ -286,6 +287,8 @@ def publish_plan(
     elsewhere = _members_elsewhere(client, plan)
     if elsewhere:
         return _already_elsewhere(plan, elsewhere)
+    if plan.status == READY and (waiting := waiting_for(client, plan)) is not None:
+        return PublishResult("waiting", message=f"not opening a PR yet: {waiting}")
     earlier = _earlier_pulls(client, head, plan.upstream, plan.fingerprint)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
