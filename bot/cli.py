@@ -63,8 +63,19 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
     from bot.scan.priority import top_fixable
 
     chosen = [item.finding for item in top_fixable(ranked, len(ranked))]
+    demand = {item.finding.class_name: item.demand for item in ranked}
     size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
-    for group in group_findings(chosen, by=args.group_by, **size):
+    groups = group_findings(chosen, by=args.group_by, **size)
+    asked = 0
+    for group in groups:
+        # What bot publish asks before it opens a PR: a triaged issue or a public draft (or,
+        # later, a maintainer's request on the dashboard issue).
+        wanted = [
+            d.explain()
+            for f in group.findings
+            if (d := demand.get(f.class_name)) and (d.issues or d.drafts)
+        ]
+        asked += bool(wanted)
         names, count = [], 0
         for finding in group.findings:
             # A set of targets sharing a decoder is one plan fixing each of them: count them all.
@@ -73,7 +84,12 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
             names.append(finding.class_name + (f" (with {', '.join(others)})" if others else ""))
             count += 1 + len(others)
         after = f" [builds on {', '.join(group.builds_on)}]" if group.builds_on else ""
-        print(f"{group.name} ({count}): {', '.join(names)}{after}")
+        why = f"demand: {'; '.join(dict.fromkeys(wanted))}" if wanted else "no demand yet"
+        print(f"{group.name} ({count}): {', '.join(names)}{after} -- {why}")
+    print(
+        f"{len(groups)} groups: {asked} with demand (a triaged issue or a public draft) would "
+        f"open a PR; {len(groups) - asked} wait on the dashboard issue for a maintainer's request"
+    )
 
 
 def _count(text: str) -> int:

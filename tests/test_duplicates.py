@@ -207,6 +207,13 @@ def test_groups_count_every_target_a_shared_decoder_plan_fixes():
         "PanguProMoEV2ForCausalLM, PanguUltraMoEForCausalLM)"
     ) in done.stdout
     assert "interface-only (22): " in done.stdout
+    # Each group says whether bot publish would find demand for it, and the total says so too.
+    *groups, total = done.stdout.strip().splitlines()
+    waiting = sum(line.endswith(" -- no demand yet") for line in groups)
+    assert total == (
+        f"{len(groups)} groups: {len(groups) - waiting} with demand (a triaged issue or a public "
+        f"draft) would open a PR; {waiting} wait on the dashboard issue for a maintainer's request"
+    )
 
 
 SKILL = """### 1. Design Fit
