@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bot import jsonio
+from bot.duplicate_search import DuplicateSearch
 from bot.errors import BotError
 from bot.recipes.base import DeclaredEdit, Finding, FindingRef, FixTests
 from bot.recipes.registry_plan import RegistryEntryPlan
@@ -98,6 +99,9 @@ class Plan:
     group: str | None = None  # a group plan's key (recipe/shape), None for a single class
     members: list[Member] = field(default_factory=list)
     resolves: list[FindingRef] = field(default_factory=list)  # as Member.resolves
+    # AGENTS.md's duplicate-work search as propose (or the CLI's publish) ran it; the body
+    # quotes it, publish runs it again (bot/publish/duplicates.py). None: not run.
+    duplicate_search: DuplicateSearch | None = None
     schema: int = PLAN_SCHEMA
 
     def __post_init__(self) -> None:

@@ -18,6 +18,7 @@ from bot.codemods.aux_forward_test import create_shared_aux_forward_test
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import add_registry_eagle3_test
 from bot.plan import Plan
+from bot.publish.smoke_target import set_targets_of, target_of
 from bot.recipes.base import DeclaredEdit, Finding, PublishedEdit
 from bot.recipes.eagle3_enable.evidence import EnableEvidence
 from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
@@ -33,7 +34,6 @@ from bot.scan.findings import scan
 from bot.verification import Check
 from bot.verify.checks import rescan_check, resolved_by
 from bot.verify.smoke import set_smoke_check
-from bot.verify.smoke_target import set_targets_of, target_of
 from tests.synthetic import make_tree
 from tests.test_enable_shapes import (
     FUSED_NORM,

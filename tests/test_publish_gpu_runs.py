@@ -22,6 +22,7 @@ from bot.plan import read_plan_dir, update_plan
 from bot.publish.pr import publish_plan
 from bot.verify.dispatch import WORKFLOW_FILE
 from bot.verify.engine import engine_checkpoints_of
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 
@@ -63,7 +64,7 @@ def seed(seed_plan: Path, upstream_standin, tmp_path: Path, monkeypatch):
 
 
 def _publish(plan_dir: Path, work_dir: Path):
-    return publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    return publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
 
 
 def _head(standin) -> str:

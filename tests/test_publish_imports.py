@@ -143,7 +143,7 @@ def test_the_rule_knows_what_it_forbids() -> None:
     stages = {"bot.propose", "bot.propose.proposal", "bot.propose.group"}
     stages |= {"bot.triage", "bot.triage.issue", "bot.triage.search"}
     assert stages | {"bot.pipeline", "bot.verify.run", "bot.verify.smoke"} <= forbidden
-    assert "bot.verify.evidence" not in forbidden  # the gate publish reads runs nothing
+    assert "bot.publish.evidence" not in forbidden  # the gate publish reads runs nothing
     publish = {m for m in import_graph(BOT) if _in_package(m, "bot.publish")}
     assert {"bot.publish", "bot.publish.pr", "bot.publish.checks", "bot.publish.lock"} <= publish
 

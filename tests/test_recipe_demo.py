@@ -83,7 +83,7 @@ from bot.recipes.grouping import group_key
 from bot.recipes import recipe_named
 from bot.recipes.base import Finding
 from bot.scan.findings import scan
-from bot.verify.evidence import engine_gated, missing_evidence
+from bot.publish.evidence import engine_gated, missing_evidence
 from pathlib import Path
 
 result = scan(Path(sys.argv[1]), use_cache=False)

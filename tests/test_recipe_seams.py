@@ -145,7 +145,7 @@ def test_no_generic_file_names_a_recipe_or_an_edit_kind() -> None:
     kinds = edit_kinds()
     assert len(names) >= 4 and {"registry-entry", "declare-interface"} <= kinds
     files = _generic_files(BOT, TEMPLATES)
-    assert BOT / "scan" / "report.py" in files and BOT / "verify" / "evidence.py" in files
+    assert BOT / "scan" / "report.py" in files and BOT / "publish" / "evidence.py" in files
     assert TEMPLATES / "sections" / "checklist.j2" in files
     recipes_named = [
         f"{path.relative_to(BOT.parent)}:{number}: {name}"

@@ -12,9 +12,9 @@ import yaml
 from bot.cli import main
 from bot.journal.store import Journal
 from bot.plan import read_plan_dir
+from bot.publish.render import END, START
 from bot.verify import PollSettings, VerifyOptions, verify_plan
 from bot.verify.dispatch import JUNIT_ARTIFACT, WORKFLOW_FILE
-from bot.verify.render import END, START
 from tests.github_standin import STANDIN_TOKEN, GitHubStandIn
 from tests.test_verify_local import GPU_NODE, synthetic_plan
 

@@ -129,7 +129,7 @@ def check_group(plan: Plan) -> None:
     """A group plan: every member is a class fix publish can check (its recipe, class, finding,
     fingerprint and commit text), none needs per-class runtime evidence, and the group's own
     fingerprint and branch are the ones its name and members give."""
-    from bot.verify.evidence import required_checks
+    from bot.publish.evidence import required_checks
 
     if not isinstance(plan.group, str) or not _GROUP.match(plan.group):
         raise BotError("the plan's group is not a group name")
@@ -200,8 +200,8 @@ def check_pr_body(planned: PlanDir) -> None:
         problem = "an image"
     elif _HTML.search(prose):
         problem = "raw HTML"
-    elif any(not target.startswith(upstream_prefix) for target in targets):
-        outside = next(t for t in targets if not t.startswith(upstream_prefix))
+    elif any(not _inside(target, upstream_prefix) for target in targets):
+        outside = next(t for t in targets if not _inside(t, upstream_prefix))
         problem = f"a link outside {planned.plan.upstream} ({outside[:60]})"
     elif _MENTION.search(prose):
         problem = "an @mention"
@@ -221,10 +221,21 @@ def check_pr_body(planned: PlanDir) -> None:
         raise BotError(f"pr.md's body holds {problem} outside code; refusing to publish it")
 
 
+def _inside(target: str, prefix: str) -> bool:
+    """A link that stays in the upstream repository once a browser resolves it: the prefix,
+    and no ``.``/``..`` segment, encoded dot or backslash to climb out of it."""
+    if not target.startswith(prefix):
+        return False
+    path = target[len(prefix) :].split("#", 1)[0].split("?", 1)[0]
+    if "\\" in path or re.search(r"(?i)%2e|%2f|%5c", path):
+        return False
+    return not any(segment in (".", "..") for segment in path.split("/"))
+
+
 def _recipe_text(body: str) -> str:
     """pr.md's body without the sections the bot composes again at publish."""
     from bot.publish.contribution import CHECKLIST, CONTRIBUTION, strip_block
-    from bot.verify.render import END, START
+    from bot.publish.render import END, START
 
     for markers in (CONTRIBUTION, CHECKLIST, (START, END)):
         body = strip_block(body, markers)

@@ -9,7 +9,7 @@ success, and its title, which GitHub renders from the dispatch inputs (``run-nam
 * the request id the plan records (a fresh uuid4: 32 hex digits);
 * the head of the plan's branch as this run pushed it (the fail-before run: its first parent);
 * the smoke target and the GPU tests re-derived here, never read from the plan: the class the
-  declaring edit changes (:func:`bot.verify.smoke_target.target_of`, whose edits publish's
+  declaring edit changes (:func:`bot.publish.smoke_target.target_of`, whose edits publish's
   rules have checked) and the registry test of the one entry the patch adds.
 
 Everything about the run is bound to what ``bot verify`` dispatched: a writer of the bot
@@ -116,7 +116,7 @@ def engine_checkpoints_of_patch(registry_before: str | None, registry_after: str
 
 
 def smoke_target_of(plan: Plan) -> str:
-    from bot.verify.smoke_target import SmokeTarget, target_of
+    from bot.publish.smoke_target import SmokeTarget, target_of
 
     target = target_of(plan)
     return str(target) if isinstance(target, SmokeTarget) else ""

@@ -218,7 +218,9 @@ class RegistryDecision:
     why_none: str = ""
 
 
-WRITEUP_SLOTS = ("summary", "claims", "root_cause")
+# A single plan's sections, then a group's: a member's row in the group's table, and the
+# recipe's claims and root cause said once for all its members in the group.
+WRITEUP_SLOTS = ("summary", "claims", "root_cause", "row", "group_claims", "group_root_cause")
 
 
 def own_templates(module: str) -> str:
@@ -329,7 +331,7 @@ class Recipe(Protocol):
 
     name: str
     description: str
-    # The local checks its plans cannot do without (bot/verify/evidence.py): verify fails a
+    # The local checks its plans cannot do without (bot/publish/evidence.py): verify fails a
     # plan, and publish refuses one, where such a check did not pass.
     required_checks: tuple[str, ...] = ()
     # Whether its edit changes what runs, so the engine check gates its plans.

@@ -1,7 +1,7 @@
 """Verification of a plan (`bot verify`), the GPU runner's test step, and the scan matrix.
 
 The names below are loaded on first use: a reader of one value module (``bot publish`` reads
-:mod:`bot.verify.evidence`) must not import the modules that run checks.
+:mod:`bot.publish.evidence`) must not import the modules that run checks.
 """
 
 from __future__ import annotations

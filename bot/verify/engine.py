@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import BotError
+from bot.publish.smoke_target import module_of
 from bot.recipes.registry_plan import CHECKPOINT, ENGINE_METHODS, engine_checkpoints
 from bot.sandbox import gpu_devices
 from bot.subprocess_env import proxy_settings, run_upstream_code
@@ -40,7 +41,6 @@ from bot.verify.checks import Check
 from bot.verify.engine_env import Engine
 from bot.verify.junit import excerpt
 from bot.verify.smoke import HARNESS_DIR, SmokeTarget
-from bot.verify.smoke_target import module_of
 
 if TYPE_CHECKING:
     from bot.recipes.registry_plan import RegistryEntryPlan

@@ -16,14 +16,14 @@ from pathlib import Path
 from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.plan import READY, PlanDir, read_plan_dir
+from bot.publish.evidence import evidence_check
 from bot.subprocess_env import refuse_beside_credentials
 from bot.tree.worktree import scratch_worktree
-from bot.verification import GpuRun
+from bot.verification import GpuRun, runner_identity
 from bot.verify import runtime, scratch, smoke
 from bot.verify.checks import Check
 from bot.verify.confine import confinement_check
 from bot.verify.engine_env import Engine
-from bot.verify.evidence import evidence_check
 
 
 def engine_plans(
@@ -115,10 +115,14 @@ def record_engine_check(loaded: PlanDir, check: Check) -> None:
             checks.append(evidence)
         gpu = recorded.gpu or GpuRun("skip", "skipped")
         ok = all(c.passed is not False for c in checks)
-        verification = verdict(checks, gpu, ok, digest, bool(loaded.plan.tests.gpu))
+        # One person ran every check only if the recorded ones were theirs too.
+        now = runner_identity()
+        ran_by = now if recorded.ran_by == now else None
+        asks_gpu = bool(loaded.plan.tests.gpu)
+        verification = verdict(checks, gpu, ok, digest, ran_by, asks_gpu=asks_gpu)
     else:
         verification = dataclasses.replace(
-            verdict([check], GpuRun("skip", "not_run"), True, digest),
+            verdict([check], GpuRun("skip", "not_run"), True, digest, runner_identity()),
             passed=False,
             local_passed=False,
             message="only the engine check ran; run `bot verify` for the rest",

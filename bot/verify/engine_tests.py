@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.publish.smoke_target import module_of
 from bot.subprocess_env import run_upstream_code
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
 from bot.untrusted_files import read_regular
@@ -38,7 +39,6 @@ from bot.verify.engine import runtime_env
 from bot.verify.engine_env import Engine
 from bot.verify.junit import TestRun, excerpt, parse_junit
 from bot.verify.smoke import HARNESS_DIR
-from bot.verify.smoke_target import module_of
 
 HARNESS = HARNESS_DIR / "bot_engine_tests.py"
 CHECK = "engine-tests"

@@ -21,13 +21,13 @@ from pathlib import Path
 
 from bot.errors import BotError
 from bot.plan import Plan
+from bot.publish.smoke_target import module_of, set_targets_of, target_of
 from bot.subprocess_env import run_upstream_code
 from bot.verify import engine, engine_tests, scratch, smoke
 from bot.verify.checks import Check, cpu_test_check
 from bot.verify.engine_env import Engine, engine_for
 from bot.verify.env import EnvInfo, vllm_env
 from bot.verify.junit import TestRun, run_pytest
-from bot.verify.smoke_target import module_of, set_targets_of, target_of
 
 CPU_TEST_TIMEOUT = 900.0
 

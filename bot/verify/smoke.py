@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bot.errors import BotError
+from bot.publish.evidence import values_proven
+from bot.publish.smoke_target import SmokeTarget, target_of
 from bot.subprocess_env import run_upstream_code
 from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
-from bot.verify.evidence import values_proven
 from bot.verify.junit import excerpt
-from bot.verify.smoke_target import SmokeTarget, target_of
 
 __all__ = ["SmokeTarget", "target_of"]  # read elsewhere as smoke.<name>; defined in smoke_target
 
