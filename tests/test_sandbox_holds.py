@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.server
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -345,3 +346,62 @@ def test_the_gpu_runner_engine_check_downloads_and_fails_unless_it_checked(
     assert code == 1, out
     assert "not checked: the checkpoints could not be downloaded" in out
     assert any("tiny/target" in path for path in _Hub.asked), _Hub.asked
+
+
+TUNNELS = """
+import os, socket, sys
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["HTTPS_PROXY"])
+said = []
+for port in sys.argv[1:]:
+    with socket.create_connection((proxy.hostname, proxy.port), timeout=30) as tunnel:
+        tunnel.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n".encode())
+        said.append(tunnel.recv(4096).split(b"\\r\\n")[0].decode())
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=5).close()
+    said.append("direct: connected")
+except OSError:
+    said.append("direct: no network")
+print("TUNNELS", said)
+"""
+
+
+def test_a_build_step_reaches_the_package_index_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """L3: build steps shared the host's network, so code from the index reached a local ``bot
+    dashboard --as`` (and anything else the machine reaches). Now the step has loopback only,
+    and its proxy tunnels to the package index's hosts alone."""
+    index, dashboard = (
+        socket.create_server(("127.0.0.1", 0)),
+        socket.create_server(("127.0.0.1", 0)),
+    )
+    monkeypatch.setenv("BOT_INDEX_HOSTS", f"127.0.0.1:{index.getsockname()[1]}")
+    ports = [str(s.getsockname()[1]) for s in (index, dashboard)]
+    dest = tmp_path / "env"
+    dest.mkdir()
+    try:
+        with build_step([sys.executable, "-c", TUNNELS, *ports], extra={}, writable=[dest]) as step:
+            output, _ = step.communicate(timeout=120)
+    finally:
+        index.close()
+        dashboard.close()
+    (said,) = [line for line in output.splitlines() if line.startswith("TUNNELS")]
+    assert "'HTTP/1.1 200 Connection established'" in said  # the index
+    assert "'HTTP/1.1 403 Forbidden'" in said  # the dashboard
+    assert "'direct: no network'" in said
+
+
+def test_a_build_step_never_starts_with_an_index_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """L3: the index credential in pip's configuration reached the build step's code."""
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://bot:pypi-token0123@index.invalid/simple")
+    dest = tmp_path / "env"
+    dest.mkdir()
+    with (
+        pytest.raises(BotError, match="gives it an index credential") as refused,
+        build_step([sys.executable, "-c", "print('ran')"], extra={}, writable=[dest]),
+    ):
+        pass
+    assert "pypi-token0123" not in str(refused.value) and "\n" not in str(refused.value)
