@@ -723,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="bot: %(message)s",
         stream=sys.stderr,
     )
-    install_log_redaction()
+    install_log_redaction(verbose=args.verbose)
     try:
         return args.handler(args)
     except BotError as exc:

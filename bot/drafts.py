@@ -324,11 +324,11 @@ def refresh_from_hub(
             if entry is not None:
                 found.append(entry)
     except (OfflineModeIsEnabled, transport_error_type(), HfHubHTTPError, OSError) as exc:
-        raise BotError(f"cannot refresh drafts from {endpoint}: {first_line(exc)}") from None
+        raise BotError(f"cannot refresh drafts from {hub.shown}: {first_line(exc)}") from None
     path = user_catalogue_path()
     old = read_catalogue_file(path) if path.is_file() else []
     write_catalogue_file(
-        path, merge_entries(old, found), f"Draft models found on {endpoint} by bot drafts refresh"
+        path, merge_entries(old, found), f"Draft models found on {hub.shown} by bot drafts refresh"
     )
     return found
 
@@ -368,7 +368,7 @@ def _entry_from_hub(repo_id: str, info: Any, hub: Hub) -> DraftEntry | None:
         method=method,
         target_repo_id=target if target and _HF_ID.match(target) else None,
         target_arch=target_arch,
-        source=f"hub {hub.endpoint}: {repo_id} config.json and model card",
+        source=f"hub {hub.shown}: {repo_id} config.json and model card",
         reviewed=False,
     )
 

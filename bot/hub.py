@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from bot.errors import BotError
 
@@ -75,19 +76,28 @@ class Hub:
     def endpoint(self) -> str:
         return self.settings.endpoint
 
+    @property
+    def shown(self) -> str:
+        """The endpoint as messages name it: without any user or password in the URL."""
+        parts = urlsplit(self.endpoint)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit(parts._replace(netloc=netloc))
+
     def unreachable_because(self) -> str | None:
         """None when the Hub answers; else why it is not asked (offline mode, no connection)."""
         if self.settings.offline:
             return "HF_HUB_OFFLINE is set"
         if self.endpoint not in _PROBED:
-            _PROBED[self.endpoint] = _probe(self.endpoint)
+            why = _probe(self.endpoint)
+            _PROBED[self.endpoint] = why.replace(self.endpoint, self.shown) if why else None
         return _PROBED[self.endpoint]
 
     def require(self) -> None:
         """Raise a one-line BotError unless the Hub can be reached."""
         why = self.unreachable_because()
         if why is not None:
-            raise BotError(f"cannot reach the Hugging Face Hub at {self.endpoint}: {why}")
+            raise BotError(f"cannot reach the Hugging Face Hub at {self.shown}: {why}")
 
     def config(self, repo_id: str) -> ConfigRead:
         if repo_id not in self._configs:
@@ -118,7 +128,7 @@ class Hub:
         )
 
         offline = self.unreachable_because()
-        source = "the local Hub cache" if offline else f"the Hub at {self.endpoint}"
+        source = "the local Hub cache" if offline else f"the Hub at {self.shown}"
         kwargs: dict[str, Any] = {
             "endpoint": self.endpoint,
             "cache_dir": self.settings.cache,
@@ -141,7 +151,8 @@ class Hub:
         except (RepositoryNotFoundError, EntryNotFoundError, HFValidationError):
             return ConfigRead(repo_id, ABSENT, source=source, why="no such repository or file")
         except Exception as exc:  # noqa: BLE001 - a server or transport failure
-            return ConfigRead(repo_id, UNREACHABLE, source=source, why=first_line(exc))
+            why = first_line(exc).replace(self.endpoint, self.shown)
+            return ConfigRead(repo_id, UNREACHABLE, source=source, why=why)
         return _parsed(repo_id, Path(str(local)), source)
 
 

@@ -6,13 +6,14 @@ between the unprivileged half (scan, triage, edit, test) and the privileged half
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, write_plan_dir
+from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, read_plan_dir, write_plan_dir
 from bot.scan.findings import ScanResult
 from bot.scan.findings import scan as scan_tree
 
@@ -120,12 +121,38 @@ def propose(
         upstream=upstream,
         catalogue=catalogue,
     )
-    write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown)
     if record and issue is not None and triage is not None:
         _record_triage(issue, triage.architecture)
     if record and proposal.plan.status != NOTHING_TO_FIX:
         _journal().record_proposal(out)
     return proposal.plan
+
+
+def _write_plan(out: Path, plan: Plan, patch: str, pr_markdown: str) -> None:
+    """Write the plan directory. Re-planned unchanged (the same fix, patch and base commit as
+    the plan already there), it keeps the verification recorded for that patch, so a rerun of
+    `bot propose` neither forgets a result nor changes what the PR says."""
+    from bot.content_hash import patch_hash
+    from bot.errors import BotError
+    from bot.verify.render import render_results, replace_results_section
+
+    try:
+        earlier = read_plan_dir(out) if (out / "plan.json").is_file() else None
+    except BotError:
+        earlier = None  # unreadable: written afresh
+    recorded = earlier.plan.verification if earlier is not None else None
+    if (
+        earlier is not None
+        and recorded is not None
+        and recorded.patch_hash == patch_hash(patch)
+        and earlier.patch == patch
+        and (earlier.plan.fingerprint, earlier.plan.base_commit)
+        == (plan.fingerprint, plan.base_commit)
+    ):
+        plan = dataclasses.replace(plan, verification=recorded)
+        pr_markdown = replace_results_section(pr_markdown, render_results(recorded))
+    write_plan_dir(out, plan, patch, pr_markdown)
 
 
 def _record_triage(issue: dict[str, Any], architecture: str | None) -> TriagedIssue | None:
@@ -269,7 +296,7 @@ def propose_group(
         published=published,
     )
     proposal = made.proposal
-    write_plan_dir(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown)
     if record and proposal.plan.status != NOTHING_TO_FIX:
         _journal().record_proposal(out)
     return proposal.plan, [item.line() for item in made.left_out]

@@ -28,10 +28,33 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def install_log_redaction() -> None:
+class OnlyTheBotBelowError(logging.Filter):
+    """Without ``-v``, a library's notices (a retry, a wait) are not the run's errors: the bot
+    says in one line what went wrong, so only its own loggers speak below ERROR."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or record.name.split(".")[0] == "bot"
+
+
+def install_log_redaction(verbose: bool = True) -> None:
+    """Redaction on every root handler (each library's records reach them), and without
+    ``verbose`` only the bot's own records below ERROR."""
     root = logging.getLogger()
     if not any(isinstance(f, RedactingFilter) for f in root.filters):
         root.addFilter(RedactingFilter())
     for handler in root.handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+        if not verbose and not any(isinstance(f, OnlyTheBotBelowError) for f in handler.filters):
+            handler.addFilter(OnlyTheBotBelowError())
+
+
+def detach_library_handlers(name: str) -> None:
+    """Remove the handlers a library gave its own logger (PyGithub 2.x adds a stderr handler
+    and sets INFO at import): its records then reach only the root's handlers, redacted and
+    filtered like the bot's own, instead of printing a second, unredacted copy."""
+    logger = logging.getLogger(name)
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    logger.setLevel(logging.NOTSET)
+    logger.propagate = True

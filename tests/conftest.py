@@ -117,3 +117,22 @@ def upstream_standin(
         "BOT_UPSTREAM_URL", str(tmp_path / "standin" / "remotes" / UPSTREAM) + ".git"
     )
     return github_standin
+
+
+@pytest.fixture(scope="session")
+def world_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The synthetic upstream of tests/publish_world.py, committed once per session."""
+    from tests.publish_world import build_world_base
+
+    return build_world_base(tmp_path_factory.mktemp("world") / "base")
+
+
+@pytest.fixture
+def world(
+    github_standin: GitHubStandIn, world_base: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """That upstream served by the GitHub stand-in, with the submitter's fork and the issues
+    (tests/publish_world.py)."""
+    from tests.publish_world import make_world
+
+    return make_world(github_standin, world_base, tmp_path, monkeypatch)

@@ -54,6 +54,33 @@ def test_group_identity_depends_on_its_members():
     assert identity.BOT_BRANCH.match(branch)
 
 
+def test_a_fix_keeps_its_identity_when_the_upstream_moves():
+    """The same fix planned on another base commit: another fingerprint, the same fix key
+    (and for a group the same branch); another class or member set is another fix."""
+    moved = "f" * 40
+    one = identity.fingerprint("eagle3-interface", "FooForCausalLM", "amd", BASE)
+    later = identity.fingerprint("eagle3-interface", "FooForCausalLM", "amd", moved)
+    assert one != later and identity.fix_key(one) == identity.fix_key(later)
+    assert identity.fix_key(one) == "eagle3-interface:FooForCausalLM@amd"
+    other = identity.fingerprint("eagle3-interface", "FooForCausalLM", None, BASE)
+    assert identity.fix_key(other) != identity.fix_key(one)
+
+    members = [one, identity.fingerprint("eagle3-interface", "BarForCausalLM", None, BASE)]
+    moved_members = [later, identity.fingerprint("eagle3-interface", "BarForCausalLM", None, moved)]
+    group = identity.group_fingerprint("interface-only", members, BASE)
+    regrouped = identity.group_fingerprint("interface-only", moved_members, moved)
+    assert group != regrouped and identity.fix_key(group) == identity.fix_key(regrouped)
+    assert identity.group_branch_name("interface-only", members) == identity.group_branch_name(
+        "interface-only", moved_members
+    )
+    assert identity.is_group_of(regrouped, "interface-only")
+    assert not identity.is_group_of(regrouped, "wrapper-runtime")
+    assert not identity.is_group_of(later, "interface-only")
+    fewer = identity.group_fingerprint("interface-only", moved_members[:1], moved)
+    assert identity.fix_key(fewer) != identity.fix_key(group)
+    assert identity.fix_key("not a fingerprint") is None
+
+
 def test_markers_written_and_parsed_in_one_place():
     group = identity.group_fingerprint("g", ["r:A:1", "r:B:1"], BASE)
     lines = identity.identity_markers(group, ["r:A:1", "r:B:1"])

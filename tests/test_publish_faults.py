@@ -7,8 +7,6 @@ stand-in's, injected before or after the request takes effect.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +22,7 @@ from bot.plan import read_plan_dir
 from bot.publish.pr import fingerprint_marker
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
+from tests.publish_world import kill_in_flight
 
 pytestmark = pytest.mark.vllm_tree
 
@@ -161,19 +160,7 @@ def test_a_run_killed_while_creating_the_pr_leaves_one_pr_after_the_rerun(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    try:
-        deadline = time.monotonic() + 120
-        while not any(
-            r["method"] == "POST" and r["path"].endswith("/pulls")
-            for r in github_standin.request_log()
-        ):
-            assert run.poll() is None, "the run ended before creating the PR"
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        time.sleep(0.3)  # let the stand-in apply the effect ("after")
-    finally:
-        os.kill(run.pid, signal.SIGKILL)
-        run.wait()
+    kill_in_flight(github_standin, run, "POST", r"/pulls$")
     pushed = _fork_sha(github_standin, BRANCH)
     assert pushed is not None
     assert len(github_standin.pulls(UPSTREAM)) == (1 if when == "after" else 0)

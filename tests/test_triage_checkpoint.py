@@ -211,3 +211,12 @@ def test_a_draft_named_by_a_hub_link_is_the_issues_draft(tmp_path: Path) -> None
     assert (result.outcome, result.architectures) == ("propose", ("Qwen3NextForCausalLM",))
     assert result.draft == "z-lab/Qwen3-Coder-Next-DFlash"
     assert "the issue names the draft `z-lab/Qwen3-Coder-Next-DFlash`" in result.reasons
+
+
+def test_a_password_in_the_endpoint_is_never_shown(tmp_path: Path) -> None:
+    with HubStandIn() as standin:
+        port = standin.url.rsplit(":", 1)[1]
+        hub = _hub(f"http://user:hf_secret0123@127.0.0.1:{port}/no-hub", tmp_path)
+        assert hub.shown == f"http://127.0.0.1:{port}/no-hub"
+        read = hub.config("a/b-1")
+    assert "hf_secret0123" not in read.source + read.why

@@ -105,6 +105,9 @@ def login_for_token(api_url: str, token: str) -> str:
     """Ask GitHub whose token this is. The token is used for this one call and then dropped."""
     from github import Auth, Github, GithubException
 
+    from bot.redact import detach_library_handlers
+
+    detach_library_handlers("github")  # PyGithub's own stderr handler: unredacted
     client = Github(auth=Auth.Token(token), base_url=api_url, timeout=15, retry=None)
     try:
         return str(client.get_user().login)

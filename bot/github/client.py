@@ -39,7 +39,9 @@ from requests.adapters import HTTPAdapter
 
 from bot.config import GitHubSettings, github_settings
 from bot.errors import BotError
-from bot.redact import redact
+from bot.redact import detach_library_handlers, redact
+
+detach_library_handlers("github")  # PyGithub's own stderr handler, added when it was imported
 
 _SEARCH_LIMIT = 100
 _RUNS_LIMIT = 100  # runs of one workflow read when matching a marker

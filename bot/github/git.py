@@ -29,6 +29,7 @@ import git
 from bot.base_tree import CommitTree
 from bot.config import GitHubSettings, github_settings, home_dir
 from bot.errors import BotError
+from bot.fileio import held_lock
 from bot.github.gitrepo import Repo
 from bot.plan import Plan
 from bot.publish.checks import FileChange
@@ -39,6 +40,10 @@ FORK_REMOTE = "fork"
 UPSTREAM_REMOTE = "upstream"
 _BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+# How much of a fork branch's history is fetched to tell whose it is: a group's branch holds a
+# commit per member, and the commit it was built on must be reached.
+_BRANCH_DEPTH = 64
+_DAY = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,18 @@ class CommitInfo:
 
 def default_work_dir(settings: GitHubSettings) -> Path:
     return home_dir() / "work" / settings.upstream.replace("/", "__")
+
+
+@contextmanager
+def work_repo_lock(work_dir: Path) -> Iterator[None]:
+    """The work repository to one user at a time, across processes and threads (an ``flock``
+    beside it, dropped by the kernel when its holder dies): its remotes, shallow history,
+    ``FETCH_HEAD`` and the fork branches it reads are shared state, so two publishes at once
+    (two CLI runs in one BOT_HOME, the dashboard's approvals in its thread pool) each failed
+    on the other's half-done work."""
+    work_dir.parent.mkdir(parents=True, exist_ok=True)
+    with held_lock(work_dir.parent / f".{work_dir.name}.lock"):
+        yield
 
 
 def fork_url(settings: GitHubSettings) -> str:
@@ -132,7 +149,7 @@ def prepare_branch(
         else:
             chain = _step_trees(repo, base, steps, tree, base_tree)
     if remote_sha is not None:
-        ours = _only_bot_commits(repo, base, remote_sha, settings)
+        ours = _only_bot_commits(repo, remote_sha, settings)
         if not ours:
             return CommitInfo(branch, remote_sha, base, False, True, remote_sha)
         if _same_chain(repo, remote_sha, base, [t for t, _ in chain]):
@@ -218,6 +235,8 @@ def push_branch(
     repo = Repo(work_dir or default_work_dir(settings))
     lease = f"refs/heads/{commit.branch}:{commit.remote_sha or ''}"
     action = f"pushing {commit.branch} to the fork"
+    with _git_errors(f"reading the upstream's history down to the fork's for {action}"):
+        _connect_to_fork(repo, commit.base_commit, settings)
     try:
         with _git_errors(action), _auth_env(repo, settings):
             repo.git.push(
@@ -279,6 +298,40 @@ def _ensure_base(repo: git.Repo, base: str, settings: GitHubSettings) -> None:
     )
 
 
+def _connect_to_fork(repo: git.Repo, base: str, settings: GitHubSettings) -> None:
+    """Make ``base``'s history here reach down to the fork's default branch.
+
+    The base was fetched shallow (one commit). A push whose commits reach a shallow commit the
+    fork's own branches do not reach is refused ("shallow update not allowed"; GitHub refuses
+    it for a fork too, although a fork shares its network's objects), and a fork is usually
+    behind its upstream. So, unless the fork's tip is the base or already in its history
+    here, the upstream's history is fetched from a day before the fork's tip was made: the
+    commits between the two, not the whole history."""
+    with _auth_env(repo, settings):
+        listing = repo.git.ls_remote(FORK_REMOTE, "HEAD").split()
+        if not listing or listing[0] == base:
+            return  # an empty fork, or one at the base
+        tip = listing[0]
+        if not _has_commit(repo, tip):
+            repo.git.fetch("--no-tags", "--depth=1", FORK_REMOTE, tip)
+        if _is_ancestor(repo, tip, base):
+            return
+        since = repo.commit(tip).committed_date - _DAY
+        try:
+            repo.git.fetch("--no-tags", f"--shallow-since={since}", UPSTREAM_REMOTE, base)
+        except git.GitCommandError:
+            # "No commits selected": the base is older than the fork's tip, which has it.
+            return
+
+
+def _is_ancestor(repo: git.Repo, ancestor: str, descendant: str) -> bool:
+    try:
+        repo.git.merge_base("--is-ancestor", ancestor, descendant)
+    except git.GitCommandError:
+        return False
+    return True
+
+
 def tree_changes(
     repo: git.Repo, base: str, tree: str, base_tree: BaseTree | None = None
 ) -> list[FileChange]:
@@ -333,7 +386,12 @@ def _fetch_fork_branch(repo: git.Repo, branch: str, settings: GitHubSettings) ->
             return None
         sha = listing.split()[0]
         if not _has_commit(repo, sha):
-            repo.git.fetch("--no-tags", FORK_REMOTE, f"+refs/heads/{branch}:refs/fork/{branch}")
+            repo.git.fetch(
+                "--no-tags",
+                f"--depth={_BRANCH_DEPTH + 1}",
+                FORK_REMOTE,
+                f"+refs/heads/{branch}:refs/fork/{branch}",
+            )
     return sha
 
 
@@ -372,12 +430,24 @@ def _stdin(text: str, scratch: str) -> BinaryIO:
     return open(path, "rb")  # noqa: SIM115 - callers use it as a context manager
 
 
-def _only_bot_commits(repo: git.Repo, base: str, tip: str, settings: GitHubSettings) -> bool:
-    commits = list(repo.iter_commits(f"{base}..{tip}"))
-    return bool(commits) and all(
-        c.author.email == settings.git_email and c.committer.email == settings.git_email
-        for c in commits
-    )
+def _only_bot_commits(repo: git.Repo, tip: str, settings: GitHubSettings) -> bool:
+    """Whether the fork's branch is the bot's own: from its tip, one or more commits that we
+    authored and committed, one parent each, down to the first commit that is not ours, the
+    upstream commit the branch was built on (any base: the plan's, or an older one when the
+    upstream has moved since). A commit of anyone else's on top, or a merge, makes it theirs;
+    history that ends before a commit not ours is reached is not taken as ours either."""
+    commit = repo.commit(tip)
+    for depth in range(_BRANCH_DEPTH):
+        if not _made_by(commit, settings.git_email):
+            return depth > 0
+        if len(commit.parents) != 1:
+            return False  # a merge, or the end of the history we fetched
+        commit = commit.parents[0]
+    return False
+
+
+def _made_by(commit: git.Commit, email: str) -> bool:
+    return commit.author.email == email and commit.committer.email == email
 
 
 def _commit(repo: git.Repo, tree: str, base: str, message: str, settings: GitHubSettings) -> str:
@@ -420,4 +490,9 @@ def _git_errors(action: str) -> Iterator[None]:
     except git.GitCommandError as exc:
         stderr = redact(str(exc.stderr or "")).strip().splitlines()
         detail = stderr[-1].strip() if stderr else f"exit {exc.status}"
+        # A push's own reason ("[remote rejected] (shallow update not allowed)") is on stdout
+        # with --porcelain; stderr only says that it failed.
+        refused = [line for line in str(exc.stdout or "").splitlines() if line.startswith("!")]
+        if refused:
+            detail = redact(refused[0].split("\t")[-1].strip())
         raise BotError(f"{action} failed: {detail[:200]}") from None

@@ -65,6 +65,23 @@ def class_key(value: str) -> str | None:
     return value.rsplit(":", 1)[0]
 
 
+def is_group_of(value: str, group: str) -> bool:
+    """Whether ``value`` is the fingerprint of a plan of group ``group`` (any members, any
+    base)."""
+    return is_group_fingerprint(value) and value.split(":")[1] == _slug(group)
+
+
+def fix_key(value: str) -> str | None:
+    """A plan's fingerprint without its base commit: what stays the same when the upstream
+    moves and the same fix is planned again. A class plan's ``recipe:Class[@variant]``; a
+    group's ``group:<key>:<members digest>`` (the same members, so the same PR). None for a
+    value that is neither."""
+    if is_group_fingerprint(value):
+        parts = value.split(":")
+        return f"{GROUP_PREFIX}{parts[1]}:{parts[3]}" if len(parts) == 4 else None
+    return class_key(value)
+
+
 def branch_name(recipe: str, class_name: str, variant: str | None) -> str:
     return f"bot/{recipe}/{_class_slug(class_name)}" + (f"-{variant}" if variant else "")
 
@@ -74,7 +91,10 @@ def group_branch_name(group: str, members: Iterable[str]) -> str:
 
 
 def _members_digest(members: Iterable[str]) -> str:
-    return hashlib.sha256("\n".join(sorted(members)).encode()).hexdigest()[:10]
+    """Which members, by fix: a member's fingerprint without its base commit, so the same
+    classes planned again after the upstream moved are the same group, on the same branch."""
+    keys = sorted({class_key(m) or m for m in members})
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()[:10]
 
 
 def _class_slug(class_name: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 from bot.config import home_dir
 from bot.errors import BotError
 from bot.plan import READY, Plan, PlanDir, WithPrMarkdown, read_plan_dir, write_plan_dir
+from bot.verify.verification import Verification as RecordedVerification
 
 log = logging.getLogger(__name__)
 
@@ -245,12 +246,25 @@ def _replaces_what_was_verified(previous: sqlite3.Row, patch: str, base_commit: 
     return previous["patch"] != patch or (previous["base_commit"] or None) != (base_commit or None)
 
 
+def _approvable(verification: Mapping[str, Any]) -> bool | None:
+    """Whether a recorded verification lets a maintainer approve; None when it says nothing
+    (no verdict at all). A record too partial to read (older journals kept only the verdict)
+    approves only what it says passed."""
+    passed = verification.get("passed")
+    if passed is None:
+        return None
+    try:
+        return RecordedVerification.from_json(dict(verification)).approvable
+    except BotError:
+        return passed is True
+
+
 def _initial_state(plan: Plan) -> str:
     if plan.status != READY:
         return FOUND
     if plan.verification is None:
         return PROPOSED
-    return VERIFIED if plan.verification.passed else FAILED
+    return VERIFIED if plan.verification.approvable else FAILED
 
 
 class Journal:
@@ -450,8 +464,9 @@ class Journal:
     def record_verification(
         self, proposal_id: int, verification: Mapping[str, Any], actor: str = "bot"
     ) -> str:
-        """Store a verification run; a proposal awaiting one moves to verified or failed."""
-        passed = verification.get("passed")
+        """Store a verification run; a proposal awaiting one moves to verified (approvable:
+        :attr:`Verification.approvable`) or failed."""
+        passed = _approvable(verification)
         with self._write() as conn:
             current = self._state(conn, proposal_id)
             self._insert_verification(conn, proposal_id, verification)

@@ -7,7 +7,10 @@ regression test is one parametrized test whose list grows, not one test per clas
 diff (against the tree the earlier members left) becomes its own commit on the branch; the members'
 diffs add up to patch.diff.
 A member is left out, with the reason said, when its class is already in a PR (any state; see
-:mod:`bot.publish.published`), when its recipe declines it, or when its edit is refused. A group
+:mod:`bot.publish.published`) other than the group's own open PR, when that PR is open and does
+not hold the class (it waits until the PR is merged or closed), when its recipe declines it, or
+when its edit is refused. So the group planned again after the upstream moved holds the same
+members, and publishing refreshes its PR. A group
 that ends up with one member is a single-class plan, byte for byte what ``bot propose --class``
 writes.
 """
@@ -94,6 +97,9 @@ def group_proposal(
     }
     left_out: list[LeftOut] = []
     fixes: list[FixPlan] = []
+    # The group's own PR, still open: its members are planned again (on this base, so that
+    # publishing refreshes it), and a class it does not hold waits until it is merged or closed.
+    own = next((p for p in published.values() if _open_pr_of(group.name, p)), None)
     for finding in group.findings:
         fix = _plan_member(result, finding, upstream, catalogue, version, base_commit)
         if isinstance(fix, LeftOut):
@@ -101,8 +107,12 @@ def group_proposal(
             continue
         key = identity.class_key(_fingerprint(fix, base_commit))
         earlier = published.get(key or "")
-        if earlier is not None:
+        if earlier is not None and earlier != own:
             why = f"already in PR #{earlier.number} ({earlier.describe()}); not proposed again"
+            left_out.append(LeftOut(finding.class_name, why))
+            continue
+        if earlier is None and own is not None:
+            why = f"the group's PR #{own.number} is open; proposed once it is merged or closed"
             left_out.append(LeftOut(finding.class_name, why))
             continue
         fixes.append(fix)
@@ -127,6 +137,10 @@ def group_proposal(
     members = [_member(a, base_commit, member_issues[id(a.fix)]) for a in applied_members]
     proposal = _group_plan(repo, common, group.name, applied_members, members, total, left_out)
     return GroupProposal(proposal, tuple(left_out))
+
+
+def _open_pr_of(name: str, pull: PublishedPull) -> bool:
+    return pull.state == "open" and identity.is_group_of(pull.plan_fingerprint or "", name)
 
 
 def _plan_member(

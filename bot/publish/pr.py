@@ -21,11 +21,11 @@ import hashlib
 import html
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import partial
+from functools import partial, wraps
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from bot.github.git import (
     default_work_dir,
     prepare_branch,
     push_branch,
+    work_repo_lock,
 )
 from bot.github.gitrepo import Repo
 from bot.github.identity import (
@@ -49,9 +50,12 @@ from bot.github.identity import (
     body_sha_marker,
     class_key,
     fingerprint_marker,
+    fingerprints_in,
+    fix_key,
     has_body_sha,
     identity_markers,
     is_identity_line,
+    plan_fingerprint_in,
     status_marker,
 )
 from bot.markdown import inline
@@ -104,6 +108,7 @@ from bot.publish.gpu_evidence import (
 )
 from bot.publish.lock import fork_lock
 from bot.publish.published import PublishedPull, pulls_by_class
+from bot.verify.check import Check
 from bot.verify.evidence import require_evidence
 from bot.verify.render import render_results, replace_results_section
 from bot.verify.verification import GpuRun, Verification
@@ -204,6 +209,22 @@ class PublishBudget:
         return self.client
 
 
+def _one_at_a_time(publish: Callable[..., PublishResult]) -> Callable[..., PublishResult]:
+    """``publish`` holding its work repository's lock (:func:`work_repo_lock`) throughout:
+    the git work and what it reads from GitHub before it acts (earlier PRs, the caps) are one
+    step for every publish sharing the repository, on every path (CLI, dashboard, Action)."""
+
+    @wraps(publish)
+    def locked(plan_dir: Path, **options: Any) -> PublishResult:
+        settings = options.get("settings") or github_settings()
+        work_dir = options.get("work_dir") or default_work_dir(settings)
+        with work_repo_lock(work_dir):
+            return publish(plan_dir, **{**options, "work_dir": work_dir})
+
+    return locked
+
+
+@_one_at_a_time
 def publish_plan(
     plan_dir: Path,
     *,
@@ -252,7 +273,7 @@ def publish_plan(
     elsewhere = _members_elsewhere(client, plan)
     if elsewhere:
         return _already_elsewhere(plan, elsewhere)
-    earlier = _earlier_pulls(client, head, marker, plan.upstream)
+    earlier = _earlier_pulls(client, head, plan.upstream, plan.fingerprint)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:
         return _result("merged", merged[0], f"PR #{merged[0]['number']} was merged already")
@@ -275,6 +296,8 @@ def publish_plan(
     # AGENTS.md's duplicate-work checks, before anything is pushed: a duplicate fails closed.
     classes = list(dict.fromkeys(m.class_name for m in plan.members)) or [str(plan.class_name)]
     ours = [marker, *(fingerprint_marker(f) for f in plan.member_fingerprints)]
+    # Our own open PR for this fix, made on an older base, names its fingerprints of then.
+    ours += [fingerprint_marker(f) for p in open_pulls for f in fingerprints_in(p["body"] or "")]
     search = search_duplicates(client, plan, classes, ours, rules)
     refuse_duplicates(search, rules)
     submitter = Submitter(_checked_login(client.login), settings.git_name, settings.git_email)
@@ -305,6 +328,7 @@ def publish_plan(
         planned,
         title,
         verified=verified,
+        asks_gpu=bool(tested.gpu_tests),
         rules=rules,
         search=search,
         submitter=submitter,
@@ -328,7 +352,7 @@ def publish_plan(
             )
         except PullRequestExists:
             # Opened by a run that died before it could report (or without our marker).
-            again = _earlier_pulls(client, head, None, plan.upstream)
+            again = _earlier_pulls(client, head, plan.upstream)
             open_now = [p for p in again if p["state"] == "open"]
             if not open_now:
                 raise
@@ -363,7 +387,7 @@ def _members_elsewhere(client: GitHubClient, plan: Plan) -> list[tuple[Member, P
     found = []
     for member in plan.members:
         for pull in by_class.get(class_key(member.fingerprint) or "", []):
-            if plan.is_group and pull.plan_fingerprint != plan.fingerprint:
+            if plan.is_group and fix_key(pull.plan_fingerprint or "") != fix_key(plan.fingerprint):
                 found.append((member, pull))
                 break
             if not plan.is_group and pull.is_group:
@@ -457,6 +481,7 @@ def compose_body(
     title: str,
     *,
     verified: bool,
+    asks_gpu: bool = True,
     rules: ContributionRules,
     search: DuplicateSearch,
     submitter: Submitter,
@@ -465,18 +490,68 @@ def compose_body(
 ) -> str:
     """The PR body, composed at publish: pr.md's recipe text (checked: no links but to the
     upstream, no images, no HTML), the results from ``bot verify``'s records, the
-    contribution and checklist sections from records, then the fingerprint and body hash."""
+    contribution and checklist sections from records, then the fingerprint and body hash.
+
+    The body is a function of its inputs alone, and its hash marker digests what it says:
+    the body the same records compose with their figures left out (each check's and the GPU
+    run's outcome, not their details, durations, logs or the time). A verification run again
+    on the same patch with the same outcomes (the Action's rerun, which verifies afresh)
+    therefore leaves the hash as it was, and the PR is not edited for a changed duration."""
+    compose = partial(
+        _body_text,
+        verified=verified,
+        asks_gpu=asks_gpu,
+        rules=rules,
+        search=search,
+        submitter=submitter,
+        review=review,
+        credit=credit,
+    )
+    text = compose(planned)
+    said = compose(dataclasses.replace(planned, plan=_outcomes_only(planned.plan)))
+    digest = hashlib.sha256(f"{title}\0{said}".encode()).hexdigest()[:16]
+    return f"{text}\n{body_sha_marker(digest)}\n"
+
+
+def _outcomes_only(plan: Plan) -> Plan:
+    """The plan with its verification reduced to what it concluded, check by check."""
+    recorded = plan.verification
+    if recorded is None:
+        return plan
+    gpu = recorded.gpu
+    outcomes = Verification(
+        passed=recorded.passed,
+        local_passed=recorded.local_passed,
+        message="",
+        checks=tuple(Check(c.name, c.passed, "") for c in recorded.checks),
+        gpu=None if gpu is None else GpuRun(gpu.mode, gpu.conclusion),
+        patch_hash=recorded.patch_hash,
+    )
+    return dataclasses.replace(plan, verification=outcomes)
+
+
+def _body_text(
+    planned: PlanDir,
+    *,
+    verified: bool,
+    asks_gpu: bool,
+    rules: ContributionRules,
+    search: DuplicateSearch,
+    submitter: Submitter,
+    review: Review | None,
+    credit: str | None,
+) -> str:
     plan = planned.plan
     # The verdict is publish's own (a GPU run GitHub confirms), not the artifact's words.
     recorded = _claimable(plan.verification or _NOTHING_RECORDED, verified)
     plan = dataclasses.replace(plan, verification=recorded)
-    verdict = dataclasses.replace(
-        recorded,
-        passed=verified,
-        message="local checks recorded, GPU test passed (run confirmed on GitHub)"
-        if verified
-        else "local checks recorded; no confirmed GPU run yet, so this PR is a draft",
-    )
+    if not asks_gpu:
+        said = "local checks recorded; the patch asks for no GPU test"
+    elif verified:
+        said = "local checks recorded, GPU test passed (run confirmed on GitHub)"
+    else:
+        said = "local checks recorded; no confirmed GPU run yet, so this PR is a draft"
+    verdict = dataclasses.replace(recorded, passed=verified, message=said)
     body = replace_results_section(planned.pr_body, render_results(verdict))
     blocks = render_blocks(
         contribution_context(
@@ -499,23 +574,31 @@ def compose_body(
     if plan.issue_number and f"#{plan.issue_number}" not in body:
         lines += ["", f"Fixes #{plan.issue_number}"]
     lines += ["", *identity_markers(plan.fingerprint or "", plan.member_fingerprints)]
-    text = "\n".join(lines)
-    digest = hashlib.sha256(f"{title}\0{text}".encode()).hexdigest()[:16]
-    return f"{text}\n{body_sha_marker(digest)}\n"
+    return "\n".join(lines)
 
 
 def _earlier_pulls(
-    client: GitHubClient, head: str, marker: str | None, upstream: str
+    client: GitHubClient, head: str, upstream: str, fingerprint: str | None = None
 ) -> list[dict[str, Any]]:
-    """PRs (any state, newest first) that carry our fingerprint: the bot's own PRs on any
-    branch, plus those from our head branch; with ``marker`` None, every PR from the head."""
+    """The bot's own earlier PRs for this fix (any state, newest first): from our head branch,
+    or opened by the token's login on any branch, whose body was published for the same fix
+    on any base commit (:func:`fix_key`: the same recipe and class, or the same group of
+    members). The upstream moving does not make a fix another one: a PR closed unmerged
+    stays a "no", and our own open PR is the one to refresh. With ``fingerprint`` None, every
+    PR from the head."""
     pulls = {p["number"]: p for p in client.find_pulls(head, repo=upstream)}
-    if marker is not None:
-        pulls = {n: p for n, p in pulls.items() if marker in (p.get("body") or "")}
+    if fingerprint is not None:
+        wanted = fix_key(fingerprint)
+        pulls = {n: p for n, p in pulls.items() if _for_fix(p, wanted)}
         for item in client.own_pulls(upstream):
-            if item["number"] not in pulls and marker in (item.get("body") or ""):
+            if item["number"] not in pulls and _for_fix(item, wanted):
                 pulls[item["number"]] = client.get_pull(item["number"], repo=upstream)
     return sorted(pulls.values(), key=lambda p: p["number"], reverse=True)
+
+
+def _for_fix(pull: dict[str, Any], wanted: str | None) -> bool:
+    published = plan_fingerprint_in(pull.get("body") or "")
+    return wanted is not None and published is not None and fix_key(published) == wanted
 
 
 def _update(
@@ -653,8 +736,12 @@ def _verified(
     and smoke target re-derived here, made after the commit, passed, and not followed by a
     failed or cancelled one (:mod:`bot.publish.gpu_evidence`). A local GPU run is the operator's
     word, taken only outside GitHub Actions (where the plan comes from another job, which ran no GPU
-    test)."""
+    test). A patch that adds no registry entry asks for no GPU test (``tested.gpu_tests``,
+    re-derived from the pushed commit): once the checks its recipe requires passed (publish
+    refuses a plan without them), there is no run to wait for."""
     verification = plan.verification
+    if verification is not None and not tested.gpu_tests:
+        return verification.approvable
     gpu = verification.gpu if verification else None
     if verification is None or not verification.passed or gpu is None:
         return False

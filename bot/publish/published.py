@@ -4,8 +4,8 @@ A PR names its classes by markers (:mod:`bot.github.identity`): a single-class P
 fingerprint, a group by one member marker per class. A class found in any PR, open, merged or
 closed, is not proposed again: open means it is under review, merged means done, closed unmerged
 means a maintainer said no. Matching ignores the base commit, so a class proposed on an older
-release counts too. PRs are found by the bot's label (every state, every page), and when a token is
-set also by the bot's own login, so no token is needed to read them.
+release counts too. PRs are found by the bot's label (every state, every page) with their head on
+the fork, and when a token is set also by the bot's own login, so no token is needed to read them.
 """
 
 from __future__ import annotations
@@ -67,7 +67,23 @@ def pull_state(item: dict[str, Any]) -> str:
 
 
 def _bot_pulls(client: GitHubClient, upstream: str) -> list[dict[str, Any]]:
-    pulls = {i["number"]: i for i in client.own_pulls(upstream, label=client.settings.label)}
-    if client.authenticated:
-        pulls.update({i["number"]: i for i in client.own_pulls(upstream)})
-    return list(pulls.values())
+    """The bot's PRs: those the token's login opened, and those carrying the bot's label whose
+    head is on the fork. The label and the markers alone do not make a PR the bot's (a
+    maintainer may label another PR, anyone may write the markers), and such a PR must not
+    keep a class from ever being proposed. Without a fork configured, the label is taken."""
+    labelled = {i["number"]: i for i in client.own_pulls(upstream, label=client.settings.label)}
+    ours = {i["number"]: i for i in client.own_pulls(upstream)} if client.authenticated else {}
+    fork_owner = client.settings.fork_owner
+    for number, item in labelled.items():
+        if number not in ours and (
+            not fork_owner or _head_owner(client, upstream, number) == fork_owner
+        ):
+            ours[number] = item
+    return list(ours.values())
+
+
+def _head_owner(client: GitHubClient, upstream: str, number: int) -> str | None:
+    head = client.get_pull(number, repo=upstream).get("head") or {}
+    return (head.get("user") or {}).get("login") or (
+        (head.get("repo") or {}).get("owner") or {}
+    ).get("login")

@@ -803,7 +803,7 @@ def _read_configs(root: Path, hub: Hub | None, ids: list[str], reasons: list[str
                 )
     if offline is not None and unread:
         reasons.append(
-            f"the Hugging Face Hub at {hub.endpoint} cannot be reached ({offline}): the class is "
+            f"the Hugging Face Hub at {hub.shown} cannot be reached ({offline}): the class is "
             "inferred from the names the issue gives, not read from the checkpoint's config.json"
         )
     return _Configs(found, frozenset(decided), tuple(unread))

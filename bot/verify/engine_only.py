@@ -87,7 +87,7 @@ def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> Non
             checks.append(evidence)
         gpu = recorded.gpu or GpuRun("skip", "skipped")
         ok = all(c.passed is not False for c in checks)
-        verification = _verdict(checks, gpu, ok, digest)
+        verification = _verdict(checks, gpu, ok, digest, bool(loaded.plan.tests.get("gpu")))
     else:
         verification = dataclasses.replace(
             _verdict([check], GpuRun("skip", "not_run"), True, digest),

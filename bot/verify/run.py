@@ -90,6 +90,7 @@ def verify_plans(
         if item.stage is None:  # recorded checks, or a patch that does not apply
             continue
         item.checks.append(next(engine_checks))
+        item.checks = with_recorded_results(item.loaded, item.checks)
         if (evidence := evidence_check(item.loaded.plan.recipe, item.checks)) is not None:
             item.checks.append(evidence)
     return [_finish(item, options, client) for item in locals_]
@@ -129,11 +130,55 @@ def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) 
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
-    verification = _verdict(
-        local_checks, GpuRun.from_json(gpu), local_ok, patch_hash(item.loaded.patch)
-    )
+    gpu_run = _recorded_gpu(item.loaded, GpuRun.from_json(gpu))
+    digest = patch_hash(item.loaded.patch)
+    verification = _verdict(local_checks, gpu_run, local_ok, digest, bool(item.gpu_tests))
+    verification = _unchanged_or(item.loaded, verification)
     _record(item.plan_dir, item.loaded, verification, options.journal)
     return verification
+
+
+def _record_of_this_patch(loaded: PlanDir) -> Verification | None:
+    """The verification plan.json records for exactly this patch.diff (propose keeps one only
+    across a re-plan of the same patch on the same base), or None."""
+    recorded = loaded.plan.verification
+    if recorded is None or recorded.patch_hash != patch_hash(loaded.patch):
+        return None
+    return recorded
+
+
+def with_recorded_results(loaded: PlanDir, checks: list[Check]) -> list[Check]:
+    """``checks``, each one this run could not run (beside a credential, without the release's
+    environment: passed None) replaced by the record of the same check on the same patch: a
+    rerun does not unlearn a result it had no way to check again, nor restate why a check did
+    not run in other words."""
+    recorded = _record_of_this_patch(loaded)
+    if recorded is None:
+        return checks
+    kept = []
+    for check in checks:
+        earlier = recorded.check(check.name)
+        kept.append(earlier if check.passed is None and earlier is not None else check)
+    return kept
+
+
+def _recorded_gpu(loaded: PlanDir, gpu: GpuRun) -> GpuRun:
+    """A GPU run this verification skipped, the recorded run of the same patch if one ran."""
+    recorded = _record_of_this_patch(loaded)
+    earlier = recorded.gpu if recorded is not None else None
+    if gpu.mode != "skip" or earlier is None or earlier.mode == "skip":
+        return gpu
+    return earlier if earlier.conclusion not in ("skipped", "not_run") else gpu
+
+
+def _unchanged_or(loaded: PlanDir, verification: Verification) -> Verification:
+    """The recorded verification itself, when this one says the same of the same patch (its
+    time aside): plan.json, pr.md and the PR body then stay byte for byte what they were."""
+    recorded = _record_of_this_patch(loaded)
+    if recorded is None:
+        return verification
+    said = dataclasses.replace(verification, finished_at=recorded.finished_at)
+    return recorded if said.to_json() == recorded.to_json() else verification
 
 
 def exit_code(verification: Verification) -> int:
@@ -316,14 +361,19 @@ def _default_branch(client: ActionsClient, repo: str) -> str:
     return str(branch(repo)) if callable(branch) else "main"
 
 
-def _verdict(local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str) -> Verification:
-    """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``."""
+def _verdict(
+    local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str, asks_gpu: bool = True
+) -> Verification:
+    """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``; a
+    plan that lists no GPU test (``asks_gpu`` False) has passed when its local checks have."""
     gpu = dataclasses.replace(gpu, log_excerpt=redact(gpu.log_excerpt))
     conclusion = gpu.conclusion
-    passed = local_ok and conclusion == "success"
+    passed = local_ok and (conclusion == "success" or not asks_gpu)
     if not local_ok:
         failed = next(c for c in local_checks if c.passed is False)
         message = f"local check {failed.name} failed: {failed.detail}"
+    elif not asks_gpu:
+        message = "local checks passed; the patch asks for no GPU test"
     elif conclusion == "success":
         message = "all checks passed, GPU test passed"
     elif conclusion == "timed_out":

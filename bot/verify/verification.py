@@ -106,6 +106,15 @@ class Verification:
             data["patch_hash"] = self.patch_hash
         return data
 
+    @property
+    def approvable(self) -> bool:
+        """What a maintainer may approve for publishing: no local check failed (the recipe's
+        required evidence among them) and no GPU run failed. A GPU run still to come does not
+        hold a plan back: it needs the branch that publishing pushes, and until GitHub
+        confirms it passed the PR stays a draft."""
+        gpu_ok = self.gpu is None or self.gpu.conclusion in ("success", "skipped")
+        return self.local_passed and gpu_ok
+
     def check(self, name: str) -> Check | None:
         """The first recorded check called ``name``."""
         return next((c for c in self.checks if c.name == name), None)

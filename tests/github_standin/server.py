@@ -220,15 +220,31 @@ class GitHubStandIn:
             self.state.tokens[token] = login
 
     def add_repo(
-        self, full_name: str, *, default_branch: str = "main", seed_from: Path | None = None
+        self,
+        full_name: str,
+        *,
+        default_branch: str = "main",
+        seed_from: Path | None = None,
+        fork_of: str | None = None,
     ) -> Path:
-        """Create a repository with a bare git remote (sharing ``seed_from``'s objects)."""
+        """Create a repository with a bare git remote (sharing ``seed_from``'s objects).
+
+        ``fork_of`` names a repository added before: like a fork on GitHub, which shares its
+        network's object store, this one then holds every object that one holds now or gets
+        later (a push of a branch built on the upstream's newest commit needs no history)."""
         owner, name = full_name.split("/")
         git_dir = self.root / "remotes" / owner / f"{name}.git"
         if seed_from is not None:
             git.Repo.clone_from(str(seed_from), str(git_dir), bare=True, shared=True)
         else:
             git.Repo.init(git_dir, bare=True)
+        if fork_of is not None:
+            network = self.state.repos[fork_of].git_dir
+            assert network is not None
+            alternates = git_dir / "objects" / "info" / "alternates"
+            alternates.parent.mkdir(parents=True, exist_ok=True)
+            known = alternates.read_text() if alternates.exists() else ""
+            alternates.write_text(known + f"{network / 'objects'}\n")
         with self.state.lock:
             self.state.repos[full_name] = Repo(owner, name, default_branch, git_dir)
         return git_dir
