@@ -17,6 +17,7 @@ mirror whose files live on another host).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import re
@@ -28,8 +29,10 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
+from urllib.request import proxy_bypass_environment
 
 from bot.errors import BotError
 
@@ -37,7 +40,7 @@ EXTRA_HOSTS = "BOT_INDEX_HOSTS"
 SOCKET_NAME = "index-proxy.sock"
 _HEAD_LIMIT = 16 * 1024
 _CONNECT = re.compile(rb"^CONNECT ([A-Za-z0-9.-]+):(\d{1,5}) HTTP/1\.[01]\r\n")
-_CONFIG_LINE = re.compile(r"^[^.=]*\.(index-url|extra-index-url|find-links)='(.*)'$")
+_CONFIG_LINE = re.compile(r"^[^.=]*\.([a-z-]+)='(.*)'$")
 _TIMEOUT = 60.0
 
 
@@ -47,25 +50,17 @@ def index_hosts() -> frozenset[tuple[str, int]]:
     the proxy cannot add it), and the step runs code from the index."""
     urls: list[str] = []
     indexed = False
-    listing = subprocess.run(
-        [sys.executable, "-m", "pip", "config", "list"],
-        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    for line in listing.stdout.splitlines():
-        match = _CONFIG_LINE.match(line.strip())
-        if match:
-            indexed = indexed or match.group(1) == "index-url"
-            urls += match.group(2).split()
-            if any(urlsplit(url).password or urlsplit(url).username for url in urls):
-                where = line.split("=", 1)[0]
+    for key, value, where in _pip_config():
+        if key not in ("index-url", "extra-index-url", "find-links"):
+            continue
+        indexed = indexed or key == "index-url"
+        for url in value.split():
+            if urlsplit(url).password or urlsplit(url).username:
                 raise BotError(
                     f"a build step runs code from the package index, and pip's {where} gives "
                     "it an index credential; build with an index that needs none"
                 )
+            urls.append(url)
     if not indexed:
         urls += _default_index_urls()
     hosts = {_host_port(url) for url in urls}
@@ -75,10 +70,31 @@ def index_hosts() -> frozenset[tuple[str, int]]:
     return frozenset(h for h in hosts if h is not None)
 
 
+def _pip_config() -> list[tuple[str, str, str]]:
+    """``(key, value, where)`` of every setting pip's configuration holds here (its files and
+    ``PIP_*`` variables), as ``pip config list`` shows them."""
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"],
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    settings = []
+    for line in listing.stdout.splitlines():
+        match = _CONFIG_LINE.match(line.strip())
+        if match:
+            settings.append((match.group(1), match.group(2), line.split("=", 1)[0]))
+    return settings
+
+
 def _default_index_urls() -> list[str]:
     """The default index and the host it serves files from, as pip itself names them."""
-    from pip._internal.models.index import PyPI
-
+    try:
+        from pip._internal.models.index import PyPI
+    except ImportError as exc:  # the bot's interpreter always has pip; say so if it does not
+        raise BotError(f"cannot read the default package index from pip: {exc}") from None
     return [PyPI.url, f"https://{PyPI.file_storage_domain}/"]
 
 
@@ -112,18 +128,44 @@ def index_proxy(allowed: frozenset[tuple[str, int]]) -> Iterator[Path]:
             server.server_close()
 
 
-def _upstream_proxy() -> tuple[str, int] | None:
-    """The operator's own HTTPS proxy, through which the tunnels go, if one is set."""
-    for name in ("HTTPS_PROXY", "https_proxy"):
-        if os.environ.get(name):
-            return _host_port(os.environ[name])
+@dataclass(frozen=True)
+class Upstream:
+    """The operator's own proxy, through which the tunnels go."""
+
+    host: str
+    port: int
+    authorization: str | None = None  # a ``Proxy-Authorization`` value, from the proxy's URL
+
+    @classmethod
+    def from_url(cls, url: str) -> Upstream | None:
+        parts = urlsplit(url if "://" in url else "http://" + url)  # "host:port", as pip takes it
+        if not parts.hostname:
+            return None
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            return None
+        authorization = None
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+            authorization = "Basic " + base64.b64encode(pair.encode()).decode()
+        return cls(parts.hostname, port, authorization)
+
+
+def _upstream_proxy() -> Upstream | None:
+    """The proxy pip would use for the index outside the sandbox: pip's own ``proxy`` setting,
+    else ``HTTPS_PROXY``. Its credential stays out here: the step never sees it."""
+    configured = [value for key, value, _ in _pip_config() if key == "proxy" and value]
+    for url in [*configured, os.environ.get("HTTPS_PROXY", ""), os.environ.get("https_proxy", "")]:
+        if url:
+            return Upstream.from_url(url)
     return None
 
 
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
     allowed: frozenset[tuple[str, int]] = frozenset()
-    upstream: tuple[str, int] | None = None
+    upstream: Upstream | None = None
 
 
 class _Tunnel(socketserver.BaseRequestHandler):
@@ -132,7 +174,7 @@ class _Tunnel(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         client = self.request
         client.settimeout(_TIMEOUT)
-        head = _read_head(client)
+        head, early = _read_head(client)
         match = _CONNECT.match(head)
         target = (match.group(1).decode().lower(), int(match.group(2))) if match else None
         if target is None or target not in self.server.allowed:
@@ -143,36 +185,46 @@ class _Tunnel(socketserver.BaseRequestHandler):
             )
             return
         try:
-            remote = _open(target, self.server.upstream)
+            remote, answered = _open(target, self.server.upstream)
         except OSError:
             client.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
             return
         with remote:
-            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            # Bytes either side sent right behind its head belong to the tunnel.
+            client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n" + answered)
+            if early:
+                remote.sendall(early)
             relay(client, remote)
 
 
-def _read_head(connection: socket.socket) -> bytes:
+def _read_head(connection: socket.socket) -> tuple[bytes, bytes]:
+    """An HTTP head (through its blank line), and whatever came after it in the same reads."""
     data = b""
     while b"\r\n\r\n" not in data and len(data) < _HEAD_LIMIT:
         chunk = connection.recv(4096)
         if not chunk:
             break
         data += chunk
-    return data
+    head, blank, rest = data.partition(b"\r\n\r\n")
+    return head + blank, rest
 
 
-def _open(target: tuple[str, int], upstream: tuple[str, int] | None) -> socket.socket:
-    if upstream is None:
-        return socket.create_connection(target, timeout=_TIMEOUT)
-    remote = socket.create_connection(upstream, timeout=_TIMEOUT)
+def _open(target: tuple[str, int], upstream: Upstream | None) -> tuple[socket.socket, bytes]:
+    """A connection to ``target`` (through ``upstream`` unless ``NO_PROXY`` names it, as pip
+    would), and the bytes the far side already sent through it."""
     host, port = target
-    remote.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
-    reply = _read_head(remote)
+    if upstream is None or proxy_bypass_environment(host):
+        return socket.create_connection(target, timeout=_TIMEOUT), b""
+    remote = socket.create_connection((upstream.host, upstream.port), timeout=_TIMEOUT)
+    head = f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+    if upstream.authorization:
+        head += f"Proxy-Authorization: {upstream.authorization}\r\n"
+    remote.sendall((head + "\r\n").encode())
+    reply, answered = _read_head(remote)
     if not re.match(rb"^HTTP/1\.[01] 200", reply):
         remote.close()
         raise OSError("the upstream proxy refused the tunnel")
-    return remote
+    return remote, answered
 
 
 def relay(one: socket.socket, other: socket.socket) -> None:

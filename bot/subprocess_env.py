@@ -244,8 +244,10 @@ def build_step(
     ):
         where = cwd or home
         env = {k: v for k, v in minimal_env().items() if not k.startswith("XDG_")}
-        # The operator's proxy, for pip without the sandbox (inside it, the relay's replaces it).
-        env.update(proxy_settings())
+        if sandbox_disabled():  # pip uses the operator's proxy itself
+            env.update(proxy_settings())
+        else:  # the index proxy outside uses it: its credential never enters the step
+            env.pop("PIP_PROXY", None)
         env.update({"HOME": str(home), "TMPDIR": "/tmp", "PIP_CACHE_DIR": pip_cache, **extra})
         # Local wheel directories the machine's pip configuration names stay readable.
         links = [Path(p) for p in env.get("PIP_FIND_LINKS", "").split() if p.startswith("/")]
