@@ -66,7 +66,8 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
     size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
     for group in group_findings(chosen, by=args.group_by, **size):
         names = ", ".join(f.class_name for f in group.findings)
-        print(f"{group.name} ({len(group.findings)}): {names}")
+        after = f" [builds on {', '.join(group.builds_on)}]" if group.builds_on else ""
+        print(f"{group.name} ({len(group.findings)}): {names}{after}")
 
 
 def _count(text: str) -> int:
@@ -463,7 +464,8 @@ def cmd_engine(args: argparse.Namespace) -> int:
     if not args.plan_dir:
         raise BotError("bot engine needs plan directories (or --checkpoint)")
     plan_dirs = [Path(d) for d in args.plan_dir]
-    checks = engine_plans(plan_dirs)
+    core = Path(args.with_core) if args.with_core else None
+    checks = engine_plans(plan_dirs, core=core)
     for plan_dir, check in zip(plan_dirs, checks, strict=True):
         print(f"engine: {plan_dir}:")
         _print_engine([check])
@@ -494,6 +496,12 @@ def _add_engine(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--checkpoint",
         help="instead: the real target (owner/name) in this python's installed vLLM (GPU runner)",
+    )
+    p.add_argument(
+        "--with-core",
+        metavar="CORE_PLAN_DIR",
+        help="a core plan (drafter loaders, interface defaults) made on the engine's release: "
+        "applied to a copy of the engine's package, the plans run on it",
     )
     p.add_argument("--eagle3", help="with --checkpoint: the EAGLE-3 draft (owner/name)")
     p.add_argument("--dflash", help="with --checkpoint: the DFlash draft (owner/name)")

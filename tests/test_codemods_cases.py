@@ -5,8 +5,21 @@ from __future__ import annotations
 import pytest
 
 from bot.codemods import Case, CodemodRefused, all_cases
+from bot.recipes import RECIPES
+from bot.recipes.base import from_own_package
 
-_CASES = all_cases()
+
+def _recipe_cases() -> list[tuple[str, Case]]:
+    """The cases of the codemods a fix class keeps in its own package (``codemods.py``)."""
+    found = []
+    for recipe in RECIPES:
+        cases = from_own_package(recipe, "codemods", "CASES")
+        package = type(recipe).__module__.rsplit(".", 2)[-2]
+        found += [(f"{package}.codemods", case) for case in cases or ()]
+    return found
+
+
+_CASES = all_cases() + _recipe_cases()
 
 
 @pytest.mark.parametrize(
@@ -38,6 +51,8 @@ def test_every_codemod_has_a_no_change_case_and_a_change_case() -> None:
         "nested_capture",
         "aux_forward_test",
         "wrapper_forward_test",
+        "core_drafter_loader.codemods",
+        "core_eagle3_forwarding.codemods",
     }
     for module in modules:
         cases = [case for name, case in _CASES if name == module]

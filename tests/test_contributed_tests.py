@@ -366,7 +366,6 @@ def _wrapper_test(module: str, wrapper: str, **fields: object) -> str:
     ("module", "wrapper", "fields"),
     [
         (KIMI_VL, "KimiVLForConditionalGeneration", {}),
-        (LLAVA_NEXT, "LlavaNextForConditionalGeneration", {"guard_error": "RuntimeError"}),
         (DOTS3, "Dots3NoteForCausalLM", {"skip": _DOTS3_SKIP}),
     ],
 )
@@ -386,24 +385,21 @@ _GUARDED = _wrapper_test(
 @pytest.mark.parametrize(
     ("module", "wrapper", "text", "refusal"),
     [
-        # the guard's error no longer required: a wrapper without the guard would pass
+        # a runtime wrapper on 0.34.0 builds on the core-eagle3-forwarding plan: it adds no
+        # method, so it contributes no forwarding test (the guarded form's rules run on the
+        # wrapper recipe's cases, a tree whose defaults cannot be rewritten)
         (
             LLAVA_NEXT,
             "LlavaNextForConditionalGeneration",
-            _GUARDED.replace("pytest.raises(RuntimeError)", "pytest.raises(Exception)"),
-            "not the one the recipe writes",
+            _GUARDED,
+            "writes no forwarding test",
         ),
         (
-            LLAVA_NEXT,
-            "LlavaNextForConditionalGeneration",
-            _GUARDED.replace("aux_layers == (1, 3)", "aux_layers is not None"),
-            "not the one the recipe writes",
-        ),
-        # a guarded wrapper's test written as plain forwarding: the guard goes untested
-        (
-            LLAVA_NEXT,
-            "LlavaNextForConditionalGeneration",
-            _wrapper_test(LLAVA_NEXT, "LlavaNextForConditionalGeneration"),
+            KIMI_VL,
+            "KimiVLForConditionalGeneration",
+            _wrapper_test(KIMI_VL, "KimiVLForConditionalGeneration").replace(
+                "== (1, 3)", "is not None"
+            ),
             "not the one the recipe writes",
         ),
         # the tree's CUDA skip dropped, or the test skipped everywhere
@@ -436,22 +432,27 @@ def test_publish_refuses_a_changed_forwarding_test(
 def test_publish_refuses_the_forwarding_test_over_an_existing_file_or_elsewhere() -> None:
     from bot.recipes.eagle3_wrapper.publish import wrapper_forward_test
 
-    edit = _wrapper_edit(LLAVA_NEXT, "LlavaNextForConditionalGeneration", _GUARDED, "import os\n")
+    edit = _wrapper_edit(
+        KIMI_VL,
+        "KimiVLForConditionalGeneration",
+        _wrapper_test(KIMI_VL, "KimiVLForConditionalGeneration"),
+        "import os\n",
+    )
     with pytest.raises(CodemodRefused, match="new file"):
         wrapper_forward_test(edit)
-    moved = dataclasses.replace(edit, before="", path="tests/models/test_llava_next_eagle3.py")
+    moved = dataclasses.replace(edit, before="", path="tests/models/test_kimi_vl_eagle3.py")
     with pytest.raises(CodemodRefused, match="not where the recipe puts it"):
         wrapper_forward_test(moved)
 
 
-def test_a_guarded_wrapper_plan_contributes_the_guard_test_and_lists_it(scanned_0_34_0) -> None:
+def test_a_runtime_wrapper_plan_builds_on_the_forwarding_core(scanned_0_34_0) -> None:
+    """0.34.0's runtime wrappers need only the declaration once SupportsEagle3's defaults
+    forward (the core-eagle3-forwarding plan): no guard, no forwarding test of their own."""
     proposal = _propose(scanned_0_34_0, "LlavaNextForConditionalGeneration")
     assert proposal.plan.status == "ready", proposal.plan.reason
-    path = "tests/model_executor/test_llava_next_eagle3.py"
-    assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
-    name = "test_llava_next_for_conditional_generation_guards_eagle3_layers"
-    assert f"{path}::{name}" in proposal.plan.tests["cpu"]
-    assert [e["kind"] for e in proposal.plan.edits][-1] == "wrapper-forward-test"
+    assert proposal.plan.finding["evidence"]["builds_on"]["recipe"] == "core-eagle3-forwarding"
+    assert "test_llava_next_eagle3.py" not in proposal.patch
+    assert [e["kind"] for e in proposal.plan.edits][0] == "declare-interface"
 
 
 def test_the_base_commit_export_carries_the_registry_test(tmp_path: Path) -> None:

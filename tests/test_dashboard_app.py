@@ -3,6 +3,7 @@ escaped issue text, a GitHub-token login against the stand-in, and approve-publi
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from pathlib import Path
@@ -18,7 +19,14 @@ from bot.journal.store import APPROVED, PR_OPEN, PROPOSED, REJECTED, VERIFIED, J
 from bot.plan import read_plan_dir
 from bot.tree.fetch import release_tree
 from tests.conftest import FORK, UPSTREAM
-from tests.dashboard_seed import EXTRA_HUNK, approve_form, csrf_from, populate, serve_in_thread
+from tests.dashboard_seed import (
+    EXTRA_HUNK,
+    approve_form,
+    csrf_from,
+    populate,
+    seed_plan_dir,
+    serve_in_thread,
+)
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_TOKEN, GitHubStandIn
 
 pytestmark = pytest.mark.vllm_tree
@@ -75,6 +83,39 @@ def test_proposal_page_renders_diff_markdown_and_verification(
     assert "1 passed" in page
     assert "inner model inherits EagleModelMixin" in page
     assert client.get("/proposals/424242").status_code == 404
+
+
+def test_a_finding_and_a_proposal_that_build_on_a_core_fix_say_so(
+    journal: Journal, ids: dict[str, int], tmp_path: Path
+) -> None:
+    core = {
+        "recipe": "core-drafter-loader",
+        "name": "load_eagle_model",
+        "path": "vllm/v1/worker/gpu/spec_decode/eagle/utils.py",
+        "why": "vLLM's drafter loaders read its decoder under names it does not use <b>",
+    }
+    finding = {
+        "recipe": "eagle3-enable",
+        "class": "GPTJForCausalLM",
+        "path": "vllm/model_executor/models/gpt_j.py",
+        "line": 245,
+        "architectures": ["GPTJForCausalLM"],
+        "evidence": {"builds_on": core},
+        "summary": "can collect the aux hidden states, once the core plan is applied",
+    }
+    journal.record_findings([finding], release_tree("0.23.0"), "1e84f5b", "0.23.0")
+    plan_dir = seed_plan_dir(tmp_path / "dependent", release_tree("0.23.0"))
+    plan = json.loads((plan_dir / "plan.json").read_text())
+    plan["finding"]["evidence"]["builds_on"] = core
+    (plan_dir / "plan.json").write_text(json.dumps(plan))
+    dependent = journal.record_proposal(plan_dir)
+    client = _client(create_app(journal, _settings()))
+    overview = client.get("/", params={"q": "GPTJ"}).text
+    assert "builds on core-drafter-loader" in overview
+    page = client.get(f"/proposals/{dependent}").text
+    assert 'id="builds-on"' in page and "<code>load_eagle_model</code>" in page
+    assert "&lt;b&gt;" in page  # the record's words are shown, never rendered
+    assert 'id="builds-on"' not in client.get(f"/proposals/{ids['hostile']}").text
 
 
 def test_hostile_issue_text_stays_text(journal: Journal, ids: dict[str, int]) -> None:

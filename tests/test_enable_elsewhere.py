@@ -1,12 +1,12 @@
 """eagle3-enable on targets whose decoder is not ``self.model`` (``self.transformer``,
-``self.backbone``): refused, with the reason read from the release's own drafter loader.
+``self.backbone``), and the release's drafter loaders (:mod:`bot.tree.drafter_loader`).
 
-The interface's two default methods reach the decoder through ``.model``, but they are not the
-only road: every cached release's EAGLE drafter loader takes the target's decoder from
-``target_language_model.model`` too (for the input embedding), by attribute (0.23.0 on, an
-``AttributeError`` without it) or by ``getattr`` (0.19.1, then raising or skipping the shared
-embedding). Two delegating methods on the target would pass a forward check and still fail to
-load a drafter, so these targets are refused and never patched.
+The interface's two default methods reach the decoder through ``.model``: such a target gets
+two methods of its own reaching ``self.transformer`` (and its layers under their own name), the
+shape of the release's ``NemotronParse``. The loaders reach the decoder too: where they read
+``target_language_model.model`` with no fallback (0.23.0 on, an ``AttributeError``), the
+target is ready only *building on* the ``core-drafter-loader`` plan, which names those lines;
+where something else refuses it too, every blocker is named.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.recipes import Declined, fixer_named
+from bot.recipes.cases import INTERFACES, SUPPORTS_EAGLE3_HELPER
 from bot.recipes.eagle3_analysis import constructed
+from bot.recipes.eagle3_enable.analysis import DecoderShape
 from bot.recipes.eagle3_enable.recipe import candidates
 from bot.scan.findings import scan, scan_context
-from bot.tree.drafter_loader import decoder_reads
+from bot.tree.drafter_loader import DECODER, loader_sites
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class
 from tests.synthetic import make_tree
@@ -31,10 +32,10 @@ from tests.test_enable_shapes import (
     LAYER_PAIR,
     PAIR_CALL,
     TEXT,
-    _ctx,
     decoder,
 )
 
+CORE = "core-drafter-loader"
 # The classes 0.34.0 loads for text generation whose decoder is self.transformer/self.backbone.
 ELSEWHERE_0_34 = {
     "BloomForCausalLM": "transformer",
@@ -48,6 +49,11 @@ ELSEWHERE_0_34 = {
     "Mamba2ForCausalLM": "backbone",
     "MambaForCausalLM": "backbone",
 }
+# ... and the ones something besides the loaders still refuses (named with the loader lines)
+STILL_REFUSED_0_34 = {
+    "ChatGLMForCausalLM": "loops in self.encoder",
+    "DoryForCausalLM": "loops over layers 3 times",
+}
 LOADER_0_34 = "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"
 
 
@@ -55,14 +61,30 @@ LOADER_0_34 = "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"
 @pytest.mark.parametrize(
     ("version", "expected"),
     [
-        ("0.34.0", [(LOADER_0_34, "target_language_model.model")]),
         (
-            "0.19.1",
+            "0.34.0",
             [
-                ("vllm/v1/spec_decode/eagle.py", "getattr(target_language_model, 'model', None)"),
+                ("vllm/v1/worker/gpu/spec_decode/dspark/utils.py", "target_language_model.model"),
+                (LOADER_0_34, "target_language_model.model"),
                 (
-                    "vllm/v1/worker/gpu/spec_decode/eagle/utils.py",
+                    "vllm/v1/worker/gpu/spec_decode/gemma4/speculator.py",
+                    "target_language_model.model",
+                ),
+            ],
+        ),
+        (
+            "0.23.0",
+            [
+                (
+                    "vllm/v1/spec_decode/llm_base_proposer.py",
                     "getattr(target_language_model, 'model', None)",
+                ),
+                ("vllm/v1/spec_decode/llm_base_proposer.py", "target_language_model.model"),
+                ("vllm/v1/spec_decode/llm_base_proposer.py", "target_language_model.model"),
+                (LOADER_0_34, "target_language_model.model"),
+                (
+                    "vllm/v1/worker/gpu/spec_decode/gemma4/speculator.py",
+                    "target_language_model.model",
                 ),
             ],
         ),
@@ -70,7 +92,7 @@ LOADER_0_34 = "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"
 )
 def test_the_loader_sites_are_read_from_the_release(version: str, expected: list) -> None:
     tree = release_tree(version)
-    sites = decoder_reads(tree)
+    sites = [s for s in loader_sites(tree).sites if s.kind == DECODER]
     assert [(s.path, s.code) for s in sites] == expected
     for site in sites:  # the line is the tree's own, not a guess
         line = (tree / site.path).read_text().splitlines()[site.line - 1]
@@ -78,30 +100,41 @@ def test_the_loader_sites_are_read_from_the_release(version: str, expected: list
 
 
 @pytest.mark.vllm_tree
-def test_every_decoder_elsewhere_on_the_newest_release_is_refused_with_the_loader_line() -> None:
+def test_every_decoder_elsewhere_on_the_newest_release_names_the_loader_lines() -> None:
     ctx = scan_context(release_tree("0.34.0"))
     found = {c.ref.name: c for c in candidates(ctx) if c.attribute != "model"}
     assert {name: c.attribute for name, c in found.items()} == ELSEWHERE_0_34
     for name, candidate in found.items():
-        reason = str(candidate.verdict)
-        assert reason.startswith("needs a human: the decoder is self."), name
-        assert f"{LOADER_0_34}:" in reason, name
-        assert "two delegating methods would not be enough" in reason, name
+        assert candidate.loader is not None, name
+        refusing, lift = candidate.loader
+        assert lift is None, name  # the core plan serves every one of them
+        assert f"{LOADER_0_34}:140" in {f"{s.path}:{s.line}" for s in refusing}, name
+        if isinstance(candidate.verdict, DecoderShape):
+            assert candidate.builds_on is not None and candidate.builds_on.recipe == CORE, name
+            assert f"{LOADER_0_34}:140" in candidate.builds_on.why, name
+        else:
+            reason = str(candidate.verdict)
+            assert f"{LOADER_0_34}:140" in reason and f"the {CORE} plan lifts that" in reason
+            assert candidate.builds_on is None, name
+        if name in STILL_REFUSED_0_34:
+            assert STILL_REFUSED_0_34[name] in str(candidate.verdict), name
         # and the decoder really is there, not at .model, on the class the tree registers
         assert constructed(ctx.index, candidate.ref, candidate.attribute), name
         assert not constructed(ctx.index, candidate.ref, "model"), name
 
 
 @pytest.mark.vllm_tree
-def test_gpt2_on_the_newest_release_gets_no_patch(tmp_path: Path) -> None:
+def test_gptj_on_the_newest_release_builds_on_the_loader_plan(tmp_path: Path) -> None:
     out = tmp_path / "plan"
-    result = propose_class(release_tree("0.34.0"), "GPT2LMHeadModel", out)
+    result = propose_class(release_tree("0.34.0"), "GPTJForCausalLM", out)
     assert result.returncode == 0, result.stderr
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["status"] != "ready"
-    assert plan["reason"].startswith("needs a human: the decoder is self.transformer")
-    assert LOADER_0_34 in plan["reason"]
-    assert (out / "patch.diff").read_text() == ""
+    assert plan["status"] == "ready", plan["reason"]
+    assert plan["finding"]["evidence"]["builds_on"]["recipe"] == CORE
+    patch = (out / "patch.diff").read_text()
+    assert "+        self.transformer._set_aux_hidden_state_layers(layers)" in patch
+    assert "+        num_layers = len(self.transformer.h)" in patch
+    assert "spec_decode" not in patch  # the loader lines are the core plan's, not this one's
 
 
 TARGET_ELSEWHERE = """
@@ -116,7 +149,7 @@ class DemoForCausalLM(nn.Module, SupportsPP):
 
 LOADER = """
 def load_eagle_model(target_model, vllm_config):
-    target_language_model = target_model
+    target_language_model = target_model.get_language_model()
     target_inner = {read}
     return target_inner
 """
@@ -127,48 +160,52 @@ def _elsewhere_tree(root: Path, loader: str | None) -> Path:
     models = {"model_executor/models/demo.py": source + "\n\n" + TARGET_ELSEWHERE}
     if loader is not None:
         models["v1/worker/gpu/spec_decode/eagle/utils.py"] = loader
-    return make_tree(root, models, {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}})
+    tree = make_tree(root, models, {TEXT: {"DemoForCausalLM": ("demo", "DemoForCausalLM")}})
+    interfaces = tree / INTERFACES
+    interfaces.write_text(interfaces.read_text() + SUPPORTS_EAGLE3_HELPER)
+    return tree
 
 
 @pytest.mark.parametrize(
-    ("loader", "reason"),
+    ("loader", "builds_on"),
     [
         (
             LOADER.format(read="target_language_model.model"),
-            "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:3: `target_language_model.model`",
+            "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:3",  # the strict read
         ),
-        (
-            LOADER.format(read='getattr(target_language_model, "model", None)'),
-            "utils.py:3: `getattr(target_language_model, 'model', None)`",
-        ),
-        # a loader that never reaches .model: the delegating methods would do, but the
-        # recipe does not write them (no tree needs them yet)
-        (LOADER.format(read="target_language_model"), "which this recipe does not write yet"),
-        (None, "which this recipe does not write yet"),
+        # `getattr(..., None)` with nothing refusing on None: no loader line blocks it
+        (LOADER.format(read='getattr(target_language_model, "model", None)'), None),
+        (LOADER.format(read="target_language_model"), None),
+        (None, None),
     ],
     ids=["attribute", "getattr", "loader-without-model", "no-loader"],
 )
-def test_a_decoder_elsewhere_is_refused_and_never_patched(
-    tmp_path: Path, loader: str | None, reason: str
+def test_a_decoder_elsewhere_is_ready_building_on_the_loader_plan(
+    tmp_path: Path, loader: str | None, builds_on: str | None
 ) -> None:
     tree = _elsewhere_tree(tmp_path, loader)
     (finding,) = [f for f in scan(tree, use_cache=False).findings if f.recipe == "eagle3-enable"]
     assert finding.evidence.decoder.attribute == "self.transformer"
-    assert finding.evidence.shape is None
-    refused = finding.evidence.refused
-    assert refused.startswith("needs a human: the decoder is self.transformer, not self.model")
-    assert reason in refused
-    recipe = fixer_named("eagle3-enable")
-    assert recipe is not None
-    planned = recipe.plan(finding, _ctx(tree, finding))
-    assert isinstance(planned, Declined)
-    assert planned.reason == refused
+    assert finding.evidence.refused is None
+    dependency = finding.evidence.builds_on
+    if builds_on is None:
+        assert dependency is None
+    else:
+        assert dependency is not None and dependency.recipe == CORE
+        assert builds_on in dependency.why
+    # its plan (the two methods on the target): eagle3-enable's case "a decoder at
+    # self.transformer" runs it whole
 
 
-def test_only_the_eagle_loader_counts(tmp_path: Path) -> None:
-    """Another method's loader (dflash, dspark) reading .model says nothing about EAGLE's."""
+def test_every_spec_decode_loader_counts(tmp_path: Path) -> None:
+    """DFlash's and DSpark's loaders serve the same targets: a strict read there counts too."""
     tree = _elsewhere_tree(tmp_path, None)
     other = tree / "vllm/v1/worker/gpu/spec_decode/dflash/utils.py"
     other.parent.mkdir(parents=True)
     other.write_text(LOADER.format(read="target_language_model.model"))
-    assert decoder_reads(tree) == []
+    (site,) = loader_sites(tree).sites
+    assert (site.path, site.code, site.function) == (
+        "vllm/v1/worker/gpu/spec_decode/dflash/utils.py",
+        "target_language_model.model",
+        "load_eagle_model",
+    )

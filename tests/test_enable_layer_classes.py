@@ -22,7 +22,7 @@ from bot.recipes import Declined, fixer_named
 from bot.recipes.eagle3_enable.analysis import DecoderShape
 from bot.recipes.eagle3_enable.recipe import candidates
 from bot.scan.findings import scan, scan_context
-from bot.tree.drafter_loader import shared_embedding
+from bot.tree.drafter_loader import loader_sites
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class
 from tests.synthetic import make_tree
@@ -69,23 +69,23 @@ def test_layer_classes_read_through_parameters_and_helpers_on_the_newest_release
         shape = by_name[name].verdict
         assert isinstance(shape, DecoderShape), (name, shape)
         assert (shape.loop, shape.residual, shape.layer_classes) == ("islice", residual, layers)
-    internlm2 = str(by_name["InternLM2ForCausalLM"].verdict)
-    assert internlm2.startswith(
-        "needs a human: InternLM2Model keeps its input embedding at self.tok_embeddings, not at "
-        ".embed_tokens or .embedding"
-    )
-    assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:87" in internlm2
+    internlm2 = by_name["InternLM2ForCausalLM"]
+    assert isinstance(internlm2.verdict, DecoderShape)  # ready, building on the loader plan
+    assert internlm2.builds_on is not None
+    assert internlm2.builds_on.recipe == "core-drafter-loader"
+    assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:87" in internlm2.builds_on.why
 
 
 @pytest.mark.vllm_tree
-@pytest.mark.parametrize("version", ["0.19.1", "0.34.0"])
+@pytest.mark.parametrize("version", ["0.23.0", "0.34.0"])
 def test_the_shared_embedding_names_are_read_from_the_release(version: str) -> None:
     tree = release_tree(version)
-    found = shared_embedding(tree)
-    assert found is not None
-    assert found.names == ("embed_tokens", "embedding")
-    line = (tree / found.site.path).read_text().splitlines()[found.site.line - 1]
-    assert "embed_tokens" in line
+    found = loader_sites(tree).embedding_sites
+    assert found
+    for site in found:
+        assert site.names[0] == "embed_tokens"
+        line = (tree / site.path).read_text().splitlines()[site.line - 1]
+        assert "embed_tokens" in line
 
 
 PARAMETER_INIT = (
@@ -184,7 +184,7 @@ def test_a_helper_picking_layers_that_return_different_shapes_refuses(
 
 LOADER = """
 def load_eagle_model(target_model, vllm_config):
-    target_language_model = target_model
+    target_language_model = target_model.get_language_model()
     target_inner = target_language_model.model
     embed = getattr(target_inner, "embed_tokens", None) or getattr(target_inner, "embedding", None)
     return embed
@@ -194,7 +194,13 @@ def load_eagle_model(target_model, vllm_config):
 @pytest.mark.parametrize(
     ("init", "loader", "refused"),
     [
-        (MAKE_LAYERS_INIT, LOADER, "DemoModel has no .embed_tokens or .embedding"),
+        (
+            MAKE_LAYERS_INIT,
+            LOADER,
+            "this release's drafter loaders refuse it (vllm/v1/worker/gpu/spec_decode/eagle/"
+            "utils.py:4: `getattr(target_inner, 'embed_tokens', None) or getattr(target_inner, "
+            "'embedding', None)`): the bot finds 0 VocabParallelEmbedding built in DemoModel",
+        ),
         (
             MAKE_LAYERS_INIT.replace(
                 "prefix=''):\n",
@@ -211,8 +217,8 @@ def load_eagle_model(target_model, vllm_config):
                 "prefix=''):\n        self.word_embeddings = VocabParallelEmbedding(8, 8)\n",
             ),
             LOADER,
-            "DemoModel keeps its input embedding at self.word_embeddings, not at .embed_tokens",
-        ),  # BailingMoe's blocker
+            None,
+        ),  # BailingMoe's: ready, building on the core-drafter-loader plan
     ],
     ids=["no-embedding-attribute", "embedding", "embed_tokens", "no-loader", "word_embeddings"],
 )
@@ -223,11 +229,13 @@ def test_a_decoder_whose_embedding_the_loader_cannot_share_refuses(
     finding = _finding(tree)
     if refused is None:
         assert finding.evidence.refused is None, finding.evidence.refused
+        builds_on = finding.evidence.builds_on
+        if "word_embeddings" in init:
+            assert builds_on is not None and "eagle/utils.py:4" in builds_on.why
+        else:
+            assert builds_on is None
         return
     assert finding.evidence.refused.startswith(f"needs a human: {refused}")
-    assert "eagle/utils.py:4: `getattr(target_inner, 'embed_tokens', None)`" in (
-        finding.evidence.refused
-    )
     planned = fixer_named("eagle3-enable").plan(finding, _ctx(tree, finding))  # type: ignore[union-attr]
     assert isinstance(planned, Declined)
     assert planned.reason == finding.evidence.refused

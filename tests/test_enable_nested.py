@@ -158,12 +158,14 @@ REFUSALS_0_34_0 = {
     ],
     "OPTForCausalLM": [
         "they run in self.decoder (OPTDecoder)",
-        "OPTModel has no .embed_tokens or .embedding",
+        # and the loaders' names: the core plan would find OPTDecoder's embed_tokens by type
+        "this release's drafter loaders refuse it",
+        "the core-drafter-loader plan lifts that",
     ],
     "Gemma3nForCausalLM": [
         "through its own methods (fast_prefill_forward -> ",
         "several forward paths",
-        "Gemma3nTextModel has no .embed_tokens or .embedding",
+        "the bot finds 0 VocabParallelEmbedding built in Gemma3nTextModel",
     ],
 }
 

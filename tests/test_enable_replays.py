@@ -223,18 +223,16 @@ def test_publish_refuses_a_tampered_decoder_edit(
 
 
 def test_a_refused_decoder_on_the_newest_release_gets_no_patch(tmp_path: Path) -> None:
-    """0.34.0's BailingMoeModel ends its forward with an ordinary if/else final norm (the
-    standard capture), but keeps its input embedding at `self.word_embeddings`, which the
-    release's drafter loader does not share: the plan names that blocker, is not ready, and
-    carries no patch."""
+    """0.34.0's DoryBackbone loops over its layers three times (several forward paths), and the
+    release's drafter loaders refuse it too (its decoder is self.backbone): the plan names both
+    blockers, is not ready, and carries no patch."""
     out = tmp_path / "plan"
-    result = propose_class(release_tree("0.34.0"), "BailingMoeForCausalLM", out)
+    result = propose_class(release_tree("0.34.0"), "DoryForCausalLM", out)
     assert result.returncode == 0, result.stderr
     plan = json.loads((out / "plan.json").read_text())
     assert plan["status"] != "ready"
-    assert plan["reason"].startswith(
-        "needs a human: BailingMoeModel keeps its input embedding at self.word_embeddings"
-    )
+    assert plan["reason"].startswith("needs a human: DoryBackbone.forward loops over layers")
+    assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:140" in plan["reason"]
     assert (out / "patch.diff").read_text() == ""
 
 

@@ -40,6 +40,8 @@ def test_every_recipe_reads_its_findings_as_its_own_record() -> None:
         "WrapperEvidence",
         "EnableEvidence",
         "BrokenClaimEvidence",
+        "LoaderEvidence",
+        "ForwardingEvidence",
     }
 
 

@@ -3,6 +3,8 @@ capped."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bot.errors import BotError
@@ -10,7 +12,7 @@ from bot.recipes.base import Finding
 from bot.recipes.eagle3_enable.evidence import EnableEvidence
 from bot.recipes.eagle3_interface.evidence import AuxCollected, InterfaceEvidence, Mixin
 from bot.recipes.eagle3_wrapper.evidence import LanguageModel, WrapperEvidence, WrapperForward
-from bot.recipes.evidence import At, Bound, Evidence, Located
+from bot.recipes.evidence import At, Bound, BuildsOn, Evidence, Located
 from bot.recipes.grouping import INTERFACE_ONLY, group_findings, group_key
 
 
@@ -76,6 +78,44 @@ def test_the_cap_splits_a_group_and_none_plans_one_class_each():
     ]
     assert [len(g.findings) for g in groups] == [2, 2, 2]
     assert [len(g.findings) for g in group_findings([GAP, WRAPPER], by="none")] == [1, 1]
+
+
+CORE = BuildsOn("core-eagle3-forwarding", "SupportsEagle3", "vllm/interfaces.py", "needs it")
+RUNTIME_AFTER_CORE = replace(
+    RUNTIME,
+    evidence=replace(RUNTIME.evidence, builds_on=CORE),  # type: ignore[type-var]
+)
+WRAPPER_AFTER_CORE = replace(
+    WRAPPER,
+    class_name="BbbVL",
+    evidence=replace(WRAPPER.evidence, builds_on=CORE),  # type: ignore[type-var]
+)
+FORWARDING = Finding(
+    "core-eagle3-forwarding",
+    "SupportsEagle3",
+    "vllm.interfaces",
+    "vllm/interfaces.py",
+    1,
+    (),
+    Evidence(Located("SupportsEagle3", "vllm/interfaces.py", 1)),
+    "",
+)
+
+
+def test_a_group_building_on_a_core_fix_names_it_and_comes_after_it():
+    groups = group_findings([RUNTIME_AFTER_CORE, GAP, WRAPPER, WRAPPER_AFTER_CORE, FORWARDING])
+    by_name = {g.name: g for g in groups}
+    assert by_name["wrapper-runtime"].builds_on == ("core-eagle3-forwarding:SupportsEagle3",)
+    # the same shape as the interface-only members, but after the core: a group of its own
+    after = by_name[f"{INTERFACE_ONLY}-after-core-eagle3-forwarding"]
+    assert [f.class_name for f in after.findings] == ["BbbVL"]
+    assert [f.class_name for f in by_name[INTERFACE_ONLY].findings] == [
+        "Glm4ForCausalLM",
+        "AaaVL",
+    ]
+    names = [g.name for g in groups]
+    assert names.index("core-eagle3-forwarding") < names.index("wrapper-runtime")
+    assert by_name[INTERFACE_ONLY].builds_on == ()
 
 
 @pytest.mark.parametrize(

@@ -156,7 +156,12 @@ def test_0_34_delegating_plan_is_ready_and_idempotent(tmp_path: Path) -> None:
     assert (again / "patch.diff").read_text() == ""
 
 
-def test_0_34_runtime_wrapper_gets_the_trees_own_guard(tmp_path: Path) -> None:
+def test_0_34_runtime_wrapper_is_the_declaration_building_on_the_forwarding_core(
+    tmp_path: Path,
+) -> None:
+    """The defaults the core-eagle3-forwarding plan writes forward to a language model chosen
+    at run time: the wrapper declares the interface, nothing more, and its plan builds on that
+    core plan (the guarded form stays for a tree whose defaults cannot be rewritten)."""
     tree = release_tree("0.34.0")
     name = "LlavaNextForConditionalGeneration"
     out = tmp_path / "plan"
@@ -164,14 +169,11 @@ def test_0_34_runtime_wrapper_gets_the_trees_own_guard(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     plan = json.loads((out / "plan.json").read_text())
     assert plan["status"] == "ready"
-    assert plan["edits"][0]["kind"] == "declare-interface-and-guarded-delegate"
+    assert plan["edits"][0]["kind"] == "declare-interface"
+    assert plan["finding"]["evidence"]["builds_on"]["recipe"] == "core-eagle3-forwarding"
     patch = (out / "patch.diff").read_text()
-    # Pixtral's guard, word for word, then both protocol methods behind it.
-    pixtral = (tree / "vllm/model_executor/models/pixtral.py").read_text()
-    assert "        if not supports_eagle3(self.language_model):" in pixtral
-    assert "+        if not supports_eagle3(self.language_model):" in patch
-    assert "+        self._require_language_model_eagle3()\n" in patch
-    assert "+    supports_eagle3,\n" in patch
+    assert "_require_language_model_eagle3" not in patch
+    assert "+    SupportsEagle3,\n" in patch or "SupportsEagle3)" in patch
     clone = patched_clone(tree, out, tmp_path / "tree")
     again = tmp_path / "again"
     result = propose_class(clone, name, again)

@@ -111,7 +111,7 @@ def applied(recipe: Recipe, case: Valid, tmp: Path) -> Published:
         scan=result.context,
         group=(finding,),
         findings=result.findings,
-        arch=finding.architectures[0],
+        arch=next(iter(finding.architectures), ""),
         catalogue=load_catalogue(include_user=False),
         preferred_draft=None,
         upstream="vllm-project/vllm",

@@ -103,8 +103,13 @@ def aux_forward_test(
     per_layer_inputs: tuple[str, ...] = (),
     per_layer_params: tuple[str, ...] = (),
     hands_back_none: bool = False,
+    decoder_attr: str = "model",
+    layers_attr: str = "layers",
 ) -> str:
     """The test function's source (identifiers only come in; each is checked).
+
+    ``decoder_attr`` / ``layers_attr``: where the target keeps its decoder and the decoder its
+    layers (``self.transformer``, ``self.h``), when the target's own two methods reach them.
 
     ``layer_flags``: the layer attributes the decoder's loop branches on (DeciLM's
     ``if not layer._is_no_op_attention:``, the same call in both branches): False on the first
@@ -147,6 +152,8 @@ def aux_forward_test(
         (pp_alias, "forward's module alias"),
         (decoder, "decoder class"),
         (target, "target class"),
+        (decoder_attr, "decoder attribute"),
+        (layers_attr, "layers attribute"),
         *([(norm, "norm attribute")] if norm is not None else []),
         *([(child, "child class")] if child is not None else []),
     ):
@@ -207,7 +214,7 @@ def aux_forward_test(
         )
         + f"    model = {alias}.{decoder}.__new__({alias}.{decoder})\n"
         "    torch.nn.Module.__init__(model)\n"
-        + _layers(alias, child)
+        + _layers(alias, child, layers_attr)
         + _flags(layer_flags)
         + _per_layer(per_layer_inputs)
         + (f"    model.{norm} = {_NORM_CLASS[residual]}()\n" if norm is not None else "")
@@ -225,7 +232,7 @@ def aux_forward_test(
         )
         + f"    target = {alias}.{target}.__new__({alias}.{target})\n"
         "    torch.nn.Module.__init__(target)\n"
-        "    target.model = model\n"
+        f"    target.{decoder_attr} = model\n"
         "    target.set_aux_hidden_state_layers(taps)\n"
         "\n"
         "    output = target(\n"
@@ -241,12 +248,13 @@ def aux_forward_test(
     )
 
 
-def _layers(alias: str, child: str | None) -> str:
+def _layers(alias: str, child: str | None, layers_attr: str = "layers") -> str:
     """The stand-in layers on the decoder, or on a nested decoder's child set as its layers."""
     layers = f"torch.nn.ModuleList(StreamLayer() for _ in range({LAYERS}))"
     if child is None:
         return (
-            f"    model.start_layer, model.end_layer = 0, {LAYERS}\n    model.layers = {layers}\n"
+            f"    model.start_layer, model.end_layer = 0, {LAYERS}\n"
+            f"    model.{layers_attr} = {layers}\n"
         )
     return (
         f"    inner = {alias}.{child}.__new__({alias}.{child})\n"
@@ -313,6 +321,8 @@ def new_aux_test_file(
     per_layer_inputs: tuple[str, ...] = (),
     per_layer_params: tuple[str, ...] = (),
     hands_back_none: bool = False,
+    decoder_attr: str = "model",
+    layers_attr: str = "layers",
 ) -> str:
     """The whole new test file: the release's license header, the imports, the test."""
     fields = {
@@ -333,6 +343,8 @@ def new_aux_test_file(
             else {}
         ),
         **({"hands_back_none": True} if hands_back_none else {}),
+        **({"decoder_attr": decoder_attr} if decoder_attr != "model" else {}),
+        **({"layers_attr": layers_attr} if layers_attr != "layers" else {}),
     }
     return new_shared_aux_test_file(module=module, tests=(fields,))
 

@@ -13,6 +13,17 @@ With a ``guard`` (a method of the tree raising a clear error when the language m
 support EAGLE-3, e.g. Pixtral's ``_require_language_model_eagle3``), the guard is added too and
 both methods call it first: the shape for wrappers whose language model is chosen at run time.
 
+A target whose decoder is not ``self.model`` (``self.transformer``), or keeps its layers under
+another name (``self.h``), gets the two methods on the decoder itself instead
+(:func:`add_decoder_delegation`), the shape of the release's own ``NemotronParse``::
+
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        self.transformer._set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_default_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        num_layers = len(self.transformer.h)
+        return (2, num_layers // 2, num_layers - 3)
+
 Methods the class already defines are left alone (that is also what makes a second run a
 no-op); they are appended at the end of the class body.
 """
@@ -56,6 +67,63 @@ def add_delegating_methods(
     for method in methods:
         if method not in _TEMPLATES:
             raise CodemodRefused(f"no delegating template for method {method!r}")
+
+    def written(defined: set[str]) -> list[cst.BaseStatement]:
+        missing = [m for m in methods if m not in defined]
+        added: list[cst.BaseStatement] = []
+        if guard is not None and missing and guard.name.value not in defined:
+            added.append(guard.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+        return added + [_method(m, attribute, guard_name if guard else None) for m in missing]
+
+    return _append_methods(source, class_name, written)
+
+
+_DECODER_TEMPLATES = {
+    SET_LAYERS: (
+        "def {name}(self, layers: tuple[int, ...]) -> None:\n"
+        "    self.{attribute}._set_aux_hidden_state_layers(layers)\n"
+    ),
+    DEFAULT_LAYERS: (
+        "def {name}(self) -> tuple[int, ...]:\n"
+        "    num_layers = len(self.{attribute}.{layers})\n"
+        "    return (2, num_layers // 2, num_layers - 3)\n"
+    ),
+}
+
+
+def add_decoder_delegation(source: str, class_name: str, attribute: str, layers: str) -> str:
+    """Return ``source`` with the two protocol methods on ``class_name`` reaching its decoder
+    ``self.<attribute>`` (which has ``EagleModelMixin``) and counting ``self.<attribute>.
+    <layers>``: what the interface's defaults do for a decoder at ``self.model.layers``."""
+    require_identifier(class_name, "class name")
+    require_identifier(attribute, "decoder attribute")
+    require_identifier(layers, "layers attribute")
+
+    def written(defined: set[str]) -> list[cst.BaseStatement]:
+        return [
+            _parsed_method(decoder_delegation(name, attribute, layers))
+            for name in PROTOCOL_METHODS
+            if name not in defined
+        ]
+
+    return _append_methods(source, class_name, written)
+
+
+def decoder_delegation(name: str, attribute: str, layers: str) -> str:
+    """The text of protocol method ``name`` as :func:`add_decoder_delegation` writes it."""
+    return _DECODER_TEMPLATES[name].format(name=name, attribute=attribute, layers=layers)
+
+
+def _parsed_method(text: str) -> cst.FunctionDef:
+    function = cst.parse_module(text).body[0]
+    assert isinstance(function, cst.FunctionDef)
+    return function.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+
+
+def _append_methods(
+    source: str, class_name: str, written: Callable[[set[str]], list[cst.BaseStatement]]
+) -> str:
+    """``source`` with ``written(<methods class_name defines>)`` appended to its body."""
     tree = parse(source)
     matches = [
         index
@@ -75,11 +143,7 @@ def add_delegating_methods(
         for statement in class_def.body.body
         if isinstance(statement, cst.FunctionDef)
     }
-    missing = [m for m in methods if m not in defined]
-    added: list[cst.BaseStatement] = []
-    if guard is not None and missing and guard.name.value not in defined:
-        added.append(guard.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
-    added += [_method(m, attribute, guard_name if guard else None) for m in missing]
+    added = written(defined)
     if not added:
         return source
     body = class_def.body.with_changes(body=[*class_def.body.body, *added])
@@ -111,9 +175,7 @@ def delegating_method(name: str, attribute: str, guard: str | None = None) -> st
 
 
 def _method(name: str, attribute: str, guard: str | None = None) -> cst.FunctionDef:
-    function = cst.parse_module(delegating_method(name, attribute, guard)).body[0]
-    assert isinstance(function, cst.FunctionDef)
-    return function.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    return _parsed_method(delegating_method(name, attribute, guard))
 
 
 def _delegate(class_name: str, attribute: str = "language_model") -> Callable[[str], str]:
@@ -165,7 +227,44 @@ _GUARDED = """
         return self.language_model.get_eagle3_default_aux_hidden_state_layers()
 """
 
+_TRANSFORMER = """\
+class GPT2LMHeadModel(nn.Module, SupportsPP, SupportsEagle3):
+    def forward(self, input_ids, positions):
+        return self.transformer(input_ids, positions)
+"""
+
+_TO_DECODER = """
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        self.transformer._set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_default_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        num_layers = len(self.transformer.h)
+        return (2, num_layers // 2, num_layers - 3)
+"""
+
+
+def _to_decoder(attribute: str = "transformer", layers: str = "h") -> Callable[[str], str]:
+    return lambda source: add_decoder_delegation(source, "GPT2LMHeadModel", attribute, layers)
+
+
 CASES: list[Case] = [
+    Case(
+        "a decoder at self.transformer with its layers at h: both methods reach it",
+        _to_decoder(),
+        _TRANSFORMER,
+        _TRANSFORMER + _TO_DECODER,
+    ),
+    Case(
+        "the decoder's methods already there: no change",
+        _to_decoder(),
+        _TRANSFORMER + _TO_DECODER,
+    ),
+    Case(
+        "a hostile layers attribute: refuse",
+        _to_decoder(layers="h)); import os; ((x"),
+        _TRANSFORMER,
+        refuses="layers attribute is not a Python identifier",
+    ),
     Case(
         "with the tree's guard: the guard first, each method calls it",
         _guarded("LlavaNextForConditionalGeneration"),

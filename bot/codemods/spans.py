@@ -116,6 +116,23 @@ class AfterClassBody:
         return []
 
 
+@dataclass(frozen=True)
+class Function:
+    """Every function or method named ``name``, wherever it is defined (decorators included)."""
+
+    name: str
+
+    def lines(self, source: str) -> list[LineRange]:
+        found = [
+            (_first_line(node), node.end_lineno or node.lineno)
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == self.name
+        ]
+        if not found:
+            raise CodemodRefused(f"no function {self.name}")
+        return found
+
+
 Span = (
     Imports
     | ClassHeader
@@ -124,6 +141,7 @@ Span = (
     | TopLevel
     | TopLevelIfPresent
     | BetweenTopLevel
+    | Function
 )
 
 

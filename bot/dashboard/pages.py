@@ -112,6 +112,20 @@ def _report_only_recipes() -> frozenset[str]:
     return frozenset(r.name for r in RECIPES if not fixes(r))
 
 
+def builds_on(plan: dict[str, Any]) -> list[dict[str, str]]:
+    """The core fixes the plan's classes build on, each once, as the journal's plan holds them
+    (shown, never acted on: publish re-reads them from plan.json)."""
+    findings = [m.get("finding") for m in plan.get("members") or [] if isinstance(m, dict)]
+    found: dict[tuple[str, ...], dict[str, str]] = {}
+    for finding in [plan.get("finding"), *findings]:
+        evidence = finding.get("evidence") if isinstance(finding, dict) else None
+        core = evidence.get("builds_on") if isinstance(evidence, dict) else None
+        if isinstance(core, dict):
+            shown = {k: str(core.get(k, "")) for k in ("recipe", "name", "path", "why")}
+            found.setdefault(tuple(shown.values())[:3], shown)
+    return list(found.values())
+
+
 @router.get("/proposals/{proposal_id}", response_class=HTMLResponse)
 def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
     journal = _journal(request)
@@ -124,6 +138,7 @@ def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
         proposal=proposal,
         review_hash=review_hash(proposal.patch, proposal.pr_markdown, proposal.plan),
         triage=proposal.plan.get("triage") or {},
+        builds_on=builds_on(proposal.plan),
         verification=proposal.plan.get("verification") or {},
         verifications=journal.verifications(proposal_id),
         events=journal.events(proposal_id),

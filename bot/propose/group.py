@@ -29,7 +29,6 @@ from bot.github import identity
 from bot.github.gitrepo import Repo
 from bot.plan import PlanContents
 from bot.propose.proposal import (
-    SCRATCH_PATHS,
     _apply_edit,
     _ready,
     apply_fix,
@@ -37,6 +36,7 @@ from bot.propose.proposal import (
     plan_reason,
     render_markdown,
     resolved_keys,
+    scratch_paths,
     writeup_context,
 )
 from bot.publish.published import PublishedPull
@@ -163,7 +163,7 @@ def _plan_member(
         scan=result.context,
         group=variants or (finding,),
         findings=tuple(result.findings),
-        arch=finding.architectures[0],
+        arch=next(iter(finding.architectures), ""),
         catalogue=catalogue,
         preferred_draft=None,
         upstream=upstream,
@@ -195,7 +195,7 @@ def _apply_members(
     (the worktree against the base: the members' diffs added up)."""
     applied: list[_Applied] = []
     refused: list[LeftOut] = []
-    with scratch_worktree(repo, base_commit, SCRATCH_PATHS) as tree:
+    with scratch_worktree(repo, base_commit, scratch_paths(repo, fixes)) as tree:
         for fix in fixes:
             saved = {e.path: _read(tree / e.path) for e in fix.edits}
             try:

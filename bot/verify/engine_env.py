@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
@@ -47,11 +48,17 @@ _CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec")
 _INSTALL_TIMEOUT = 3600.0
 
 
+if TYPE_CHECKING:
+    from bot.verify.core_overlay import CoreOverlay
+
+
 @dataclass(frozen=True)
 class Engine:
     release: str  # the plan's release
     env: EnvInfo  # the engine's environment; env.version is the engine's release
     note: str  # why this engine, when it is not the release's own
+    # a core plan's patch applied to a copy of the engine's package (bot/verify/core_overlay.py)
+    core: CoreOverlay | None = None
 
     @property
     def version(self) -> str:

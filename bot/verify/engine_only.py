@@ -27,21 +27,52 @@ from bot.verify.verification import GpuRun
 
 
 def engine_plans(
-    plan_dirs: list[Path], journal: bool = False, engine: Engine | None = None
+    plan_dirs: list[Path],
+    journal: bool = False,
+    engine: Engine | None = None,
+    core: Path | None = None,
 ) -> list[Check]:
     """The engine check of every plan (recorded in its plan.json), in order; ``engine``
-    overrides the one each plan's release gets (:func:`bot.verify.engine_env.engine_for`)."""
+    overrides the one each plan's release gets (:func:`bot.verify.engine_env.engine_for`);
+    ``core``, a core plan made on the engine's own release, is applied to a copy of the
+    engine's package first (:mod:`bot.verify.core_overlay`): the plans run on the fixed core."""
     refuse_beside_credentials("bot engine")
     loaded = [read_plan_dir(plan_dir) for plan_dir in plan_dirs]
     for item in loaded:
         if item.plan.status != READY or not item.patch.strip():
             raise BotError(f"{item.plan.class_name or 'a plan'}: not a ready plan with a patch")
+    core_plan = read_plan_dir(core) if core is not None else None
+    if core_plan is not None and (core_plan.plan.status != READY or not core_plan.patch.strip()):
+        raise BotError("--with-core: not a ready core plan with a patch")
     stages = [_prepared(item, engine) for item in loaded]
     with tempfile.TemporaryDirectory(prefix="bot-engine-") as work:
+        if core_plan is not None:
+            _with_core(stages, core_plan, Path(work) / "core")
         checks = runtime.run_engine_batch(stages, Path(work))
     for plan_dir, item, check in zip(plan_dirs, loaded, checks, strict=True):
         _record(plan_dir, item, check, journal)
     return checks
+
+
+def _with_core(stages: list[runtime.RuntimeStage], core: PlanDir, work: Path) -> None:
+    """Every stage's engine runs the engine's package with the core plan's patch."""
+    from bot.verify.core_overlay import core_overlay
+
+    overlays: dict[str, Engine] = {}
+    name = f"{core.plan.recipe}:{core.plan.class_name} (proposed on {core.plan.vllm_version})"
+    for stage in stages:
+        if stage.engine is None:
+            continue
+        version = stage.engine.version
+        if core.plan.vllm_version != version:
+            raise BotError(
+                f"--with-core: the core plan was made on vLLM {core.plan.vllm_version}, the "
+                f"engine runs {version}: make it on the engine's release"
+            )
+        if version not in overlays:
+            overlay = core_overlay(stage.engine, core.patch, work / version, name)
+            overlays[version] = dataclasses.replace(stage.engine, core=overlay)
+        stage.engine = dataclasses.replace(overlays[version], release=stage.engine.release)
 
 
 def _prepared(loaded: PlanDir, engine: Engine | None = None) -> runtime.RuntimeStage:

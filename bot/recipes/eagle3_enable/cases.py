@@ -192,6 +192,27 @@ SHARED = Valid(
     ),
 )
 
+# GPT-2's form: the decoder at self.transformer, its layers at self.h. The target gets the
+# interface's two methods reaching them (the defaults reach only self.model.layers).
+ELSEWHERE_DECODER = DECODER.replace("self.layers", "self.h")
+ELSEWHERE_TARGET = TARGET.replace("self.model", "self.transformer")
+REACHES_DECODER = "        self.transformer._set_aux_hidden_state_layers(layers)"
+ELSEWHERE = Valid(
+    "the decoder at self.transformer with its layers at self.h: the target's two methods",
+    demo_tree(HEADER + LAYER + ELSEWHERE_DECODER + ELSEWHERE_TARGET),
+    "DemoForCausalLM",
+    reports="DemoModel",
+    adds=(
+        "class DemoModel(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:",
+        REACHES_DECODER,
+        "        num_layers = len(self.transformer.h)",
+        "    target.transformer = model",
+        "    model.h = torch.nn.ModuleList(StreamLayer() for _ in range(4))",
+    ),
+)
+
 
 # The decoder's own capture, as decoders wrote it before EagleModelMixin.
 LEGACY_INIT = "        self.norm = RMSNorm(8)\n"
@@ -262,7 +283,7 @@ SUBCLASS = Valid(
 )
 
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED, SUBCLASS, LEGACY),
+    valid=(STANDARD, SHARED, SUBCLASS, LEGACY, ELSEWHERE),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
@@ -301,6 +322,13 @@ CASES = RecipeCases(
             MODEL,
             ("class DemoModel(nn.Module, EagleModelMixin):", "class DemoModel(nn.Module):"),
             refuses="is not the mixin and the aux capture the recipe writes",
+        ),
+        Invalid(
+            "the target's method reaching another module than its decoder",
+            ELSEWHERE,
+            MODEL,
+            (REACHES_DECODER, "        self.h._set_aux_hidden_state_layers(layers)"),
+            refuses="the two methods reaching self.transformer the recipe writes",
         ),
         Invalid(
             "the target left undeclared",

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from bot.jsonio import optional
 from bot.recipes.eagle3_enable.analysis import DecoderShape
-from bot.recipes.evidence import Bound, Evidence, SharedSet
+from bot.recipes.evidence import Bound, BuildsOn, Evidence, SharedSet
 
 
 @dataclass(frozen=True)
@@ -17,9 +17,13 @@ class EnableEvidence(Evidence):
     shape: DecoderShape | None
     refused: str | None
     shared: SharedSet | None = optional()
+    builds_on: BuildsOn | None = optional()
 
     def refusal(self) -> str | None:
         return self.refused
 
     def fixed_with(self) -> SharedSet | None:
         return self.shared
+
+    def depends_on(self) -> BuildsOn | None:
+        return self.builds_on

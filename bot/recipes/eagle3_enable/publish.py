@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
 from bot.codemods.bases import append_base_class
+from bot.codemods.delegate_methods import add_decoder_delegation
 from bot.codemods.nested_capture import add_capture
 from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
-from bot.codemods.spans import ClassBody, ClassHeader, Imports, Span
+from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import Declined, Finding, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
+from bot.recipes.eagle3_enable.recipe import delegates
 from bot.recipes.eagle3_enable.shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface.publish import (
     _archs_of,
@@ -75,8 +77,11 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         spans += [ClassHeader(name), ClassBody(name)]
     allowed_imports = {MIXIN: from_interfaces}
     allowed_classes: dict[str, type[ast.stmt]] = dict.fromkeys(classes, ast.ClassDef)
+    delegation = delegates(capture.candidate.attribute, capture.shape.layers_attr)
     if declares:
         spans.append(ClassHeader(class_name))
+        if delegation:
+            spans += [ClassBody(class_name), AfterClassBody(class_name)]
         allowed_imports[INTERFACE] = from_interfaces
         allowed_classes[class_name] = ast.ClassDef
     confined(before, after, spans)
@@ -84,7 +89,19 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
     require_bound(after, allowed_imports)
     same_other_statements(before, after, allowed=allowed_classes)
     _check_decoder(before, after, capture)
-    if declares:
+    if declares and delegation:
+        expected = add_decoder_delegation(
+            append_base_class(before, class_name, INTERFACE),
+            class_name,
+            capture.candidate.attribute,
+            capture.shape.layers_attr,
+        )
+        if dump(module_class(expected, class_name)) != dump(module_class(after, class_name)):
+            raise CodemodRefused(
+                f"the change to {class_name} is not {INTERFACE} and the two methods reaching "
+                f"self.{capture.candidate.attribute} the recipe writes"
+            )
+    elif declares:
         old, new = module_class(before, class_name), module_class(after, class_name)
         gained = ast.Name(INTERFACE, ast.Load())
         same = (

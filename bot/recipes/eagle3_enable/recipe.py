@@ -15,12 +15,16 @@ returned only when aux states were collected. Pipeline parallelism is left at th
 default (``supports_aux_hidden_states_over_pp`` false where the release has it): EAGLE-3 with
 PP > 1 stays refused by vLLM for this model, which the write-up says.
 
-The interface's two methods are not the only way vLLM reaches the decoder: the release's EAGLE
-drafter loader takes it from ``<target>.model`` and shares its input embedding by the names it
-looks up there (both read from the tree, :mod:`bot.tree.drafter_loader`). So a decoder at
-``self.transformer`` / ``self.backbone`` is refused (two delegating methods would pass a forward
-check and still fail to load a drafter), and so is a decoder keeping its embedding under
-another name (``tok_embeddings``).
+A decoder at ``self.transformer`` / ``self.backbone`` (or whose layers are not ``self.layers``)
+gets the two methods the interface's defaults cannot provide, written on the target the way the
+release's own ``NemotronParse`` does (``self.decoder._set_aux_hidden_state_layers(layers)``).
+
+The interface's two methods are not the only way vLLM reaches the decoder: the release's
+drafter loaders take it from ``<target>.model`` and share its input embedding by the names they
+look up there (both read from the tree, :mod:`bot.tree.drafter_loader`). A target those lines
+refuse is fixed in vLLM's core once, by the ``core-drafter-loader`` plan: when nothing else
+refuses it, its plan is ready and *builds on* that core plan (``evidence.builds_on``); else
+every blocker is named, the loader lines among them.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from bot.recipes.base import (
     platform_variant,
     step,
 )
+from bot.recipes.core_drafter_loader.evidence import NAME as CORE_LOADER
+from bot.recipes.core_drafter_loader.evidence import builds_on as loader_dependency
 from bot.recipes.eagle3_analysis import (
     EAGLE_MODEL_MIXIN,
     INTERFACE,
@@ -76,9 +82,10 @@ from bot.recipes.eagle3_interface.recipe import (
     is_multimodal,
     registered_targets,
 )
-from bot.recipes.evidence import At, Bound, SharedSet
+from bot.recipes.evidence import At, Bound, BuildsOn, SharedSet
 from bot.recipes.registry_plan import plan_registry_entry
-from bot.tree.drafter_loader import LoaderSite, SharedEmbedding, decoder_reads, shared_embedding
+from bot.tree.drafter_loader import REWRITTEN as _REWRITTEN
+from bot.tree.drafter_loader import Loaders, LoaderSite, loader_sites
 from bot.tree.index import ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
 
@@ -89,9 +96,9 @@ NAME = "eagle3-enable"
 BROKEN_CLAIM = "eagle3-broken-claim"
 TEMPLATES = "recipes/eagle3-enable"
 DECODER_ATTRIBUTE = "model"
-# Where a decoder under another name lives: reported, and refused (see _elsewhere_refusal).
+# Where a decoder under another name lives: its target gets the two delegating methods.
 OTHER_DECODER_ATTRIBUTES = ("transformer", "backbone", "decoder", "language_model")
-_UNREAD = object()  # the loader's embedding names, before a candidate needs them
+VOCAB_EMBEDDING = "VocabParallelEmbedding"
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,13 @@ class Candidate:
     # forward from (FlashNgramModel -> FlashModel).
     owner: ClassRef | None = None
     lead: ClassRef | None = None  # the set's member its one plan is named after
+    # The release's drafter loader lines refusing it, and whether the core-drafter-loader
+    # plan lifts them (None) or why not; counted into the verdict last (_with_loaders)
+    loader: tuple[tuple[LoaderSite, ...], str | None] | None = None
+    # The core finding its plan needs first (set by _with_loaders when nothing else refuses)
+    builds_on: BuildsOn | None = None
+    # The verdict without the loaders (what still refuses it once the core plan is applied)
+    model_verdict: DecoderShape | Refusal | None = None
 
     @property
     def captured(self) -> ClassRef:
@@ -155,6 +169,8 @@ class Eagle3Enable(Recipe):
             why = f"; {ev.refused}"
         else:
             why = f"; {ev.shape.loop} loop, {ev.shape.residual}" if ev.shape else ""
+        if ev.builds_on is not None:
+            why += f"; builds on {ev.builds_on.recipe} ({ev.builds_on.name})"
         return decoder_evidence_line(ev.decoder) + why
 
     def detect(self, ctx: ScanContext) -> list[Finding]:
@@ -177,6 +193,15 @@ class Eagle3Enable(Recipe):
         if capture is None:
             return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
         candidate, shape, absolute = capture.candidate, capture.shape, capture.absolute
+        if (
+            delegates(candidate.attribute, shape.layers_attr)
+            and capture.decoder_path != finding.path
+        ):
+            return Declined(
+                f"needs a human: {finding.class_name} needs the two delegating methods and is "
+                f"not in its decoder's file ({capture.decoder_path}): the recipe writes them in "
+                "one file only"
+            )
         edits = _edits(ctx, finding, candidate, shape, absolute)
         entry, entry_why = plan_registry_entry(
             ctx.root, ctx.arch, ctx.catalogue, ctx.preferred_draft
@@ -428,6 +453,10 @@ def forward_test_fields(
         fields["layer_flags"] = flags
     if candidate.captured.module != candidate.ref.module:
         fields["forward_module"] = candidate.captured.module
+    if candidate.attribute != DECODER_ATTRIBUTE:
+        fields["decoder_attr"] = candidate.attribute
+    if shape.layers_attr != "layers":
+        fields["layers_attr"] = shape.layers_attr
     return fields
 
 
@@ -772,8 +801,7 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
     )
     found: list[Candidate] = []
     sharers: dict[ClassRef, list[ClassRef]] = {}  # the other targets reaching a forward
-    loader_reads: list[LoaderSite] | None = None  # read once, only when a decoder needs it
-    embedding: SharedEmbedding | None | object = _UNREAD
+    loaders: Loaders | None = None  # read once, only when a decoder needs it
     for ref, entries in targets.items():
         if is_multimodal(index, ref) or ref in others.declared:
             continue
@@ -790,30 +818,31 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
         if any(aux is not None and aux.collects and not legacy_only(aux) for aux in collections):
             continue
         verdict: DecoderShape | Refusal
+        loader: tuple[tuple[LoaderSite, ...], str | None] | None = None
+        owner = None
         if len(decoders) > 1:
             names = ", ".join(d.name for d in decoders)
             verdict = Refusal(f"{ref.name} builds one of several decoders ({names})")
-        elif attribute != DECODER_ATTRIBUTE:
-            if loader_reads is None:
-                loader_reads = decoder_reads(ctx.root)
-            verdict = _elsewhere_refusal(attribute, loader_reads)
         else:
             # Every blocker is named, not only the first: the decoder's own shape, the targets
-            # sharing it, and the input embedding the drafter loader shares.
-            if embedding is _UNREAD:
-                embedding = shared_embedding(ctx.root)
+            # sharing it, and the release's drafter loaders.
             # A decoder inheriting forward is captured where forward is: in the class it
             # inherits from, fixed together with every target that class's forward reaches.
             owner = forward_owner(index, decoder)
             shape = decoder_shape(index, owner, staged=_declares_pp(index, ref))
-            refusal, sharers[ref] = _target_refusal(index, others, ref, owner, decoder)
+            refusal, sharers[ref] = _target_refusal(index, others, ref, owner, decoder, attribute)
             verdict = _all_blockers(
                 shape,
                 refusal,
-                _embedding_refusal(index, decoder, embedding),
-                _layers_attr_refusal(shape),
+                _delegation_refusal(attribute, shape),
                 _legacy_refusal(owner, shape) if legacy else None,
             )
+            if loaders is None:
+                loaders = loader_sites(ctx.root)
+            holder = decoder if attribute == DECODER_ATTRIBUTE else ref
+            refusing = loaders.refusing(attribute, _assigned(index, holder)[0])
+            if refusing:
+                loader = (tuple(refusing), _loader_lift(index, refusing, holder))
         if (refuses := _speculative_refusal(index, ref)) is not None:
             verdict = _all_blockers(refuses, verdict)  # the model's own word first
         construction = constructions[0]
@@ -826,13 +855,15 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
                 construction.line,
                 construction.owner,
                 verdict,
-                owner=owner if attribute == DECODER_ATTRIBUTE and len(decoders) == 1 else None,
+                owner=owner,
+                loader=loader,
             )
         )
     from bot.recipes.eagle3_enable.shared import join_shared
 
     found = [_without_forward_test_refused(ctx, c) for c in found]
-    return join_shared(index, found, sharers)
+    joined = join_shared(index, found, sharers)
+    return [_with_loaders(loaders, c) for c in joined] if loaders else joined
 
 
 def _without_forward_test_refused(ctx: ScanContext, candidate: Candidate) -> Candidate:
@@ -902,62 +933,83 @@ def _speculative_refusal(index: ClassIndex, ref: ClassRef) -> Refusal | None:
     )
 
 
-def _layers_attr_refusal(shape: DecoderShape | Refusal) -> Refusal | None:
-    if isinstance(shape, DecoderShape) and shape.layers_attr != "layers":
+def _delegation_refusal(attribute: str, shape: DecoderShape | Refusal) -> Refusal | None:
+    """A nested decoder (Plamo3's two modules) under another attribute than ``self.model``:
+    the delegating methods would have to count the child's layers, which they do not yet."""
+    if attribute != DECODER_ATTRIBUTE and isinstance(shape, DecoderShape) and shape.child:
         return Refusal(
-            f"the layers are self.{shape.layers_attr}, not self.layers: the interface's "
-            "defaults need the two delegating methods, which this recipe does not write yet"
+            f"the decoder is self.{attribute} and loops in its child self.{shape.child_attr}: "
+            "the delegating methods this recipe writes count one module's layers"
         )
     return None
 
 
-def _embedding_refusal(
-    index: ClassIndex, decoder: ClassRef, embedding: SharedEmbedding | None | object
-) -> Refusal | None:
-    """A drafter shares the target's input embedding by the names the release's loader looks
-    up on the decoder; a decoder keeping it under another name leaves the drafter without."""
-    if not isinstance(embedding, SharedEmbedding):
-        return None
+def delegates(attribute: str, layers_attr: str) -> bool:
+    """Whether the target gets the two delegating methods: the interface's defaults reach
+    only ``self.model`` and count only ``self.model.layers``."""
+    return attribute != DECODER_ATTRIBUTE or layers_attr != "layers"
+
+
+def _assigned(index: ClassIndex, cls: ClassRef) -> tuple[set[str], list[str]]:
+    """What ``cls`` (and its ancestors) assign to ``self`` in ``__init__``, and which of those
+    are built as a ``VocabParallelEmbedding`` (an ``lm_head`` is a ``ParallelLMHead``)."""
     assigned: set[str] = set()
-    embeddings: list[str] = []  # where the decoder does keep one (`self.word_embeddings`)
-    for owner in index.ancestors(decoder):
+    embeddings: list[str] = []
+    for owner in index.ancestors(cls):
         facts = index.class_facts(owner) if isinstance(owner, ClassRef) else None
         init = (facts or {}).get("methods", {}).get("__init__", {})
         for attr, callee, _line in init.get("assigns", []):
             assigned.add(attr)
-            if "Embedding" in str(callee[-1] if isinstance(callee, list) else callee):
+            called = str(callee[-1] if isinstance(callee, list) else callee)
+            if called.rsplit(".", 1)[-1] == VOCAB_EMBEDDING and attr not in embeddings:
                 embeddings.append(attr)
-    if assigned & set(embedding.names):
-        return None
-    names = " or ".join(f".{n}" for n in embedding.names)
-    kept = (
-        f"keeps its input embedding at self.{embeddings[0]}, not at {names}"
-        if embeddings
-        else f"has no {names}"
-    )
-    return Refusal(
-        f"{decoder.name} {kept}, where this release's EAGLE drafter loader takes the "
-        f"target's input embedding to share with the drafter ({embedding.site}): a drafter "
-        "without its own embedding would not get one, and renaming it renames the "
-        "checkpoint's weights"
-    )
+    return assigned, embeddings
 
 
-def _elsewhere_refusal(attribute: str, loader_reads: list[LoaderSite]) -> Refusal:
-    """Why a decoder at ``self.<attribute>`` is refused: the release's drafter loader reaches
-    the target's ``.model`` (so the two delegating methods would not be enough), or, where it
-    does not, the delegating methods this recipe does not write."""
-    if loader_reads:
-        return Refusal(
-            f"the decoder is self.{attribute}, not self.model, and this release's EAGLE "
-            f"drafter loader takes the target's decoder from .model ({loader_reads[0]}, "
-            "e.g. for the input embedding): the interface's two delegating methods would not "
-            f"be enough, and renaming self.{attribute} renames the checkpoint's weights"
-        )
-    return Refusal(
-        f"the decoder is self.{attribute}, not self.model: the interface's defaults need the "
-        "two delegating methods, which this recipe does not write yet"
-    )
+def _loader_lift(index: ClassIndex, refusing: list[LoaderSite], holder: ClassRef) -> str | None:
+    """Why the core-drafter-loader plan would not serve the target the loader lines
+    ``refusing`` refuse (a form it does not rewrite, no single vocabulary embedding to find by
+    type), or None when it would."""
+    unwritten = [s for s in refusing if s.form not in _REWRITTEN]
+    if unwritten:
+        return f"the {CORE_LOADER} plan does not rewrite {unwritten[0]}"
+    if any(s.kind == "embedding" for s in refusing):
+        held = _held_embeddings(index, holder)
+        if len(held) != 1:
+            kept = f" ({', '.join(f'self.{n}' for n in held)})" if held else ""
+            return (
+                f"the bot finds {len(held)} VocabParallelEmbedding built in {holder.name} or "
+                f"the decoder it builds{kept}, so it cannot say the {CORE_LOADER} plan finds "
+                "its input embedding by type"
+            )
+    return None
+
+
+def _with_loaders(loaders: Loaders, candidate: Candidate) -> Candidate:
+    """``candidate`` with the release's drafter loaders counted: ready, building on the
+    core-drafter-loader plan, when that plan serves it and nothing else refuses it; else one
+    refusal naming every blocker, the loader lines last."""
+    if candidate.loader is None:
+        return candidate
+    refusing, lift = candidate.loader
+    verdict = candidate.verdict
+    if lift is None and isinstance(verdict, DecoderShape):
+        dependency = loader_dependency(loaders, refusing)
+        return replace(candidate, builds_on=dependency, model_verdict=verdict)
+    lines = ", ".join(str(s) for s in refusing)
+    why = lift or f"the {CORE_LOADER} plan lifts that"
+    loader = Refusal(f"this release's drafter loaders refuse it ({lines}): {why}")
+    return replace(candidate, verdict=_all_blockers(verdict, loader), model_verdict=verdict)
+
+
+def _held_embeddings(index: ClassIndex, holder: ClassRef) -> list[str]:
+    """The ``VocabParallelEmbedding`` attributes of ``holder`` and of the decoders it builds
+    (a target whose decoder is ``self.transformer`` holds the decoder's embedding)."""
+    found = list(_assigned(index, holder)[1])
+    for attribute in (DECODER_ATTRIBUTE, *OTHER_DECODER_ATTRIBUTES):
+        for construction in constructed(index, holder, attribute):
+            found += [f"{attribute}.{n}" for n in _assigned(index, construction.cls)[1]]
+    return found
 
 
 def _decoder_of(index: ClassIndex, ref: ClassRef) -> tuple[str, list[Any]] | None:
@@ -983,14 +1035,17 @@ def _target_refusal(
     ref: ClassRef,
     decoder: ClassRef,
     built: ClassRef,
+    attribute: str = DECODER_ATTRIBUTE,
 ) -> tuple[Refusal | None, list[ClassRef]]:
     """Why declaring the interface on ``ref`` would be wrong for it or for a class below it,
     and the other undeclared targets whose decoder runs ``decoder``'s forward (``built`` is
     the decoder ``ref`` builds, ``decoder`` the class whose forward it runs) (to be fixed
     together with ``ref``, :func:`bot.recipes.eagle3_enable.shared.join_shared`)."""
     sharers: list[ClassRef] = []
-    if not forwards_decoder_output(index, ref):
-        return Refusal(f"{ref.name}.forward does not hand self.model's output back unchanged"), []
+    if not forwards_decoder_output(index, ref, attribute):
+        return Refusal(
+            f"{ref.name}.forward does not hand self.{attribute}'s output back unchanged"
+        ), []
     for other, theirs in sorted(others.decoders.items()):
         if other == ref:
             continue
@@ -1037,9 +1092,10 @@ def _edits(
 ) -> list[FileEdit]:
     # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
     from bot.codemods.bases import append_base_class
+    from bot.codemods.delegate_methods import add_decoder_delegation
     from bot.codemods.imports import add_import_name
     from bot.codemods.nested_capture import add_capture
-    from bot.codemods.spans import ClassBody, ClassHeader, Imports
+    from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports
 
     index = ctx.scan.index
     decoder = candidate.decoder
@@ -1065,6 +1121,7 @@ def _edits(
         f"the aux hidden states in its loop ({shape.loop}, {shape.residual}) and hands them "
         f"back, {decoder.name} passes the aux layers down"
     )
+    delegation = delegates(candidate.attribute, shape.layers_attr)
     if path != finding.path:
         return [
             FileEdit(path, kind, description, tuple(steps), tuple(spans)),
@@ -1076,6 +1133,20 @@ def _edits(
     ]
     spans.append(ClassHeader(finding.class_name))
     description += f"; {finding.class_name} declares {INTERFACE}"
+    if delegation:
+        steps.append(
+            step(
+                add_decoder_delegation,
+                class_name=finding.class_name,
+                attribute=candidate.attribute,
+                layers=shape.layers_attr,
+            )
+        )
+        spans += [ClassBody(finding.class_name), AfterClassBody(finding.class_name)]
+        description += (
+            f" and reaches self.{candidate.attribute} (layers at "
+            f"self.{candidate.attribute}.{shape.layers_attr}) in the interface's two methods"
+        )
     return [FileEdit(path, "enable-decoder-and-declare", description, tuple(steps), tuple(spans))]
 
 
@@ -1100,6 +1171,8 @@ def _writeup_context(
         "pp_flag": has_pp_flag,
         "unproven": unproven_lines(ctx, finding, shape),
         "follow_ups": wrappers_waiting_for(ctx.scan, finding.class_name),
+        "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
+        "delegates": delegates(decoder.attribute.removeprefix("self."), shape.layers_attr),
     }
 
 
@@ -1176,6 +1249,7 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
         shape=verdict if isinstance(verdict, DecoderShape) else None,
         refused=str(verdict) if isinstance(verdict, Refusal) else None,
         shared=shared,
+        builds_on=candidate.builds_on,
     )
     if isinstance(verdict, Refusal):
         summary = (
@@ -1196,6 +1270,8 @@ def _finding(index: ClassIndex, candidate: Candidate) -> Finding:
             f"EagleModelMixin; its forward ({verdict.loop} loop, {verdict.residual}) can "
             "collect the aux hidden states"
         )
+    if candidate.builds_on is not None:
+        summary += f", once the {candidate.builds_on.recipe} plan is applied"
     return class_finding(NAME, ref, candidate.entries, evidence, summary)
 
 

@@ -32,7 +32,7 @@ from bot.recipes.base import (
 )
 from bot.recipes.eagle3_analysis import locate
 from bot.recipes.eagle3_broken_claim.evidence import BrokenClaimEvidence
-from bot.recipes.eagle3_enable.analysis import Refusal
+from bot.recipes.eagle3_enable.analysis import DecoderShape, Refusal
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.index import ClassIndex, ClassRef
 
@@ -126,6 +126,16 @@ def _set_blockers(
             f"{owner.name}.forward runs in {names} too, so they are fixed together only, and "
             + "; ".join(blockers)
         ]
+    if any(
+        m is not None
+        and isinstance(m.verdict, DecoderShape)
+        and (m.attribute != "model" or m.verdict.layers_attr != "layers")
+        for m in members
+    ):
+        blockers.append(
+            "a member keeps its decoder or its layers under another name, and the set's plan "
+            "does not write the two delegating methods"
+        )
     if not any(m is not None and m.decoder == owner for m in members):
         blockers.append(
             f"{candidate.decoder.name} inherits forward from {owner.name}, which no target "

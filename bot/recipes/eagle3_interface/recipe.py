@@ -321,8 +321,10 @@ def eagle3_ready_decoder(
     return None
 
 
-def forwards_decoder_output(index: ClassIndex, ref: ClassRef) -> bool:
-    """Whether ``ref.forward`` returns what ``self.model(...)`` returned, untouched.
+def forwards_decoder_output(
+    index: ClassIndex, ref: ClassRef, attribute: str = DECODER_ATTRIBUTE
+) -> bool:
+    """Whether ``ref.forward`` returns what ``self.<attribute>(...)`` returned, untouched.
 
     The decoder returns ``(hidden_states, aux_hidden_states)`` when aux layers are set; a
     forward that post-processes its output would break on the tuple, so the declaration alone
@@ -331,7 +333,7 @@ def forwards_decoder_output(index: ClassIndex, ref: ClassRef) -> bool:
     found = index.find_method(ref, "forward")
     if found is None:
         return True
-    return DECODER_ATTRIBUTE in found[1].get("passthrough", [])
+    return attribute in found[1].get("passthrough", [])
 
 
 def _declared_siblings(ctx: ScanContext) -> dict[ClassRef, ClassRef]:

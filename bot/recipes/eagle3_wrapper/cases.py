@@ -11,6 +11,7 @@ gets the protocol's two methods behind the clear-error guard of the tree's own w
 from __future__ import annotations
 
 from bot.recipes.cases import (
+    INTERFACES,
     PACKAGE_TEST_TEXT,
     Invalid,
     Quiet,
@@ -123,9 +124,48 @@ def vl_tree(wrapper: str) -> SyntheticTree:
     )
 
 
-def runtime_tree(guarded: str) -> SyntheticTree:
+# A release whose SupportsEagle3 defaults the core-eagle3-forwarding plan cannot rewrite (the
+# default layers do not follow get_language_model()): each wrapper gets the guard itself.
+LEGACY_INTERFACES = """from typing import ClassVar, Literal, Protocol
+
+
+class SupportsPP(Protocol):
+    pass
+
+
+class SupportsMultiModal(Protocol):
+    def get_language_model(self):
+        return self.language_model
+
+
+class SupportsEagleBase(Protocol):
+    pass
+
+
+class EagleModelMixin:
+    aux_hidden_state_layers: tuple[int, ...] = ()
+
+
+class SupportsEagle3(SupportsEagleBase, Protocol):
+    supports_eagle3: ClassVar[Literal[True]] = True
+
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        self.get_language_model().model._set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_default_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        num_layers = len(self.model.layers)
+        return (2, num_layers // 2, num_layers - 3)
+
+
+class VllmModelForPooling(Protocol):
+    is_pooling_model: ClassVar[Literal[True]] = True
+"""
+
+
+def runtime_tree(guarded: str, interfaces: str | None = None) -> SyntheticTree:
     return SyntheticTree(
         files={
+            **({INTERFACES: interfaces} if interfaces is not None else {}),
             LM_FILE: LM,
             GUARD_FILE: guarded,
             RUNTIME_FILE: RUNTIME,
@@ -194,9 +234,21 @@ GUARDED_ADDS = (
     "        self.language_model.set_aux_hidden_state_layers(layers)",
     "    with pytest.raises(RuntimeError):",
 )
-BEHIND_THE_GUARD = Valid(
-    "a language model chosen at run time: both methods behind the tree's own guard",
+BUILDS_ON_FORWARDING = Valid(
+    "a language model chosen at run time: the declaration alone, building on the forwarding "
+    "defaults the core-eagle3-forwarding plan writes",
     runtime_tree(GUARDED),
+    "RuntimeVLForConditionalGeneration",
+    reports="once the core-eagle3-forwarding plan is applied",
+    adds=(
+        "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal, SupportsEagle3):",
+        "    assert supports_eagle3(RuntimeVLForConditionalGeneration)",
+    ),
+)
+BEHIND_THE_GUARD = Valid(
+    "a language model chosen at run time, defaults the bot cannot rewrite: both methods "
+    "behind the tree's own guard",
+    runtime_tree(GUARDED, LEGACY_INTERFACES),
     "RuntimeVLForConditionalGeneration",
     reports="text_config",
     adds=GUARDED_ADDS,
@@ -213,7 +265,7 @@ BEHIND_A_WRITTEN_GUARD = Valid(
 )
 
 CASES = RecipeCases(
-    valid=(INTERFACE_ONLY, BEHIND_THE_GUARD, BEHIND_A_WRITTEN_GUARD),
+    valid=(INTERFACE_ONLY, BUILDS_ON_FORWARDING, BEHIND_THE_GUARD, BEHIND_A_WRITTEN_GUARD),
     invalid=(
         Invalid(
             "the interface declared on the wrapper, its import missing",
@@ -244,6 +296,20 @@ CASES = RecipeCases(
                 "    assert VLForConditionalGeneration",
             ),
             refuses="is not the regression test the recipe writes",
+        ),
+        Invalid(
+            "a forwarder slipped beside a declaration that builds on the forwarding defaults",
+            BUILDS_ON_FORWARDING,
+            RUNTIME_FILE,
+            (
+                "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal, "
+                "SupportsEagle3):\n",
+                "class RuntimeVLForConditionalGeneration(nn.Module, SupportsMultiModal, "
+                "SupportsEagle3):\n"
+                "    def set_aux_hidden_state_layers(self, layers):\n"
+                "        self.language_model.set_aux_hidden_state_layers(layers)\n\n",
+            ),
+            refuses="is not the edit the recipe makes",
         ),
         Invalid(
             "the guard's helper imported by nobody: supports_eagle3 missing",

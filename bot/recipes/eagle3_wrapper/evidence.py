@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.jsonio import optional
-from bot.recipes.evidence import At, Evidence, Located
+from bot.recipes.evidence import At, BuildsOn, Evidence, Located
 
 
 @dataclass(frozen=True)
@@ -38,3 +38,10 @@ class WrapperEvidence(Evidence):
     forward: WrapperForward
     covers: tuple[str, ...]
     works_with: tuple[str, ...] | None = optional()
+    # the tree's SupportsEagle3 defaults forward to the language model: the declaration alone
+    forwarded: bool | None = optional()
+    # the core plan that makes them forward, which this wrapper's declaration needs first
+    builds_on: BuildsOn | None = optional()
+
+    def depends_on(self) -> BuildsOn | None:
+        return self.builds_on

@@ -5,14 +5,19 @@ The wrapper is what vLLM loads; ``SupportsEagle3`` on it routes through
 (``wrapper_analysis`` says why, with file:line evidence), once per fix class: when a family base
 builds the language model and every registered wrapper below it is ready, the base is fixed.
 Wrappers whose language model comes from the checkpoint's ``text_config`` at run time are
-reported with the language models that would work, but not proposed.
+reported with the language models that would work. Their fix is the declaration alone once
+``SupportsEagle3``'s defaults forward to a language model that declares the interface (with
+the tree's clear error otherwise): where the tree's defaults do, it is planned so; where they
+do not yet, it *builds on* the ``core-eagle3-forwarding`` plan that makes them
+(:func:`forwarding`); a tree whose defaults cannot be rewritten gets the tree's guard and the
+two forwarding methods written into the wrapper, as before.
 """
 
 from __future__ import annotations
 
 import html
 from collections import defaultdict
-from dataclasses import astuple, replace
+from dataclasses import astuple, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import (
@@ -29,6 +34,7 @@ from bot.recipes.base import (
     platform_variant,
     step,
 )
+from bot.recipes.core_eagle3_forwarding.evidence import builds_on as forwarding_dependency
 from bot.recipes.eagle3_analysis import (
     INTERFACE,
     class_finding,
@@ -44,7 +50,7 @@ from bot.recipes.eagle3_interface.recipe import (
     registered_targets,
 )
 from bot.recipes.eagle3_wrapper.evidence import LanguageModel, WrapperEvidence, WrapperForward
-from bot.recipes.evidence import At, Located
+from bot.recipes.evidence import At, BuildsOn, Located
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.recipes.wrapper_analysis import (
     DELEGATE,
@@ -54,6 +60,8 @@ from bot.recipes.wrapper_analysis import (
     Guard,
     assess,
     capable_language_models,
+    protocol_defaults,
+    runtime_guard,
     wrapper_guard,
 )
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
@@ -91,19 +99,24 @@ class Eagle3Wrapper(Recipe):
         return fixed_class in (language_model.name, *(language_model.pinned or ()))
 
     def evidence_line(self, finding: Finding) -> str:
-        lm = finding.evidence_as(WrapperEvidence).language_model
-        return f"{lm.attribute} = {lm.name} ({lm.path}:{lm.line})"
+        evidence = finding.evidence_as(WrapperEvidence)
+        lm = evidence.language_model
+        core = evidence.builds_on
+        after = f"; builds on {core.recipe} ({core.name})" if core is not None else ""
+        return f"{lm.attribute} = {lm.name} ({lm.path}:{lm.line}){after}"
 
     def group_key(self, finding: Finding) -> str:
-        """``interface-only`` with the plain declarations, else by shape and family."""
+        """``interface-only`` with the plain declarations (those the tree's forwarding
+        defaults make plain too), else by shape and family."""
         from bot.recipes.grouping import INTERFACE_ONLY
 
         evidence = finding.evidence_as(WrapperEvidence)
         shape = evidence.shape
-        if shape == "interface":
+        if shape == "interface" or evidence.forwarded:
             return INTERFACE_ONLY
         if shape == "runtime":
-            # The language model is the checkpoint's choice: one family, the tree's guard.
+            # The language model is the checkpoint's choice: one family, the forwarding core
+            # (or the tree's guard in each wrapper).
             return "wrapper-runtime"
         return f"wrapper-{shape}-{evidence.language_model.name}"
 
@@ -190,11 +203,54 @@ def declaration_edit(scan: ScanContext, finding: Finding, source: str) -> FileEd
     if shape != INTERFACE_ONLY and attribute in ("", "self"):
         return Declined(f"{finding.class_name} is its own language model: nothing to delegate to")
     edit = declare_interface_edit(finding.path, source, finding.class_name)
+    if declaration_only(scan, finding):
+        return edit
     if shape == DELEGATE:
         return _with_delegation(edit, finding.class_name, attribute)
     if guard is not None:
         return _with_guarded_delegation(edit, finding, attribute, guard)
     return edit
+
+
+@dataclass(frozen=True)
+class Forwarding:
+    """What the tree's ``SupportsEagle3`` defaults do for a wrapper whose language model
+    declares the interface: ``forwards`` (they call its methods, with the clear error when it
+    cannot), or ``core`` (they do not yet, and the core-eagle3-forwarding plan makes them:
+    ``builds_on`` names it); else None (no defaults to rewrite, or no guard to take the error
+    from)."""
+
+    state: str | None
+    builds_on: BuildsOn | None = None
+
+
+def forwarding(scan: ScanContext) -> Forwarding:
+    if _FORWARDING and _FORWARDING[0][0] is scan:
+        return _FORWARDING[0][1]
+    defaults = protocol_defaults(scan.root)
+    if defaults is not None and defaults.forwards:
+        found = Forwarding("forwards")
+    elif (
+        defaults is not None
+        and defaults.methods_follow_get_language_model
+        and runtime_guard(scan) is not None
+    ):
+        found = Forwarding("core", forwarding_dependency(defaults))
+    else:
+        found = Forwarding(None)
+    _FORWARDING[:] = [(scan, found)]
+    return found
+
+
+_FORWARDING: list[tuple[ScanContext, Forwarding]] = []  # the last scan's, computed once
+
+
+def declaration_only(scan: ScanContext, finding: Finding) -> bool:
+    """Whether the wrapper's fix is the declaration alone: an interface-only wrapper, or one
+    whose language model is chosen at run time (or forwarded to) where the defaults forward
+    or will once the core plan it builds on is applied."""
+    evidence = finding.evidence_as(WrapperEvidence)
+    return evidence.shape == INTERFACE_ONLY or evidence.forwarded or evidence.builds_on is not None
 
 
 def _dependency(ctx: ScanContext, checked: Assessment) -> str:
@@ -275,7 +331,10 @@ def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessmen
         if assessment.shape == RUNTIME and capable is None:
             capable = capable_language_models(ctx)
         entries = [e for ref in covered for e in targets[ref]]
-        finding = _finding(ctx.index, fix_class, sorted(covered), entries, assessment, capable)
+        defaults = forwarding(ctx) if assessment.shape in (RUNTIME, DELEGATE) else None
+        finding = _finding(
+            ctx.index, fix_class, sorted(covered), entries, assessment, capable, defaults
+        )
         results.append((finding, assessment))
     return results
 
@@ -325,6 +384,7 @@ def _finding(
     entries: list[RegistryEntry],
     assessment: Assessment,
     capable: list[str] | None,
+    defaults: Forwarding | None = None,
 ) -> Finding:
     lm = assessment.language_model
     assert lm is not None and assessment.forward_owner is not None
@@ -356,6 +416,10 @@ def _finding(
         ),
         covers=tuple(c.name for c in covered),
         works_with=tuple(capable) if capable is not None and lm.cls is None else None,
+        forwarded=True if defaults is not None and defaults.state == "forwards" else None,
+        builds_on=(
+            defaults.builds_on if defaults is not None and assessment.shape == RUNTIME else None
+        ),
     )
     family = "" if covered == [ref] else f" (base of {', '.join(c.name for c in covered)})"
     if lm.cls is None:
@@ -363,7 +427,14 @@ def _finding(
             f"multimodal {ref.name}{family} builds {attribute} from the checkpoint's "
             f"text_config at run time and hands back {assessment.forward_returns}; "
             f"SupportsEagle3 would work when that is one of {len(capable or [])} EAGLE-3 "
-            "capable language models; proposed only with the tree's clear-error guard"
+            "capable language models; "
+            + (
+                f"the declaration alone, once the {evidence.builds_on.recipe} plan is applied"
+                if evidence.builds_on
+                else "the declaration alone: the tree's defaults forward to it"
+                if evidence.forwarded
+                else "proposed only with the tree's clear-error guard"
+            )
         )
     else:
         state = "declares SupportsEagle3" if declares else "is EAGLE-3 ready"
@@ -510,7 +581,7 @@ def wrapper_test_fields(scan: ScanContext, finding: Finding) -> dict[str, Any] |
     None where the plan adds no method (interface only)."""
     evidence = finding.evidence_as(WrapperEvidence)
     shape = evidence.shape
-    if shape not in (DELEGATE, RUNTIME):
+    if shape not in (DELEGATE, RUNTIME) or declaration_only(scan, finding):
         return None
     guard_error = None
     if shape == RUNTIME:
@@ -566,6 +637,7 @@ def _writeup_context(
         "reached": reached_subclasses(ctx.scan, finding),
         "unproven": _unproven(finding),
         "forward_test": _forward_test_context(ctx, finding),
+        "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
     }
 
 

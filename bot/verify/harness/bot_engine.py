@@ -46,6 +46,7 @@ ENGINE_SIZES = {
     "num_key_value_heads": 2,
     "num_attention_groups": 2,  # Step-3.5's KV heads (it asserts more than 1: GQA only)
     "head_dim": 32,
+    "rotary_dim": 16,  # GPT-J's rotary width must fit in the head
     "v_head_dim": 32,
     "qk_nope_head_dim": 32,
     "block_dim": 128,

@@ -61,6 +61,8 @@ _SIZES: dict[str, int] = {
     "head_dim": 16,
     "qk_nope_head_dim": 16,
     "qk_rope_head_dim": 8,
+    # GPT-J's rotary width (64 by default) must fit in the tiny head (vLLM: a factor <= 1)
+    "rotary_dim": 8,
     "v_head_dim": 16,
     "kv_lora_rank": 32,
     "q_lora_rank": 32,
@@ -140,6 +142,12 @@ def _built_with_sizes(
         return config_class(**{**sizes, "mamba_d_head": head}, num_hidden_layers=num_layers)
 
 
+def _settable(config_class: type, name: str) -> bool:
+    """Not a read-only property of the class (Falcon derives ``head_dim`` from the sizes)."""
+    attribute = getattr(config_class, name, None)
+    return not (isinstance(attribute, property) and attribute.fset is None)
+
+
 def tiny_config(
     config_class: type,
     num_layers: int = NUM_LAYERS,
@@ -157,6 +165,7 @@ def tiny_config(
         for name, value in {**_SIZES, **(overrides or {})}.items()
         if hasattr(default, name)
         and (getattr(default, name) is None or isinstance(getattr(default, name), int))
+        and _settable(config_class, name)
     }
     try:
         # Built with the sizes, so per-layer lists the class derives (layer_types,
