@@ -132,13 +132,11 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
 
 
 def test_a_planted_import_back_is_a_cycle(tmp_path: Path) -> None:
-    """Publish imports the verify package; verify importing the publish package (lazily)
-    closes a cycle."""
+    """Verify imports the publish package (the results block, the evidence gate); publish
+    importing the verify package (lazily) closes a cycle."""
     copy = _copy(tmp_path)
-    confine = copy / "verify" / "confine.py"
-    confine.write_text(
-        confine.read_text() + "\n\ndef _p() -> None:\n    from bot.publish import pr\n"
-    )
+    lock = copy / "publish" / "lock.py"
+    lock.write_text(lock.read_text() + "\n\ndef _p() -> None:\n    from bot.verify import run\n")
     found = cycles(package_graph(copy))
     assert ["bot.publish", "bot.verify", "bot.publish"] in found, found
 
