@@ -397,7 +397,7 @@ def test_the_rescan_wants_every_member_gone() -> None:
 
 
 @pytest.mark.vllm_tree
-def test_bot_scan_json_marks_the_real_sets_fixable_and_bailing_refused() -> None:
+def test_bot_scan_json_marks_the_real_sets_and_bailings_fixable_on_an_agents_tree() -> None:
     import json
 
     from bot.tree.fetch import release_tree
@@ -410,13 +410,11 @@ def test_bot_scan_json_marks_the_real_sets_fixable_and_bailing_refused() -> None
         for name in targets:
             assert enable[name]["priority"]["fixable"] is True, name
             assert enable[name]["evidence"]["refused"] is None
-    # BailingMoe's decoder is shared too; a member blocks the set (Sarvam's forward test), and
-    # the loaders' embedding lookup (word_embeddings) blocks each: all refused, every blocker
-    # named, the loader lines with the core plan that lifts them.
+    # BailingMoe's decoder is shared too. Its members' stand-in forward tests cannot be written
+    # (Sarvam builds the decoder from another module), but 0.34.0 has tests/AGENTS.md: the test
+    # goes through LLM, so the set is fixable, building on the core-drafter-loader plan that
+    # lifts the loaders' embedding lookup (word_embeddings).
     for name in ("BailingMoeForCausalLM", "BailingMoeV2ForCausalLM", "SarvamMoEForCausalLM"):
-        refused = enable[name]["evidence"]["refused"]
-        assert enable[name]["priority"]["fixable"] is False
-        assert "vllm/v1/worker/gpu/spec_decode/eagle/utils.py:87" in refused
-        assert "the core-drafter-loader plan lifts that" in refused
-        if name != "SarvamMoEForCausalLM":
-            assert "BailingMoeModel.forward runs in " in refused
+        assert enable[name]["priority"]["fixable"] is True, name
+        assert enable[name]["evidence"]["refused"] is None, name
+        assert enable[name]["evidence"]["builds_on"]["recipe"] == "core-drafter-loader", name

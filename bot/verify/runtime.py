@@ -82,13 +82,17 @@ class RuntimeStage:
         """Finds (or builds) the engine; returns why the engine check will not run, or ""."""
         if not with_engine:
             return "the engine check was turned off (--no-engine)"
+        why = ""
         if not isinstance(self.smoke_target, smoke.SmokeTarget):
-            return str(self.smoke_target).replace("smoke check", "engine check")
+            why = str(self.smoke_target).replace("smoke check", "engine check")
+            # A group's tests through LLM still run in the engine, each member its own case.
+            if not self.plan.tests.get("engine"):
+                return why
         try:
             self.engine = engine_for(str(self.plan.vllm_version), progress=_progress)
         except BotError as exc:
             return str(exc)
-        return ""
+        return why
 
     def run_before(self, tree: Path, patch_file: Path, work: Path) -> None:
         """On the unpatched tree: the patch's own tests (must fail), the reference forward,

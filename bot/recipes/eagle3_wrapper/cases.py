@@ -268,9 +268,11 @@ BEHIND_A_WRITTEN_GUARD = Valid(
 LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
 # tests/AGENTS.md: no forwarding test on a stand-in language model; the wrapper through LLM.
 GUARD_THROUGH_LLM = Valid(
-    "tests/AGENTS.md: the guarded wrapper is tested through LLM, no stand-in language model",
+    "tests/AGENTS.md, defaults the bot cannot rewrite: the guarded wrapper is tested through LLM, "
+    "no stand-in language model",
     with_agents_rules(
-        runtime_tree(GUARDED), {"RuntimeVLForConditionalGeneration": "example/runtime-vl"}
+        runtime_tree(GUARDED, LEGACY_INTERFACES),
+        {"RuntimeVLForConditionalGeneration": "example/runtime-vl"},
     ),
     "RuntimeVLForConditionalGeneration",
     adds=('    "RuntimeVLForConditionalGeneration": None,', GUARD_CALL.rstrip("\n")),
