@@ -86,7 +86,7 @@ class RuntimeStage:
         if not isinstance(self.smoke_target, smoke.SmokeTarget):
             why = str(self.smoke_target).replace("smoke check", "engine check")
             # A group's tests through LLM still run in the engine, each member its own case.
-            if not self.plan.tests.get("engine"):
+            if not self.plan.tests.engine:
                 return why
         try:
             self.engine = engine_for(str(self.plan.vllm_version), progress=_progress)
