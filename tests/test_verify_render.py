@@ -11,6 +11,7 @@ from bot.markdown import inline
 from bot.plan import READY, Plan
 from bot.publish.contribution import validation_block
 from bot.publish.render import END, START, code_block, replace_results_section
+from bot.recipes.base import FixTests
 from bot.verification import Verification
 from bot.verify import matrix_from_findings, parse_junit
 
@@ -19,7 +20,7 @@ NOT_PASSED = {"passed": False, "local_passed": False, "message": ""}
 
 def render_results(verification: Verification, verified: bool | None = None) -> str:
     """The body's results block for a plan whose only record is ``verification``."""
-    plan = Plan(status=READY, reason="r", tests={"cpu": [], "gpu": ["tests/t.py::g"]})
+    plan = Plan(status=READY, reason="r", tests=FixTests(gpu=("tests/t.py::g",)))
     plan.verification = verification
     return validation_block(plan, verified)
 

@@ -441,7 +441,8 @@ def demand_of(plan: Plan, requested_by: str | None = None) -> list[str]:
     dashboard issue. Empty: nobody asked, and the plan waits on the dashboard issue."""
     lines = [f"issue #{n}" for n in plan.issues]
     for member in plan.members:
-        draft = ((member.registry_entry or {}).get("draft") or {}).get("repo_id")
+        entry = member.registry_entry
+        draft = entry.draft.repo_id if entry is not None else None
         if draft:
             lines.append(f"public draft {draft} for {member.class_name}")
     if requested_by:
