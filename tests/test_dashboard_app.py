@@ -106,7 +106,20 @@ def test_a_finding_and_a_proposal_that_build_on_a_core_fix_say_so(
     journal.record_findings([finding], release_tree("0.23.0"), "1e84f5b", "0.23.0")
     plan_dir = seed_plan_dir(tmp_path / "dependent", release_tree("0.23.0"))
     plan = json.loads((plan_dir / "plan.json").read_text())
-    plan["finding"]["evidence"]["builds_on"] = core
+    # The plan's finding as eagle3-enable records one waiting for the core plan (plan.json is
+    # read as records: an interface finding has no `builds_on`).
+    decoder = {
+        "name": "GPTJModel",
+        "path": finding["path"],
+        "line": 190,
+        "attribute": "transformer",
+    }
+    decoder["assigned_at"] = {"path": finding["path"], "line": 260}
+    target = {"name": finding["class"], "path": finding["path"], "line": finding["line"]}
+    evidence = {"class": target, "decoder": decoder, "shape": None, "refused": None}
+    evidence["builds_on"] = core
+    module = "vllm.model_executor.models.gpt_j"
+    plan["finding"] = {**finding, "module": module, "evidence": evidence}
     (plan_dir / "plan.json").write_text(json.dumps(plan))
     dependent = journal.record_proposal(plan_dir)
     client = _client(create_app(journal, _settings()))
