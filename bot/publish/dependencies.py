@@ -16,7 +16,6 @@ from __future__ import annotations
 from bot.github.client import GitHubClient
 from bot.plan import Plan
 from bot.publish.published import pulls_by_class
-from bot.recipes.base import Finding
 from bot.recipes.evidence import BuildsOn
 
 
@@ -24,10 +23,10 @@ def dependencies(plan: Plan) -> list[BuildsOn]:
     """The core findings the plan's classes build on, each once."""
     findings = [m.finding for m in plan.members] if plan.members else [plan.finding]
     found: dict[tuple[str, str, str], BuildsOn] = {}
-    for data in findings:
-        if not data:
+    for finding in findings:
+        if finding is None:
             continue
-        dependency = Finding.from_json(data, "plan.json: finding").evidence.depends_on()
+        dependency = finding.evidence.depends_on()
         if dependency is not None:
             found.setdefault(dependency.key, dependency)
     return list(found.values())
