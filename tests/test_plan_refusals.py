@@ -17,11 +17,17 @@ from tests.test_verify_local import synthetic_plan
     [
         ({"issue_number": 10**30}, "`issue_number` holds 100000000000000000000000, which is not"),
         ({"issue_number": -3}, "`issue_number` holds -3, which is not an issue number"),
-        ({"members": [{}]}, "members lacks `class_name`, `recipe`, `fingerprint`"),
+        ({"members": [{}]}, "members[0] lacks `class_name`, `recipe`, `fingerprint`"),
         (
             {
                 "members": [
-                    {"class_name": "A", "recipe": "r", "fingerprint": "f", "issues": [2**40]}
+                    {
+                        "class_name": "A",
+                        "recipe": "r",
+                        "fingerprint": "f",
+                        "issues": [2**40],
+                        "finding": None,
+                    }
                 ]
             },
             "`issues` holds 1099511627776",
@@ -38,6 +44,9 @@ def test_a_malformed_plan_is_refused_in_one_line(
 ) -> None:
     plan_dir = synthetic_plan(tmp_path)
     data = json.loads((plan_dir / "plan.json").read_text())
+    for member in change.get("members", []):
+        if "finding" in member:  # a member otherwise well formed: the plan's own finding
+            member["finding"] = data["finding"]
     (plan_dir / "plan.json").write_text(json.dumps({**data, **change}))
     capsys.readouterr()
 

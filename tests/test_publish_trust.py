@@ -384,7 +384,7 @@ def _refused_member(plan_dir: Path, problem: str, change: Callable[[Member], Mem
     ("change", "problem"),
     [
         ({"issues": [0]}, "not an issue number"),  # refused as plan.json is read
-        ({"issues": [10**9]}, "not issue numbers"),
+        ({"issues": [2**31]}, "which is not an issue number"),
         ({"title": "T" * 121}, "longer than 120 characters"),
     ],
 )
