@@ -163,11 +163,11 @@ class Plan:
         plan.schema = PLAN_SCHEMA  # what it holds now, whichever schema wrote it
         recorded = data.get("verification")
         plan.verification = None if recorded is None else Verification.from_json(recorded)
+        _check_issue_numbers(plan)  # whatever the file lists, before a single plan's is replaced
         if not plan.is_group:
             # A single-class plan's member is always its own fields, whatever the file lists.
             member = plan.single_member() if plan.status == READY else None
             plan.members = [member] if member is not None and plan.fingerprint else []
-        _check_issue_numbers(plan)
         return plan
 
 

@@ -213,7 +213,10 @@ def test_group_plan_round_trips_and_lists_every_issue(finding):
         ("no", "members must be a list"),
         (["no"], r"members\[0\] must be an object"),
         ([{"class_name": "A", "recipe": "r", "fingerprint": "f", "x": 1}], "unknown fields: x"),
-        ([{"class_name": "A", "recipe": "r", "fingerprint": 3}], "fingerprint must be str"),
+        (
+            [{"class_name": "A", "recipe": "r", "fingerprint": 3, "finding": {}}],
+            "fingerprint must be str",
+        ),
         ([{"class_name": "A", "recipe": "r", "fingerprint": "f"}], "lacks `finding`"),
         ([{"class_name": "A", "recipe": "r", "fingerprint": "f", "finding": "F"}], "finding"),
     ],
