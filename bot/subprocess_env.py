@@ -17,13 +17,16 @@ import os
 import pwd
 import re
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from bot.errors import BotError
-from bot.sandbox import handed_over, sandboxed
+from bot.index_proxy import index_hosts, index_proxy
+from bot.sandbox import disabled as sandbox_disabled
+from bot.sandbox import handed_over, interpreter_roots, sandboxed
 
 _KEEP = frozenset(
     {
@@ -227,28 +230,33 @@ def build_step(
     cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[str]]:
     """A running build step that may run code from the package index (pip building a release's
-    requirements or its source distribution): in the sandbox *with* the network, the minimal
-    environment (the machine's pip settings kept) with a scratch ``HOME`` and a pip cache of
-    its own (a build could plant a wheel in a shared one for a later install outside the
-    sandbox to run), nothing but ``writable`` and those two writable; stdout and stderr merged
-    into one text pipe. The step is ended when the block ends."""
+    requirements or its source distribution): in the sandbox, the minimal environment (the
+    machine's pip settings kept) with a scratch ``HOME`` and a pip cache of its own (a build
+    could plant a wheel in a shared one for a later install outside the sandbox to run),
+    nothing but ``writable`` and those two writable, and no network but a tunnel to the
+    package index (:mod:`bot.index_proxy`); stdout and stderr merged into one text pipe. The
+    step is ended when the block ends."""
     with (
         scratch_home() as home,
         tempfile.TemporaryDirectory(prefix="bot-pip-cache-") as pip_cache,
+        _to_the_index(command) as (relayed, relay_dirs),
         handed_over([home, Path(pip_cache), *writable]),
     ):
         where = cwd or home
         env = {k: v for k, v in minimal_env().items() if not k.startswith("XDG_")}
+        if sandbox_disabled():  # pip uses the operator's proxy itself
+            env.update(proxy_settings())
+        else:  # the index proxy outside uses it: its credential never enters the step
+            env.pop("PIP_PROXY", None)
         env.update({"HOME": str(home), "TMPDIR": "/tmp", "PIP_CACHE_DIR": pip_cache, **extra})
         # Local wheel directories the machine's pip configuration names stay readable.
         links = [Path(p) for p in env.get("PIP_FIND_LINKS", "").split() if p.startswith("/")]
         wrapped = sandboxed(
-            command,
+            relayed,
             cwd=where,
             home=home,
-            readable=links,
+            readable=[*links, *relay_dirs, *interpreter_roots(command[0])],
             writable=[*writable, Path(pip_cache)],
-            network=True,
             hidden_homes=_real_homes(),
         )
         process = subprocess.Popen(
@@ -267,3 +275,19 @@ def build_step(
             process.wait()
             if process.stdout is not None:
                 process.stdout.close()
+
+
+_NET_RELAY = Path(__file__).with_name("net_relay.py")
+
+
+@contextmanager
+def _to_the_index(command: list[str]) -> Iterator[tuple[list[str], list[Path]]]:
+    """``command`` run behind :mod:`bot.net_relay`, with the index proxy serving it, and the
+    directories the sandbox must show for that; unchanged with the sandbox off (the host's
+    network then)."""
+    if sandbox_disabled():
+        yield command, []
+        return
+    with index_proxy(index_hosts()) as socket_path:
+        relay = [sys.executable, str(_NET_RELAY), str(socket_path), "--", *command]
+        yield relay, [socket_path.parent, _NET_RELAY.parent]

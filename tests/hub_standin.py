@@ -111,6 +111,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.hub.requests.append(path)
         if path == "/api/models":
             return self._search(parse_qs(url.query), send_body)
+        if path.startswith("/api/models/") and "/tree/" in path:
+            return self._tree(path.removeprefix("/api/models/").split("/tree/", 1)[0], send_body)
         if path.startswith("/api/models/"):
             return self._model_info(path.removeprefix("/api/models/"), send_body)
         if "/resolve/" in path:
@@ -133,8 +135,29 @@ class _Handler(BaseHTTPRequestHandler):
         repo = self.hub.repos.get(repo_id)
         if repo is None:
             return self._error(401, "RepoNotFound", "Repository not found", send_body)
-        info = {"id": repo_id, "modelId": repo_id, "sha": COMMIT, "cardData": repo.card}
+        names = sorted({*repo.files, *(["config.json"] if repo.config is not None else [])})
+        info = {
+            "id": repo_id,
+            "modelId": repo_id,
+            "sha": COMMIT,
+            "cardData": repo.card,
+            "siblings": [{"rfilename": name} for name in names],  # what snapshot_download fetches
+        }
         self._reply(200, info, send_body, commit=True)
+
+    def _tree(self, repo_id: str, send_body: bool) -> None:
+        """The repository's files, as ``list_repo_tree`` (and so ``snapshot_download``) asks."""
+        repo = self.hub.repos.get(repo_id)
+        if repo is None:
+            return self._error(401, "RepoNotFound", "Repository not found", send_body)
+        files = dict(repo.files)
+        if repo.config is not None:
+            files.setdefault("config.json", json.dumps(repo.config).encode())
+        entries = [
+            {"type": "file", "path": name, "size": len(body), "oid": hashlib.sha1(body).hexdigest()}
+            for name, body in sorted(files.items())
+        ]
+        self._reply(200, entries, send_body)
 
     def _file(self, repo_id: str, filename: str, send_body: bool) -> None:
         repo = self.hub.repos.get(repo_id)

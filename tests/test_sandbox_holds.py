@@ -10,8 +10,9 @@ itself (F2) are in tests/test_sandbox.py's probe, which every sandboxed path run
 
 from __future__ import annotations
 
-import http.server
 import os
+import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -26,6 +27,7 @@ from bot.plan import read_plan_dir, update_plan
 from bot.subprocess_env import build_step
 from bot.verify import VerifyOptions, verify_plan
 from bot.verify.env import EnvInfo, _write_torchvision_ops, write_manifest
+from tests.hub_standin import HubRepo, HubStandIn
 from tests.test_token_isolation import _spy_plan
 from tests.test_verify_local import commit_all
 
@@ -307,41 +309,149 @@ def test_verify_without_a_usable_sandbox_refuses_in_one_line(
     assert len(err.splitlines()) == 1 and "sandbox" in err and "BOT_SANDBOX=off" in err
 
 
-class _Hub(http.server.BaseHTTPRequestHandler):
-    """Where HF_ENDPOINT points: records what it is asked, knows no repository."""
-
-    asked: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.asked.append(self.path)
-        self.send_response(404)
-        self.send_header("X-Error-Code", "RepoNotFound")
-        self.end_headers()
-
-    do_HEAD = do_GET
-
-    def log_message(self, *_args: object) -> None:
-        pass
-
-
 def test_the_gpu_runner_engine_check_downloads_and_fails_unless_it_checked(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """I2: ``bot engine --checkpoint`` ran the engine with no network and no GPU, so it never
     checked anything, and exited 0. The checkpoints are now downloaded first, in a sandbox
     that has the network (the engine then runs offline from that cache, with the GPU device
-    nodes), and a check that could not run fails the step."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    _Hub.asked = []
-    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
-    try:
+    nodes), and a check that could not run fails the step: here the bot's own interpreter has
+    no vLLM, so the engine harness cannot run."""
+    repos = {
+        name: HubRepo(config={"model_type": "llama"}) for name in ("tiny/target", "tiny/draft")
+    }
+    with HubStandIn(repos) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
         code = main(["engine", "--checkpoint", "tiny/target", "--eagle3", "tiny/draft"])
-    finally:
-        server.shutdown()
-        server.server_close()
 
     out = capsys.readouterr().out
     assert code == 1, out
-    assert "not checked: the checkpoints could not be downloaded" in out
-    assert any("tiny/target" in path for path in _Hub.asked), _Hub.asked
+    assert "engine check: not checked: the engine harness" in out  # it ran, offline
+    for name in repos:  # downloaded by the sandboxed step, for the offline engine
+        fetched = [p for p in hub.requests if p.startswith(f"/{name}/resolve/")]
+        assert any(p.endswith("/config.json") for p in fetched), hub.requests
+
+
+TUNNELS = """
+import os, socket, sys
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["HTTPS_PROXY"])
+said = []
+for port in sys.argv[1:]:
+    with socket.create_connection((proxy.hostname, proxy.port), timeout=30) as tunnel:
+        tunnel.sendall(f"CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n".encode())
+        said.append(tunnel.recv(4096).split(b"\\r\\n")[0].decode())
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=5).close()
+    said.append("direct: connected")
+except OSError:
+    said.append("direct: no network")
+print("TUNNELS", said)
+"""
+
+
+def test_a_build_step_reaches_the_package_index_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """L3: build steps shared the host's network, so code from the index reached a local ``bot
+    dashboard --as`` (and anything else the machine reaches). Now the step has loopback only,
+    and its proxy tunnels to the package index's hosts alone."""
+    index, dashboard = (
+        socket.create_server(("127.0.0.1", 0)),
+        socket.create_server(("127.0.0.1", 0)),
+    )
+    monkeypatch.setenv("BOT_INDEX_HOSTS", f"127.0.0.1:{index.getsockname()[1]}")
+    ports = [str(s.getsockname()[1]) for s in (index, dashboard)]
+    dest = tmp_path / "env"
+    dest.mkdir()
+    try:
+        with build_step([sys.executable, "-c", TUNNELS, *ports], extra={}, writable=[dest]) as step:
+            output, _ = step.communicate(timeout=120)
+    finally:
+        index.close()
+        dashboard.close()
+    (said,) = [line for line in output.splitlines() if line.startswith("TUNNELS")]
+    assert "'HTTP/1.1 200 Connection established'" in said  # the index
+    assert "'HTTP/1.1 403 Forbidden'" in said  # the dashboard
+    assert "'direct: no network'" in said
+
+
+def test_a_build_step_never_starts_with_an_index_credential(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """L3: the index credential in pip's configuration reached the build step's code."""
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "https://bot:pypi-token0123@index.invalid/simple")
+    dest = tmp_path / "env"
+    dest.mkdir()
+    with (
+        pytest.raises(BotError, match="gives it an index credential") as refused,
+        build_step([sys.executable, "-c", "print('ran')"], extra={}, writable=[dest]),
+    ):
+        pass
+    assert "pypi-token0123" not in str(refused.value) and "\n" not in str(refused.value)
+
+
+THROUGH_THE_OPERATORS_PROXY = """
+import os, socket
+from pathlib import Path
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["HTTPS_PROXY"])
+with socket.create_connection((proxy.hostname, proxy.port), timeout=30) as tunnel:
+    tunnel.sendall(b"CONNECT index.test:443 HTTP/1.1\\r\\n\\r\\n")
+    got = b""
+    while chunk := tunnel.recv(4096):
+        got += chunk
+seen = [v for v in os.environ.values() if "s3cret" in v]
+for environ in Path("/proc").glob("[0-9]*/environ"):
+    try:
+        seen += [environ.name] if b"s3cret" in environ.read_bytes() else []
+    except OSError:
+        pass
+print("THROUGH", got.split(b"\\r\\n")[0].decode(), got.endswith(b"UPSTREAM-OK"), seen)
+"""
+
+
+class _OperatorsProxy(socketserver.BaseRequestHandler):
+    """The operator's HTTPS proxy (with a password): records each request's head, opens a
+    pretend tunnel that says one line and closes."""
+
+    heads: list[bytes] = []
+
+    def handle(self) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head and (chunk := self.request.recv(4096)):
+            head += chunk
+        self.heads.append(head)
+        self.request.sendall(b"HTTP/1.1 200 Connection established\r\n\r\nUPSTREAM-OK")
+
+
+def test_a_build_step_reaches_the_index_through_the_operators_proxy_without_its_password(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """L3 on a machine that reaches the index only through its own HTTPS_PROXY: the tunnel goes
+    through that proxy, with its credential, which stays outside the step (it used to be in
+    the step's environment)."""
+    _OperatorsProxy.heads = []
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _OperatorsProxy)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    for name in ("NO_PROXY", "no_proxy", "PIP_PROXY", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(
+        "HTTPS_PROXY", f"http://operator:s3cret@127.0.0.1:{server.server_address[1]}"
+    )
+    monkeypatch.setenv("BOT_INDEX_HOSTS", "index.test")
+    dest = tmp_path / "env"
+    dest.mkdir()
+    try:
+        command = [sys.executable, "-c", THROUGH_THE_OPERATORS_PROXY]
+        with build_step(command, extra={}, writable=[dest]) as step:
+            output, _ = step.communicate(timeout=120)
+    finally:
+        server.shutdown()
+        server.server_close()
+    (said,) = [line for line in output.splitlines() if line.startswith("THROUGH")]
+    assert said == "THROUGH HTTP/1.1 200 Connection established True []", output
+    (head,) = _OperatorsProxy.heads
+    assert head.startswith(b"CONNECT index.test:443 HTTP/1.1\r\n")
+    assert b"Proxy-Authorization: Basic b3BlcmF0b3I6czNjcmV0\r\n" in head  # operator:s3cret

@@ -74,8 +74,12 @@ def run_batch(plan_dirs: list[Path], core: Path | None, log: Path) -> float:
 
 
 def verdict(plan_dir: Path) -> tuple[str, str]:
+    if not plan_dir.exists():
+        return "not run", "not run"
     found = engine_of(plan_dir)
     check = found["check"]
+    if check.get("detail") == "not run" and "record" not in check:
+        return "not run", "not run"
     state = {True: "passed", False: "failed"}.get(check.get("passed"), "not checked")
     record = check.get("record") or {}
     cells = f"EAGLE-3: {method_cell(record, 'eagle3')}; DFlash: {method_cell(record, 'dflash')}"
@@ -105,24 +109,26 @@ def table(plan_dirs: list[Path], work: Path) -> list[str]:
 
 
 def summary(plan_dirs: list[Path], work: Path) -> list[str]:
+    """How many plans of each kind ended in each state, per mode; a plan a cut-short sweep
+    never ran is counted as not run, never as a failure or a pass."""
     dependents = [d for d in plan_dirs if builds_on(d)]
     others = [d for d in plan_dirs if not builds_on(d)]
 
-    def count(dirs: list[Path], mode: str, state: str) -> int:
-        return sum(1 for d in dirs if verdict(work / mode / d.name)[0] == state)
+    def counts(dirs: list[Path], mode: str) -> str:
+        states = [verdict(work / mode / d.name)[0] for d in dirs]
+        order = ("passed", "failed", "not checked", "not run")
+        return ", ".join(f"{states.count(s)} {s}" for s in order if states.count(s))
 
-    kept = sum(
-        1
-        for d in others
-        if verdict(work / "without" / d.name)[0] == "passed"
-        and verdict(work / "with" / d.name)[0] == "passed"
-    )
+    passed_before = [d for d in others if verdict(work / "without" / d.name)[0] == "passed"]
+    after = [verdict(work / "with" / d.name)[0] for d in passed_before]
     return [
-        f"Plans building on the core: {len(dependents)}; with the core fix "
-        f"{count(dependents, 'with', 'passed')} passed, without it "
-        f"{count(dependents, 'without', 'failed')} failed (the model patch alone).",
-        f"Plans building on nothing: {len(others)}; passed without the core fix "
-        f"{count(others, 'without', 'passed')}, of which still passed with it: {kept}.",
+        f"Plans building on the core: {len(dependents)}; without the core fix (the model patch "
+        f"alone): {counts(dependents, 'without')}; with it: {counts(dependents, 'with')}.",
+        f"Plans building on nothing: {len(others)}; without the core fix: "
+        f"{counts(others, 'without')}; with it: {counts(others, 'with')}. Of the "
+        f"{len(passed_before)} that passed without it, with it: {after.count('passed')} passed, "
+        f"{after.count('failed')} failed, {after.count('not checked')} not checked, "
+        f"{after.count('not run')} not run.",
     ]
 
 

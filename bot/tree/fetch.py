@@ -19,7 +19,7 @@ from bot.config import cache_dir
 from bot.errors import BotError
 from bot.fileio import held_lock
 from bot.github.gitrepo import Repo
-from bot.subprocess_env import build_step, proxy_settings
+from bot.subprocess_env import build_step
 from bot.untrusted_files import copy_as_data
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(?:(?:rc|a|b|\.post|\.dev)\d+)?$")
@@ -75,9 +75,7 @@ def _download_sdist(version: str, scratch: Path) -> Path:
     # the sandbox); the unpacked tree is what we want. Whatever that step left there is data:
     # the tree is copied out file by file (no link, no .git), and git only ever runs on the
     # copy, which no sandboxed code has seen.
-    with build_step(
-        command, extra={"TMPDIR": str(pip_tmp), **proxy_settings()}, writable=[scratch]
-    ) as process:
+    with build_step(command, extra={"TMPDIR": str(pip_tmp)}, writable=[scratch]) as process:
         output, _ = process.communicate()
     for candidate in _unpacked(pip_tmp):
         tree = scratch / "tree"
