@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from bot import plan as plans
@@ -60,8 +60,15 @@ def scratch_paths(repo: Path, fixes: Sequence[FixPlan]) -> tuple[str, ...]:
     """What a scratch checkout holds: the model packages and tests, the speculative-decoding
     loaders (a re-scan reads them: :mod:`bot.tree.drafter_loader`), and every file an edit
     touches (a core fix edits outside the model packages)."""
-    edited = [e.path for fix in fixes for e in fix.edits if not e.creates]
+    edited = [e.path for fix in fixes for e in fix.edits if not e.creates and _inside(e.path)]
     return tuple(dict.fromkeys((*SCRATCH_PATHS, *loader_dirs(repo), *edited)))
+
+
+def _inside(path: str) -> bool:
+    """A relative path that stays in the tree; any other is left for the edit checks to refuse
+    (git refuses to list it, with an error that is no refusal)."""
+    parts = PurePosixPath(path).parts
+    return bool(parts) and not PurePosixPath(path).is_absolute() and ".." not in parts
 
 
 def apply_fix(repo: Path, base_commit: str, fix: FixPlan, scanned: Sequence[Finding]) -> AppliedFix:
