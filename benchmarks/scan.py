@@ -147,7 +147,7 @@ def main() -> int:
         ("library scan, cold", "cold", ""),
         ("library scan, warm", "warm", ""),
         ("bot scan (warm), cache of this release alone", "warm-alone", ""),
-        (f"bot scan (warm), cache after {len(args.history)} more releases", "warm-history", ""),
+        (f"bot scan (warm), cache after {len(args.history or ())} more", "warm-history", ""),
     )
     for label, key, goal in rows:
         if not runs[key]:

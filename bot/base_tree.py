@@ -4,9 +4,9 @@ A publish rule that must re-derive what the recipe decided from more than the on
 checks (:mod:`bot.recipes.eagle3_enable.recipe`'s capture depends on the decoder's layers and on how
 the tree's enabled decoders count) scans the base commit itself. :class:`CommitTree` is that commit,
 fetched from the upstream into the bot's work repository, exported on first use (only
-``vllm/``, all a scan reads, and the registry test, whose platform skips a contributed test
-keeps) and scanned once; :class:`CheckedOutTree` is a tree already on
-disk (tests, and callers that have one).
+``vllm/``, all a scan reads, and :data:`EXPORTED`: the registry test, whose platform skips a
+contributed test keeps, and what places a test through ``LLM``) and scanned once;
+:class:`CheckedOutTree` is a tree already on disk (tests, and callers that have one).
 
 The scan uses the facts cache: its entries are keyed by the hash of a file's bytes and written
 only by the bot's own parser (the sandbox hides the cache from upstream code), and they hold
@@ -26,6 +26,15 @@ from bot.recipes.base import ScanContext
 from bot.subprocess_env import minimal_env
 
 REGISTRY_TEST = "tests/models/test_registry.py"
+# What a rule reads beside vllm/: the registry test's platform skips, and where a test through
+# LLM goes (the tree's test rules, the example models, the CI steps, the test folder).
+EXPORTED = (
+    REGISTRY_TEST,
+    "tests/AGENTS.md",
+    "tests/models/registry.py",
+    ".buildkite/test_areas",
+    "tests/v1/spec_decode",
+)
 
 
 class CheckedOutTree:
@@ -61,7 +70,7 @@ class CommitTree(CheckedOutTree):
             with archive.open("wb") as out:
                 _run([*git, self.commit, "vllm"], stdout=out)
             _run(["tar", "-x", "--no-same-owner", "-f", str(archive), "-C", str(self.root)])
-            self._export_registry_test()
+            self._export_beside()
         except (OSError, subprocess.SubprocessError) as exc:
             lines = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
             detail = lines[0][:200] if lines else type(exc).__name__
@@ -70,20 +79,29 @@ class CommitTree(CheckedOutTree):
             archive.unlink(missing_ok=True)
         return self.root
 
-    def _export_registry_test(self) -> None:
-        """The registry test too, where the commit has it: its platform skips are what a
-        contributed test that imports a model class must keep (the wrapper recipe's rule)."""
-        shown = subprocess.run(
-            ["git", f"--git-dir={self.git_dir}", "show", f"{self.commit}:{REGISTRY_TEST}"],
-            stdout=subprocess.PIPE,
+    def _export_beside(self) -> None:
+        """The files of :data:`EXPORTED` the commit has (a path it lacks is left out)."""
+        archive = self.root / "beside.tar"
+        present = [p for p in EXPORTED if self._has(p)]
+        if not present:
+            return
+        git = ["git", f"--git-dir={self.git_dir}", "archive", "--format=tar", self.commit]
+        try:
+            with archive.open("wb") as out:
+                _run([*git, "--", *present], stdout=out)
+            _run(["tar", "-x", "--no-same-owner", "-f", str(archive), "-C", str(self.root)])
+        finally:
+            archive.unlink(missing_ok=True)
+
+    def _has(self, path: str) -> bool:
+        found = subprocess.run(
+            ["git", f"--git-dir={self.git_dir}", "cat-file", "-e", f"{self.commit}:{path}"],
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             timeout=300,
             env=minimal_env(),
         )
-        if shown.returncode == 0:
-            target = self.root / REGISTRY_TEST
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(shown.stdout)
+        return found.returncode == 0
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

@@ -51,6 +51,8 @@ def test_every_codemod_has_a_no_change_case_and_a_change_case() -> None:
         "nested_capture",
         "aux_forward_test",
         "wrapper_forward_test",
+        "llm_target_test",
+        "ci_step_dependency",
         "core_drafter_loader.codemods",
         "core_eagle3_forwarding.codemods",
     }

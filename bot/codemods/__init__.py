@@ -6,9 +6,11 @@ from bot.codemods import (
     aux_capture,
     aux_forward_test,
     bases,
+    ci_step_dependency,
     delegate_methods,
     imports,
     legacy_capture,
+    llm_target_test,
     nested_capture,
     registry_entry,
     regression_test,
@@ -44,6 +46,8 @@ _MODULES_WITH_CASES = (
     nested_capture,
     aux_forward_test,
     wrapper_forward_test,
+    llm_target_test,
+    ci_step_dependency,
 )
 
 

@@ -374,6 +374,7 @@ def _group_plan(
         recipes.append(render_group_parts(of_recipe, sections))
     gpu = [n for m in members for n in m.tests.get("gpu", [])]
     cpu = list(dict.fromkeys(n for m in members for n in m.tests.get("cpu", [])))
+    engine = list(dict.fromkeys(n for m in members for n in m.tests.get("engine", [])))
     edits = [e for m in members for e in m.edits]
     context = {
         "group": name,
@@ -396,7 +397,7 @@ def _group_plan(
         status=plans.READY,
         reason=(f"{len(members)} model classes share one fix ({name}); each has its own commit"),
         edits=edits,
-        tests={"gpu": gpu, "cpu": cpu},
+        tests={"gpu": gpu, "cpu": cpu, **({"engine": engine} if engine else {})},
         branch=identity.group_branch_name(name, fingerprints),
         fingerprint=fingerprint,
         title=title,

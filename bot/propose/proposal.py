@@ -44,7 +44,16 @@ from bot.triage.issue import ASK, SILENT, Triage
 
 # What proposing reads and edits: the model packages (scanned again after the edit), the
 # package marker, and the tests it extends. Files at the top (ruff's settings) come along.
-SCRATCH_PATHS = ("vllm/__init__.py", *MODEL_PACKAGES, "tests/models", "tests/model_executor")
+SCRATCH_PATHS = (
+    "vllm/__init__.py",
+    *MODEL_PACKAGES,
+    "tests/models",
+    "tests/model_executor",
+    # a tree with tests/AGENTS.md: the test through LLM, and the CI step that runs it
+    "tests/AGENTS.md",
+    "tests/v1/spec_decode",
+    ".buildkite/test_areas",
+)
 
 
 @dataclass(frozen=True)
@@ -86,11 +95,15 @@ def _apply_edit(tree: Path, edit: FileEdit) -> bool:
     """Apply one file's codemods, checked; False when they change nothing."""
     check_relpath(edit.path)
     path = tree / edit.path
-    if edit.creates:
+    if edit.creates and not path.exists():
         return _create_file(tree, edit)
+    # (a file to create that an earlier member of a group plan created is extended instead,
+    # within the edit's spans)
     if not path.is_file():
         raise CodemodRefused(f"{edit.path} is not in the tree; not creating files")
     before = path.read_text(encoding="utf-8")
+    if not edit.path.endswith(".py"):
+        return _apply_text_edit(path, edit, before)
     check_round_trip(before, edit.path)
     after = edit.apply(before)
     if after == before:
@@ -100,6 +113,17 @@ def _apply_edit(tree: Path, edit: FileEdit) -> bool:
     after = format_touched(before, after, tree, edit.path)
     changed_lines_confined(before, after, allowed)  # formatting may not widen the edit either
     check_ruff_clean(before, after, tree, edit.path)
+    path.write_text(after, encoding="utf-8")
+    return True
+
+
+def _apply_text_edit(path: Path, edit: FileEdit, before: str) -> bool:
+    """A file that is not Python (a CI step's YAML): the codemods may only insert lines."""
+    after = edit.apply(before)
+    if after == before:
+        return False
+    lines = len(before.splitlines())
+    changed_lines_confined(before, after, [(n + 1, n) for n in range(lines + 1)])
     path.write_text(after, encoding="utf-8")
     return True
 

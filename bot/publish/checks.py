@@ -380,16 +380,27 @@ def check_member_confined(member: Member, changes: list[FileChange]) -> None:
     for change in changes:
         kind = declared[change.path]
         before, after = _texts(change, creates=getattr(rules[kind], "creates_file", False))
-        edit = PublishedEdit(change.path, kind, before, after, class_name, finding, change.base)
+        edit = PublishedEdit(
+            change.path,
+            kind,
+            before,
+            after,
+            class_name,
+            finding,
+            change.base,
+            tuple(sorted(changed)),
+        )
         try:
             rules[kind](edit)
         except (CodemodRefused, SyntaxError, ValueError) as exc:
             detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise BotError(f"{change.path}: {detail}; refusing to publish") from None
     for kind in _required_edit_kinds(member.recipe):
-        if kind not in declared.values():
+        # "a|b": either kind (the test a tree's own conventions ask for)
+        if not set(kind.split("|")) & set(declared.values()):
             raise BotError(
-                f"the plan has no {kind} edit, which recipe {member.recipe} always makes; "
+                f"the plan has no {' or '.join(kind.split('|'))} edit, which recipe "
+                f"{member.recipe} always makes; "
                 "refusing to publish"
             )
 

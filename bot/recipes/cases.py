@@ -107,3 +107,30 @@ class RecipeCases:
     valid: tuple[Valid, ...]
     invalid: tuple[Invalid, ...] = ()
     quiet: tuple[Quiet, ...] = ()
+
+
+# A tree with tests/AGENTS.md (0.34.0 and later): the fixing recipes contribute a test through
+# LLM (bot/recipes/llm_test.py), placed where a CI step runs it.
+AGENTS_RULES_TEXT = "# tests\n\n- Construct vLLM objects with their real constructors.\n"
+
+
+def with_agents_rules(tree: SyntheticTree, examples: Mapping[str, str]) -> SyntheticTree:
+    """``tree`` with tests/AGENTS.md, the test folder and its CI step, and an example model
+    in tests/models/registry.py for each of ``examples`` (arch -> Hugging Face id)."""
+    from bot.codemods.ci_step_dependency import SPEC_DECODE_AREA
+
+    entries = "".join(f'    "{arch}": _HfExamplesInfo("{hf}"),\n' for arch, hf in examples.items())
+    registry = (
+        "class _HfExamplesInfo:\n    def __init__(self, default, **kwargs):\n"
+        "        self.default = default\n\n\n"
+        f"_TEXT_GENERATION_EXAMPLE_MODELS = {{\n    # [Decoder-only]\n{entries}}}\n"
+    )
+    files = {
+        **tree.files,
+        "tests/AGENTS.md": AGENTS_RULES_TEXT,
+        "tests/models/registry.py": registry,
+        "tests/v1/__init__.py": "",
+        "tests/v1/spec_decode/__init__.py": "",
+        ".buildkite/test_areas/spec_decode.yaml": SPEC_DECODE_AREA,  # its V1 Spec Decode step
+    }
+    return SyntheticTree(files, tree.registry, tree.appended)

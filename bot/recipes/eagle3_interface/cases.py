@@ -17,6 +17,7 @@ from bot.recipes.cases import (
     SyntheticTree,
     Valid,
     capturing_decoder,
+    with_agents_rules,
 )
 
 MODEL = "vllm/model_executor/models/foo.py"
@@ -109,9 +110,34 @@ GAP = Valid(
     ),
 )
 
+LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+THROUGH_LLM = Valid(
+    "tests/AGENTS.md: the declaration is also tested through LLM (no capture check: not ours)",
+    with_agents_rules(foo_tree(IMPORTS + READY_DECODER + TARGET), {"FooForCausalLM": "a/foo"}),
+    "FooForCausalLM",
+    adds=(
+        '    "FooForCausalLM": None,',
+        "class FooForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+    ),
+)
+
 CASES = RecipeCases(
-    valid=(GAP, WITH_ENTRY),
+    valid=(GAP, WITH_ENTRY, THROUGH_LLM),
     invalid=(
+        Invalid(
+            "the test through LLM lists another architecture than the fixed one",
+            THROUGH_LLM,
+            LLM_TEST,
+            ('    "FooForCausalLM": None,', '    "BarForCausalLM": None,'),
+            refuses="the LLM test is not the one the recipe writes",
+        ),
+        Invalid(
+            "the test through LLM claims a capture check the declaration does not make",
+            THROUGH_LLM,
+            LLM_TEST,
+            ('    "FooForCausalLM": None,', '    "FooForCausalLM": "norm",'),
+            refuses="the LLM test is not the one the recipe writes",
+        ),
         Invalid(
             "the interface declared, its import missing",
             GAP,

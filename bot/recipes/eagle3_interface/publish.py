@@ -23,6 +23,7 @@ from bot.codemods.regression_test import (
 from bot.codemods.spans import ClassHeader, Imports, TopLevel
 from bot.recipes.base import PLATFORMS, PublishedEdit, PublishRule
 from bot.recipes.eagle3_analysis import INTERFACE
+from bot.recipes.llm_test import CI_STEP_KIND, LLM_TEST_KIND, ci_step_dependency, declaration_rule
 from bot.recipes.publish_rules import (
     IDENTIFIER,
     MODEL_FILE,
@@ -185,6 +186,8 @@ PUBLISH_RULES: dict[str, PublishRule] = {
     "declare-interface": declare_interface,
     "registry-entry": registry_entry,
     "regression-test": regression_test,
+    LLM_TEST_KIND: declaration_rule("eagle3-interface"),
+    CI_STEP_KIND: ci_step_dependency,
 }
 
 

@@ -15,6 +15,7 @@ from dataclasses import astuple
 from typing import Any
 
 from bot.recipes.base import (
+    Declined,
     FileEdit,
     Finding,
     FixPlan,
@@ -50,6 +51,7 @@ from bot.recipes.eagle3_interface.evidence import (
 )
 from bot.recipes.evidence import At, Bound
 from bot.recipes.interface_status import already_fixed, missing_variants
+from bot.recipes.llm_test import declaration_test
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import RegistryEntry
@@ -108,7 +110,7 @@ class Eagle3Interface(Recipe):
             findings.append(_finding(ctx.index, ref, entries, construction, chain, aux, siblings))
         return findings
 
-    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan:
+    def plan(self, finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
         """Import the interface and add it as the last base of the class (and of each of its
         platform variants), add the registry entry that puts the model under the GPU test, and
         a CPU regression test asserting ``supports_eagle3``."""
@@ -124,6 +126,13 @@ class Eagle3Interface(Recipe):
             edits.append(registry_entry_edit(entry))
         test_edit, cpu_tests = _regression_test(ctx, finding, variant)
         edits.append(test_edit)
+        engine_tests: tuple[str, ...] = ()
+        through_llm = declaration_test(ctx.root, finding, edits) if len(group) == 1 else None
+        if isinstance(through_llm, Declined):
+            return through_llm
+        if through_llm is not None:
+            edits.extend(through_llm[0])
+            engine_tests = through_llm[1]
         title = f"[Model][Spec Decode] Declare {INTERFACE} on {finding.class_name}"
         return FixPlan(
             recipe=NAME,
@@ -131,7 +140,9 @@ class Eagle3Interface(Recipe):
             resolves=group,
             variant=variant,
             edits=tuple(edits),
-            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            tests=FixTests(
+                cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else (), engine=engine_tests
+            ),
             registry=RegistryDecision(entry, entry_why),
             writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, group)),
             commit_title=title + (f" ({variant} variant)" if variant else ""),

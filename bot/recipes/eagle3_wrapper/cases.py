@@ -19,6 +19,7 @@ from bot.recipes.cases import (
     SyntheticTree,
     Valid,
     capturing_decoder,
+    with_agents_rules,
 )
 
 LM_FILE = "vllm/model_executor/models/lm.py"
@@ -264,9 +265,35 @@ BEHIND_A_WRITTEN_GUARD = Valid(
     adds=(*GUARDED_ADDS, f'                "{WRITTEN_GUARD_MESSAGE}"'),
 )
 
+LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+# tests/AGENTS.md: no forwarding test on a stand-in language model; the wrapper through LLM.
+GUARD_THROUGH_LLM = Valid(
+    "tests/AGENTS.md, defaults the bot cannot rewrite: the guarded wrapper is tested through LLM, "
+    "no stand-in language model",
+    with_agents_rules(
+        runtime_tree(GUARDED, LEGACY_INTERFACES),
+        {"RuntimeVLForConditionalGeneration": "example/runtime-vl"},
+    ),
+    "RuntimeVLForConditionalGeneration",
+    adds=('    "RuntimeVLForConditionalGeneration": None,', GUARD_CALL.rstrip("\n")),
+)
+
 CASES = RecipeCases(
-    valid=(INTERFACE_ONLY, BUILDS_ON_FORWARDING, BEHIND_THE_GUARD, BEHIND_A_WRITTEN_GUARD),
+    valid=(
+        INTERFACE_ONLY,
+        BUILDS_ON_FORWARDING,
+        BEHIND_THE_GUARD,
+        BEHIND_A_WRITTEN_GUARD,
+        GUARD_THROUGH_LLM,
+    ),
     invalid=(
+        Invalid(
+            "the wrapper's test through LLM lists the language model instead",
+            GUARD_THROUGH_LLM,
+            LLM_TEST,
+            ('    "RuntimeVLForConditionalGeneration": None,', '    "LmForCausalLM": None,'),
+            refuses="the LLM test is not the one the recipe writes",
+        ),
         Invalid(
             "the interface declared on the wrapper, its import missing",
             INTERFACE_ONLY,

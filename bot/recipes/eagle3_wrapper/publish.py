@@ -24,6 +24,7 @@ from bot.recipes.eagle3_interface.publish import (
     registry_entry,
     regression_test,
 )
+from bot.recipes.llm_test import CI_STEP_KIND, LLM_TEST_KIND, ci_step_dependency, declaration_rule
 from bot.recipes.publish_rules import (
     MODEL_FILE,
     confined,
@@ -124,4 +125,6 @@ PUBLISH_RULES: dict[str, PublishRule] = {
     "declare-interface-and-guarded-delegate": declare_and_guarded_delegate,
     "registry-entry": registry_entry,
     "regression-test": regression_test,
+    LLM_TEST_KIND: declaration_rule("eagle3-wrapper"),
+    CI_STEP_KIND: ci_step_dependency,
 }

@@ -51,6 +51,7 @@ from bot.recipes.eagle3_interface.recipe import (
 )
 from bot.recipes.eagle3_wrapper.evidence import LanguageModel, WrapperEvidence, WrapperForward
 from bot.recipes.evidence import At, BuildsOn, Located
+from bot.recipes.llm_test import declaration_test, follows_agents_rules
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.recipes.wrapper_analysis import (
     DELEGATE,
@@ -155,12 +156,21 @@ class Eagle3Wrapper(Recipe):
             edits.append(registry_entry_edit(entry))
         test_edit, cpu_tests = _wrapper_regression_test(ctx, finding, variant)
         edits.append(test_edit)
-        forwarding = _wrapper_forward_test(ctx, finding)
-        if isinstance(forwarding, Declined):
-            return forwarding
-        if forwarding is not None:
-            edits.append(forwarding[0])
-            cpu_tests = (*cpu_tests, forwarding[1])
+        engine_tests: tuple[str, ...] = ()
+        if follows_agents_rules(ctx.root):  # through LLM there, never on a stand-in model
+            through_llm = declaration_test(ctx.root, finding, edits)
+            if isinstance(through_llm, Declined):
+                return through_llm
+            if through_llm is not None:
+                edits.extend(through_llm[0])
+                engine_tests = through_llm[1]
+        else:
+            forwarding = _wrapper_forward_test(ctx, finding)
+            if isinstance(forwarding, Declined):
+                return forwarding
+            if forwarding is not None:
+                edits.append(forwarding[0])
+                cpu_tests = (*cpu_tests, forwarding[1])
         covers = list(evidence.covers)
         return FixPlan(
             recipe=NAME,
@@ -168,7 +178,9 @@ class Eagle3Wrapper(Recipe):
             resolves=(finding,),
             variant=variant,
             edits=tuple(edits),
-            tests=FixTests(cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else ()),
+            tests=FixTests(
+                cpu=cpu_tests, gpu=(entry.gpu_test,) if entry else (), engine=engine_tests
+            ),
             registry=RegistryDecision(entry, entry_why),
             writeup=WriteUp.from_folder(TEMPLATES, _writeup_context(ctx, finding, covers, guard)),
             commit_title=(
@@ -644,6 +656,8 @@ def _writeup_context(
 def _forward_test_context(ctx: PlanContext, finding: Finding) -> dict[str, Any] | None:
     from bot.codemods.wrapper_forward_test import wrapper_test_path
 
+    if follows_agents_rules(ctx.root):
+        return None  # no test on a stand-in model there: the test through LLM instead
     fields = wrapper_test_fields(ctx.scan, finding)
     if not isinstance(fields, dict):
         return None

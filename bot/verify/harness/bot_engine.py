@@ -77,46 +77,21 @@ def one_line(exc: BaseException) -> str:
 
 def overlay(files: dict[str, str], arch: str) -> type:
     """Execute each file as its module (replacing the engine's), register ``arch``'s class."""
+    from bot_overlay import OverlayError, execute_files, forget_resolved_architectures
     from vllm import ModelRegistry
 
-    cls = None
-    for module_name, path in files.items():
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        previous = sys.modules.get(module_name)
-        sys.modules[module_name] = module
-        forget_custom_ops(module_name)
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 - the file needs what this engine lacks
-            if previous is not None:
-                sys.modules[module_name] = previous
-            why = f"{module_name} does not import on this engine: {one_line(exc)}"
-            raise NotChecked(why) from None
-        if previous is not None:
-            parent, _, child = module_name.rpartition(".")
-            with contextlib.suppress(KeyError):
-                setattr(sys.modules[parent], child, module)
-        found = getattr(module, arch, None)
-        if isinstance(found, type):
-            cls = found
-    if cls is None:
+    try:
+        modules = execute_files(files)
+    except OverlayError as exc:
+        module_name = str(exc).split(" ", 1)[0]
+        why = f"{module_name} does not import on this engine: {one_line(exc.__cause__ or exc)}"
+        raise NotChecked(why) from None
+    classes = [c for m in modules.values() if isinstance(c := getattr(m, arch, None), type)]
+    if not classes:
         raise NotChecked(f"no overlaid file defines {arch}")
-    ModelRegistry.register_model(arch, cls)
+    ModelRegistry.register_model(arch, classes[-1])
     forget_resolved_architectures()
-    return cls
-
-
-def forget_custom_ops(module_name: str) -> None:
-    """vLLM refuses a custom op name registered twice ("Duplicate op name"), and a file executed
-    again over its module registers its ops again: the ops of the module it replaces go."""
-    with contextlib.suppress(ImportError, AttributeError):
-        from vllm.model_executor import custom_op
-
-        for name, op in list(custom_op.op_registry.items()):
-            if getattr(op, "__module__", None) == module_name:
-                del custom_op.op_registry[name]
+    return classes[-1]
 
 
 def register_drafts_in_process() -> None:
@@ -133,20 +108,6 @@ def register_drafts_in_process() -> None:
         if module_name and class_name:
             module = importlib.import_module(module_name)
             ModelRegistry.register_model(arch, getattr(module, class_name))
-
-
-def forget_resolved_architectures() -> None:
-    """The engine remembers which class served a model directory; the next run must resolve
-    the class registered now."""
-    with contextlib.suppress(ImportError, AttributeError):
-        from vllm.model_executor.model_loader import utils
-
-        utils._MODEL_ARCH_BY_HASH.clear()
-    with contextlib.suppress(ImportError, AttributeError):
-        from vllm.model_executor.models import registry
-
-        registry._try_load_model_cls.cache_clear()
-        registry._try_inspect_model_cls.cache_clear()
 
 
 # --- the tiny target and its drafts -----------------------------------------------------

@@ -1,0 +1,127 @@
+"""The engine-tests verdict on the runs of a group's test through LLM (no engine needed: the
+runs are what ``bot.verify.engine_tests.run`` records from pytest's JUnit report).
+
+A group's members each have their case; one member's entry missing from the test file means
+its case never ran after the patch: red, named. A case that already passes before the patch
+does not test the fix: red. A case this machine cannot run is named, not judged.
+"""
+
+from __future__ import annotations
+
+from bot.codemods.llm_target_test import LLM_TEST_FUNCTION, llm_test_node_id
+from bot.tree.ci_steps import read_steps
+from bot.tree.fetch import release_tree
+from bot.verify.engine_tests import EngineTests, case_outcomes, check
+
+ERROR = {"message": "Model does not support EAGLE3 interface", "at": "eagle3_utils.py:19"}
+REFUSED = "failure: RuntimeError: Model does not support EAGLE3 interface but ..."
+
+
+def _tests(archs: list[str], unrunnable: dict[str, str] | None = None) -> EngineTests:
+    (step,) = [s for s in read_steps(release_tree("0.34.0")) if s.key == "v1-spec-decode"]
+    return EngineTests(
+        [llm_test_node_id(a) for a in archs],
+        step,
+        {a: (f"vllm.model_executor.models.{a.lower()}", a) for a in archs},
+        [],
+        unrunnable=unrunnable or {},
+    )
+
+
+def _run(when: str, cases: dict[str, str], error: dict | None = None) -> dict:
+    named = {f"{LLM_TEST_FUNCTION}[{arch}]": outcome for arch, outcome in cases.items()}
+    return {
+        "when": when,
+        "conclusion": "success" if set(cases.values()) == {"passed"} else "failure",
+        "cases": named,
+        "excerpt": "",
+        "standins": [],
+        "not_checked": {},
+        "error": error,
+    }
+
+
+def test_every_member_red_before_with_the_error_and_green_after_passes() -> None:
+    tests = _tests(["AForCausalLM", "BForCausalLM"])
+    tests.runs["before"] = _run(
+        "before", dict.fromkeys(["AForCausalLM", "BForCausalLM"], REFUSED), ERROR
+    )
+    tests.runs["after"] = _run("after", dict.fromkeys(["AForCausalLM", "BForCausalLM"], "passed"))
+    verdict = check(tests, None)
+    assert verdict.passed is True, verdict.detail
+    assert "2 of 2 failed before with 'Model does not support EAGLE3 interface'" in verdict.detail
+    assert "pytest -v -s -m 'not slow_test' v1/spec_decode/test_eagle3_targets.py" in verdict.detail
+
+
+def test_the_record_names_the_step_and_says_each_run_in_a_line() -> None:
+    """What a PR body quotes: the step (its label, key, YAML file and the label's line) and
+    each run's counts and matched error."""
+    tests = _tests(["AForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": REFUSED}, ERROR) | {"failed": 1}
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"}) | {"passed": 1}
+    record = check(tests, None).record
+    (ci,) = record["ci"]
+    assert ci["step"].endswith("V1 Spec Decode (`v1-spec-decode`)")
+    assert ci["file"] == ".buildkite/test_areas/spec_decode.yaml"
+    lines = (release_tree("0.34.0") / ci["file"]).read_text(encoding="utf-8").splitlines()
+    assert lines[ci["line"] - 1].endswith('V1 Spec Decode"')
+    assert record["before"] == {
+        "summary": "1 failed",
+        "error": "Model does not support EAGLE3 interface (eagle3_utils.py:19)",
+    }
+    assert record["after"] == {"summary": "1 passed", "error": None}
+
+
+def test_a_member_whose_entry_is_missing_from_the_test_is_red() -> None:
+    tests = _tests(["AForCausalLM", "BForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": REFUSED}, ERROR)
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"})
+    verdict = check(tests, None)
+    assert verdict.passed is False
+    assert f"{LLM_TEST_FUNCTION}[BForCausalLM] does not pass with the patch (not run)" in (
+        verdict.detail
+    )
+
+
+def test_a_case_passing_before_the_fix_is_red() -> None:
+    tests = _tests(["AForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": "passed"})
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"})
+    verdict = check(tests, None)
+    assert verdict.passed is False and "passes without the fix" in verdict.detail
+
+
+def test_red_before_for_another_reason_is_red() -> None:
+    tests = _tests(["AForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": "failure: ImportError: x"})
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"})
+    verdict = check(tests, None)
+    assert verdict.passed is False and "not with the tree's missing-interface error" in (
+        verdict.detail
+    )
+
+
+def test_a_member_this_machine_cannot_run_is_named_not_judged() -> None:
+    tests = _tests(
+        ["AForCausalLM", "VLForConditionalGeneration"],
+        {"VLForConditionalGeneration": "no processor files"},
+    )
+    tests.runs["before"] = _run("before", {"AForCausalLM": REFUSED}, ERROR)
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"})
+    verdict = check(tests, None)
+    assert verdict.passed is True
+    assert "VLForConditionalGeneration not checked: no processor files" in verdict.detail
+    only = _tests(
+        ["VLForConditionalGeneration"], {"VLForConditionalGeneration": "no processor files"}
+    )
+    only.runs["before"] = only.runs["after"] = _run("x", {})
+    assert check(only, None).passed is None
+
+
+def test_junit_outcomes_name_each_case() -> None:
+    report = (
+        b'<testsuites><testsuite><testcase classname="c" name="t[A]"/>'
+        b'<testcase classname="c" name="t[B]"><failure message="RuntimeError: no&#10;more"/>'
+        b"</testcase></testsuite></testsuites>"
+    )
+    assert case_outcomes(report) == {"t[A]": "passed", "t[B]": "failure: RuntimeError: no"}
