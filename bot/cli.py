@@ -63,11 +63,33 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
     from bot.scan.priority import top_fixable
 
     chosen = [item.finding for item in top_fixable(ranked, len(ranked))]
+    demand = {item.finding.class_name: item.demand for item in ranked}
     size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
-    for group in group_findings(chosen, by=args.group_by, **size):
-        names = ", ".join(f.class_name for f in group.findings)
+    groups = group_findings(chosen, by=args.group_by, **size)
+    asked = 0
+    for group in groups:
+        # What bot publish asks before it opens a PR: a triaged issue or a public draft (or,
+        # later, a maintainer's request on the dashboard issue).
+        wanted = [
+            d.explain()
+            for f in group.findings
+            if (d := demand.get(f.class_name)) and (d.issues or d.drafts)
+        ]
+        asked += bool(wanted)
+        names, count = [], 0
+        for finding in group.findings:
+            # A set of targets sharing a decoder is one plan fixing each of them: count them all.
+            shared = finding.evidence.fixed_with()
+            others = [t for t in shared.targets if t != finding.class_name] if shared else []
+            names.append(finding.class_name + (f" (with {', '.join(others)})" if others else ""))
+            count += 1 + len(others)
         after = f" [builds on {', '.join(group.builds_on)}]" if group.builds_on else ""
-        print(f"{group.name} ({len(group.findings)}): {names}{after}")
+        why = f"demand: {'; '.join(dict.fromkeys(wanted))}" if wanted else "no demand yet"
+        print(f"{group.name} ({count}): {', '.join(names)}{after} -- {why}")
+    print(
+        f"{len(groups)} groups: {asked} with demand (a triaged issue or a public draft) would "
+        f"open a PR; {len(groups) - asked} wait on the dashboard issue for a maintainer's request"
+    )
 
 
 def _count(text: str) -> int:
@@ -119,7 +141,7 @@ def _add_grouping(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-dedupe",
         action="store_true",
-        help="group plans: do not read GitHub for classes already in a PR",
+        help="skip the duplicate search (AGENTS.md) and the bot's own PRs (recorded as not run)",
     )
 
 
@@ -254,6 +276,7 @@ def cmd_propose(args: argparse.Namespace) -> int:
         class_name=args.class_name,
         upstream=upstream,
         record=True,
+        dedupe=not args.no_dedupe,
     )
     if found is not None:
         tracked = f" (tracked in {found.tracking})" if found.tracking else ""
@@ -270,13 +293,12 @@ def cmd_propose(args: argparse.Namespace) -> int:
         return 0
     if plan.status != "ready":
         return 0
-    return _submit(out, yes=args.yes)
+    return _submit(out, args)
 
 
-def _submit(out: Path, *, yes: bool) -> int:
-    """Verify, show the diff and the body, and publish with the submitter's confirmation."""
+def _submit(out: Path, args: argparse.Namespace) -> int:
+    """Verify, then publish once the submitter has attested the diff and the exact body."""
     from bot import pipeline
-    from bot.plan import read_plan_dir
     from bot.subprocess_env import credentials_children_can_read
 
     if credentials_children_can_read():
@@ -289,27 +311,61 @@ def _submit(out: Path, *, yes: bool) -> int:
     print(f"verify: {verification.message}")
     if not verification.local_passed:
         raise BotError(f"verification failed, nothing published; see {out / 'pr.md'}")
-    planned = read_plan_dir(out)
-    print("\n--- patch.diff ---\n" + planned.patch)
-    print("--- pr.md (the PR body; its duplicate check and submitter lines are filled at ")
-    print("publish from records) ---\n" + planned.pr_markdown)
-    if not _confirmed(yes):
-        print(f"not published: confirm with --yes (or answer y), or run `bot publish {out}`")
-        return 0
-    result = pipeline.publish(out, reviewer=None)
+    result = pipeline.publish(out, reviewer=None, attest=_attester(args, out))
     url = f" {result.pr_url}" if result.pr_url else ""
     print(f"publish: {result.action}: {result.message}{url}")
     return 0
 
 
-def _confirmed(yes: bool) -> bool:
-    """``--yes``, or a "y" typed at a terminal; never a guess when nobody can answer."""
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        return False
-    answer = input("Open this PR as its submitter, with your GITHUB_TOKEN? [y/N] ")
-    return answer.strip().lower() in ("y", "yes")
+def _attester(args: argparse.Namespace, out: Path) -> Any:
+    """Who attests, from the flags: ``--read-every-line --body-sha`` (after ``--preview``), the
+    submitter at a terminal, or (elsewhere) nobody: the diff and the body are shown with the
+    command that posts exactly that body. In GitHub Actions without flags, None: the
+    approval of the run's ``publish`` environment attests (bot/publish/attestation.py)."""
+    from bot.publish import attestation
+
+    if getattr(args, "preview", False):
+        return attestation.previewing(_show_and_say_how(out))
+    if args.read_every_line or args.body_sha:
+        if not (args.read_every_line and args.body_sha):
+            raise BotError("--read-every-line and --body-sha go together (see --preview)")
+        return attestation.with_flags(True, args.body_sha)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        return None
+    if sys.stdin.isatty():
+        return attestation.at_terminal(print, _yes)
+    return attestation.previewing(_show_and_say_how(out))
+
+
+def _show_and_say_how(out: Path) -> Callable[[str, str], None]:
+    def show(text: str, sha: str) -> None:
+        print(text)
+        print(
+            "not published: after reading the diff and the body above, publish exactly them "
+            f"with `bot publish {out} --read-every-line --body-sha {sha}`"
+        )
+
+    return show
+
+
+def _yes(question: str) -> bool:
+    return input(question).strip().lower() in ("y", "yes")
+
+
+def _add_attest(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preview",
+        action="store_true",
+        help="print the diff and the exact PR body with its hash; publish nothing",
+    )
+    p.add_argument(
+        "--read-every-line",
+        action="store_true",
+        help="you, the submitter, read every changed line and the body --preview printed",
+    )
+    p.add_argument(
+        "--body-sha", metavar="SHA", help="the body hash --preview printed (what you read)"
+    )
 
 
 def _add_propose(sub: argparse._SubParsersAction) -> None:
@@ -324,11 +380,7 @@ def _add_propose(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--issue-file", help="read the issue from a JSON file (GitHub's REST shape)")
     p.add_argument("--dry-run", action="store_true", help="write the plan; stop there")
     p.add_argument("--out", help="plan directory (default: under BOT_HOME/plans)")
-    p.add_argument(
-        "--yes",
-        action="store_true",
-        help="you, the submitter, reviewed the change: publish without asking",
-    )
+    _add_attest(p)
     _add_grouping(p)
     p.set_defaults(handler=cmd_propose)
 
@@ -358,7 +410,7 @@ def _propose_group(args: argparse.Namespace) -> int:
         print(f"  left out: {line}")
     if args.dry_run or plan.status != "ready":
         return 0
-    return _submit(out, yes=args.yes)
+    return _submit(out, args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -607,7 +659,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
         expected = load_issue(args.issue, args.issue_file, upstream).issue["number"]
     elif args.issue_file is not None:
         raise BotError("--issue-file needs --issue N")
-    result = pipeline.publish(Path(args.plan_dir), reviewer=None, expected_issue=expected)
+    plan_dir = Path(args.plan_dir)
+    result = pipeline.publish(
+        plan_dir, reviewer=None, expected_issue=expected, attest=_attester(args, plan_dir)
+    )
     print(f"{result.action}: {result.message}" + (f" {result.pr_url}" if result.pr_url else ""))
     return 0
 
@@ -622,6 +677,7 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
         help="the labelled issue this run is for; a plan for another upstream issue is refused",
     )
     p.add_argument("--issue-file", help="that issue as a JSON file (the event's payload)")
+    _add_attest(p)
     p.set_defaults(handler=cmd_publish)
 
 

@@ -13,15 +13,25 @@ from importlib.resources import as_file, files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bot.plan import NOTHING_TO_FIX, Plan, check_plan_target, read_plan_dir, write_plan_dir
+from bot.plan import (
+    NOTHING_TO_FIX,
+    READY,
+    Plan,
+    PlanContents,
+    check_plan_target,
+    read_plan_dir,
+    write_plan_dir,
+)
 from bot.scan.findings import ScanResult
 from bot.scan.findings import scan as scan_tree
 
 if TYPE_CHECKING:
     from bot.journal.store import Journal, TriagedIssue
+    from bot.publish.attestation import Attester
+    from bot.publish.duplicates import DuplicateSearch, Keywords
     from bot.publish.pr import PublishResult
     from bot.recipes import Finding
-    from bot.recipes.grouping import FindingGroup
+    from bot.recipes.grouping import FindingGroup as FindingGroup
     from bot.scan.priority import Ranked
     from bot.triage.search import Candidate
     from bot.verify.verification import Verification
@@ -93,11 +103,15 @@ def propose(
     class_name: str | None = None,
     upstream: str | None = None,
     record: bool = False,
+    dedupe: bool = True,
 ) -> Plan:
     """Scan ``repo``, pick the finding the issue (or ``class_name``) is about, write the plan.
 
     The plan records the upstream it is for (default: ``BOT_UPSTREAM``); publish refuses it
     anywhere else. ``record`` also keeps the plan in the journal, for review on the dashboard.
+    With ``dedupe``, AGENTS.md's duplicate-work search runs (no token needed; recorded as not
+    run when GitHub is unreachable) and a class another open or merged PR covers is not
+    proposed.
     """
     from bot.config import github_settings
     from bot.drafts import load_catalogue
@@ -121,7 +135,9 @@ def propose(
         upstream=upstream,
         catalogue=catalogue,
     )
-    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    if proposal.plan.status == READY:
+        proposal = with_duplicate_search(repo, proposal, dedupe=dedupe)
+    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown, repo)
     if record and issue is not None and triage is not None:
         _record_triage(issue, triage.architecture)
     if record and proposal.plan.status != NOTHING_TO_FIX:
@@ -129,13 +145,109 @@ def propose(
     return proposal.plan
 
 
-def _write_plan(out: Path, plan: Plan, patch: str, pr_markdown: str) -> None:
+def duplicate_search(
+    upstream: str,
+    keywords: list[Keywords],
+    markers: list[str],
+    repo: Path,
+    base: str,
+    *,
+    dedupe: bool,
+) -> DuplicateSearch:
+    """AGENTS.md's duplicate-work search (:mod:`bot.publish.duplicates`); recorded as not run
+    with ``dedupe`` off or when GitHub is unreachable (``bot publish`` runs it again before
+    anything is pushed)."""
+    from bot.config import github_settings
+    from bot.errors import BotError
+    from bot.github.client import GitHubClient, GitHubUnreachable
+    from bot.publish.duplicates import not_run, run_search
+    from bot.publish.tree_facts import rules_at
+
+    if not dedupe:
+        return not_run("--no-dedupe")
+    commands = rules_at(repo, base).duplicate_checks
+    try:
+        return run_search(GitHubClient(github_settings()), upstream, keywords, markers, commands)
+    except GitHubUnreachable as exc:
+        return not_run(f"offline: {exc}")
+    except BotError as exc:  # a plan is still worth writing; publish searches again
+        return not_run(f"the search failed: {exc}")
+
+
+def with_duplicate_search(repo: Path, proposal: PlanContents, *, dedupe: bool) -> PlanContents:
+    """A ready single-class plan with its duplicate search recorded and quoted in pr.md; a
+    class another open or merged PR covers becomes nothing to fix, naming that PR."""
+    from bot.github.identity import fingerprint_marker
+    from bot.publish.contribution import preview
+    from bot.publish.duplicates import keywords_of
+
+    plan = proposal.plan
+    keywords = [
+        keywords_of(m.class_name, str(m.finding.get("path") or ""), m.issues) for m in plan.members
+    ]
+    markers = [
+        fingerprint_marker(f) for f in {plan.fingerprint or "", *plan.member_fingerprints} if f
+    ]
+    search = duplicate_search(
+        plan.upstream, keywords, markers, repo, plan.base_commit, dedupe=dedupe
+    )
+    covering = search.covering(str(plan.class_name))
+    if covering is not None:
+        nothing = Plan(
+            status=NOTHING_TO_FIX,
+            reason=(
+                f"PR #{covering.number} ({covering.state}) already covers {plan.class_name}: "
+                f"{covering.why}"
+            ),
+            class_name=plan.class_name,
+            repo_path=plan.repo_path,
+            base_commit=plan.base_commit,
+            vllm_version=plan.vllm_version,
+            upstream=plan.upstream,
+            issue_number=plan.issue_number,
+            issue_title=plan.issue_title,
+            duplicate_search=search,
+        )
+        return PlanContents(nothing, "", "")
+    plan = dataclasses.replace(plan, duplicate_search=search)
+    markdown = preview(proposal.pr_markdown, plan, proposal.patch, repo)
+    return PlanContents(plan, proposal.patch, markdown)
+
+
+def refresh_duplicate_search(plan_dir: Path) -> Plan:
+    """An existing plan's duplicate search run again and recorded, its pr.md re-rendered from
+    the new record (what a reviewer then sees, and approves, is the current answer)."""
+    from bot.github.identity import fingerprint_marker
+    from bot.plan import read_plan_dir
+    from bot.publish.contribution import preview
+    from bot.publish.duplicates import keywords_of
+    from bot.verify.scratch import resolve_repo
+
+    planned = read_plan_dir(plan_dir)
+    plan = planned.plan
+    if plan.status != READY:
+        return plan
+    repo = resolve_repo(plan.repo_path, plan.vllm_version, plan.base_commit)
+    keywords = [
+        keywords_of(m.class_name, str(m.finding.get("path") or ""), m.issues) for m in plan.members
+    ]
+    markers = [fingerprint_marker(f) for f in {plan.fingerprint or "", *plan.member_fingerprints}]
+    search = duplicate_search(
+        plan.upstream, keywords, [m for m in markers if m], repo, plan.base_commit, dedupe=True
+    )
+    plan = dataclasses.replace(plan, duplicate_search=search)
+    markdown = preview(planned.pr_markdown, plan, planned.patch, repo)
+    write_plan_dir(plan_dir, plan, planned.patch, markdown)
+    return plan
+
+
+def _write_plan(out: Path, plan: Plan, patch: str, pr_markdown: str, repo: Path) -> None:
     """Write the plan directory. Re-planned unchanged (the same fix, patch and base commit as
     the plan already there), it keeps the verification recorded for that patch, so a rerun of
     `bot propose` neither forgets a result nor changes what the PR says."""
     from bot.content_hash import patch_hash
     from bot.errors import BotError
-    from bot.verify.render import render_results, replace_results_section
+    from bot.publish.contribution import preview
 
     try:
         earlier = read_plan_dir(out) if (out / "plan.json").is_file() else None
@@ -151,7 +263,7 @@ def _write_plan(out: Path, plan: Plan, patch: str, pr_markdown: str) -> None:
         == (plan.fingerprint, plan.base_commit)
     ):
         plan = dataclasses.replace(plan, verification=recorded)
-        pr_markdown = replace_results_section(pr_markdown, render_results(recorded))
+        pr_markdown = preview(pr_markdown, plan, patch, repo)
     write_plan_dir(out, plan, patch, pr_markdown)
 
 
@@ -278,13 +390,15 @@ def propose_group(
     upstream = upstream or settings.upstream
     check_plan_target(out)
     repo = Path(repo).resolve()
-    published = {}
-    if dedupe:
-        from bot.github.client import GitHubClient
-        from bot.publish.published import published_classes
-
-        published = published_classes(GitHubClient(settings), upstream)
     issues = {item.finding.class_name: [i.number for i in item.demand.issues] for item in ranked}
+    published, search = _group_lookups(repo, found[0], issues, upstream, dedupe=dedupe)
+    covered = {}
+    for finding in found[0].findings:
+        pull = search.covering(finding.class_name)
+        if pull is not None:
+            covered[finding.class_name] = (
+                f"covered by PR #{pull.number} ({pull.state}): {pull.title} ({pull.why})"
+            )
     result = scan(repo)
     made = group_proposal(
         repo,
@@ -294,27 +408,79 @@ def propose_group(
         catalogue=load_catalogue(),
         issues=issues,
         published=published,
+        covered=covered,
     )
     proposal = made.proposal
-    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown)
+    if proposal.plan.status == READY:
+        from bot.publish.contribution import preview
+
+        # Recorded as it concerns the members: what publish, searching for them, finds again.
+        members = [m.class_name for m in proposal.plan.members]
+        plan = dataclasses.replace(proposal.plan, duplicate_search=search.for_classes(members))
+        markdown = preview(proposal.pr_markdown, plan, proposal.patch, repo)
+        proposal = PlanContents(plan, proposal.patch, markdown)
+    _write_plan(out, proposal.plan, proposal.patch, proposal.pr_markdown, repo)
     if record and proposal.plan.status != NOTHING_TO_FIX:
         _journal().record_proposal(out)
     return proposal.plan, [item.line() for item in made.left_out]
 
 
+def _group_lookups(
+    repo: Path, group: FindingGroup, issues: dict[str, list[int]], upstream: str, *, dedupe: bool
+) -> tuple[dict[str, Any], DuplicateSearch]:
+    """What GitHub says about a group before it is planned: the bot's own PRs naming a member
+    (any state), and AGENTS.md's duplicate search over everyone's. Offline, both are recorded as
+    not run and the plan is made anyway (``bot publish`` runs them before anything is pushed)."""
+    from bot.config import github_settings
+    from bot.github.client import GitHubClient, GitHubUnreachable
+    from bot.github.identity import fingerprint_marker
+    from bot.publish.duplicates import keywords_of, not_run
+    from bot.publish.published import published_classes
+    from bot.tree.worktree import head_commit
+
+    keywords = [
+        keywords_of(f.class_name, f.path, issues.get(f.class_name, ())) for f in group.findings
+    ]
+    if not dedupe:
+        return {}, not_run("--no-dedupe")
+    try:
+        published = published_classes(GitHubClient(github_settings()), upstream)
+    except GitHubUnreachable as exc:
+        return {}, not_run(f"offline: {exc}")
+    # The bot's own PRs are `published`'s to judge (the group's own open PR is refreshed).
+    ours = sorted(
+        {fingerprint_marker(p.plan_fingerprint) for p in published.values() if p.plan_fingerprint}
+    )
+    search = duplicate_search(upstream, keywords, ours, repo, head_commit(repo), dedupe=dedupe)
+    return published, search
+
+
 def publish(
-    plan_dir: Path, *, reviewer: str | None, expected_issue: int | None = None
+    plan_dir: Path,
+    *,
+    reviewer: str | None,
+    expected_issue: int | None = None,
+    attest: Attester | None = None,
 ) -> PublishResult:
     """Open or update the plan's PR, then note what GitHub now has in the journal.
 
     ``expected_issue``: the upstream issue the caller derived itself (from the labelled event);
-    a plan naming another is refused.
+    a plan naming another is refused. ``attest``: who read the diff and the body
+    (:mod:`bot.publish.attestation`). A maintainer's request recorded in the journal (ticked on
+    the dashboard issue, ``bot sync``) counts as demand.
     """
     from bot.publish.pr import publish_plan
 
-    result = publish_plan(plan_dir, reviewer=reviewer, expected_issue=expected_issue)
     journal = _journal()
-    record_published(journal, journal.record_proposal(plan_dir), result, reviewer or "bot")
+    proposal_id = journal.record_proposal(plan_dir)
+    result = publish_plan(
+        plan_dir,
+        reviewer=reviewer,
+        expected_issue=expected_issue,
+        attest=attest,
+        requested_by=journal.requested_by(proposal_id),
+    )
+    record_published(journal, proposal_id, result, reviewer or "bot")
     return result
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from bot import jsonio
 from bot.errors import BotError
 from bot.fileio import write_atomic
+from bot.publish.duplicates import DuplicateSearch
 from bot.verify.verification import Verification
 
 PLAN_SCHEMA = 2
@@ -96,6 +97,9 @@ class Plan:
     group: str | None = None  # a group plan's key (recipe/shape), None for a single class
     members: list[Member] = field(default_factory=list)
     resolves: list[dict[str, str]] = field(default_factory=list)  # as Member.resolves
+    # AGENTS.md's duplicate-work search as propose (or the CLI's publish) ran it; the body
+    # quotes it, publish runs it again (bot/publish/duplicates.py). None: not run.
+    duplicate_search: DuplicateSearch | None = None
     schema: int = PLAN_SCHEMA
 
     def __post_init__(self) -> None:
@@ -142,6 +146,8 @@ class Plan:
     def to_json(self) -> str:
         data = asdict(self)
         data["verification"] = self.verification.to_json() if self.verification else None
+        search = self.duplicate_search
+        data["duplicate_search"] = search.to_json() if search is not None else None
         return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
     @classmethod
@@ -151,10 +157,17 @@ class Plan:
         members = data.get("members", [])
         if not isinstance(members, list):
             raise BotError("plan.json: `members` must be a list")
-        plain = {k: v for k, v in data.items() if k not in ("members", "verification")}
+        typed = ("members", "verification", "duplicate_search")
+        plain = {k: v for k, v in data.items() if k not in typed}
         rest = jsonio.checked_fields(cls, plain, "plan.json")
         if rest.get("issue_number") is not None:
             _issue_number(rest["issue_number"], "plan.json: `issue_number`")
+        search = data.get("duplicate_search")
+        rest["duplicate_search"] = (
+            None
+            if search is None
+            else DuplicateSearch.from_json(search, "plan.json: `duplicate_search`")
+        )
         checked = [Member.from_dict(m) for m in members]
         recorded = data.get("verification")
         rest["verification"] = None if recorded is None else Verification.from_json(recorded)

@@ -23,6 +23,8 @@ from bot.content_hash import patch_hash
 from bot.journal.store import Journal
 from bot.plan import NEEDS_INFO, READY, Plan, write_plan_dir
 from bot.publish.contribution import CHECKLIST, CONTRIBUTION
+from bot.publish.duplicates import DuplicateSearch, keywords_of
+from bot.publish.tree_facts import rules_at
 from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 
@@ -55,6 +57,19 @@ def seed_patch(tree: Path) -> str:
     return _seed_proposal(tree)[0]
 
 
+def searched(tree: Path, base: str) -> DuplicateSearch:
+    """The seed's duplicate search as propose records it when GitHub finds no PR (the
+    stand-in's upstream starts with none): what publish finds again, so the body the
+    maintainer reviewed is the body publish would post."""
+    rules = rules_at(tree, base)
+    return DuplicateSearch(
+        ran=True,
+        upstream="vllm-project/vllm",
+        agents_commands=rules.duplicate_checks,
+        keywords=(keywords_of(SEED_CLASS, SEED_FILE, [33329]),),
+    )
+
+
 def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
     base = git.Repo(tree).head.commit.hexsha
     # What propose derives (and publish derives again): recipe, class and base commit.
@@ -81,6 +96,7 @@ def seed_plan_dir(root: Path, tree: Path, verified: bool = True) -> Path:
         finding=json.loads(_seed_proposal(tree)[2]),
         branch="bot/eagle3-interface/qwen3-next-for-causal-lm",
         fingerprint=fingerprint,
+        duplicate_search=searched(tree, base),
         verification=claimed(
             None,
             passed=verified,
@@ -196,8 +212,11 @@ _APPROVE_FORM = re.compile(
 _HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 
 
-def approve_form(html: str) -> dict[str, str]:
-    """The approve form's hidden fields, as the browser would submit them."""
+def approve_form(html: str, read_every_line: bool = True) -> dict[str, str]:
+    """The approve form as the browser submits it: its hidden fields, and the maintainer's
+    "I read every changed line" box ticked (or not)."""
     found = _APPROVE_FORM.search(html)
     assert found, "no approve form on the page"
-    return dict(_HIDDEN.findall(found.group(1)))
+    assert 'name="read_every_line"' in found.group(1), "no read-every-line box on the form"
+    ticked = {"read_every_line": "yes"} if read_every_line else {}
+    return {**dict(_HIDDEN.findall(found.group(1))), **ticked}

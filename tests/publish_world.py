@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,14 +195,36 @@ class World:
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         """``bot ARGS`` in this process (the same code as the command, without the seconds a
-        new interpreter takes to import it): exit code, stdout and stderr."""
+        new interpreter takes to import it): exit code, stdout and stderr. ``bot publish`` is
+        run as its submitter does (:meth:`attested`)."""
+        args = self.attested(args)
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(list(args))
         return subprocess.CompletedProcess(["bot", *args], code, out.getvalue(), err.getvalue())
 
+    def attested(self, args: tuple[str, ...], env: dict[str, str] | None = None) -> list[str]:
+        """``bot publish PLAN`` as the submitter runs it: ``--preview`` first (the diff and
+        the exact body), then ``--read-every-line --body-sha SHA`` of what they read. Where the
+        preview fails, the command as given (it fails the same way and says why)."""
+        command = next((a for a in args if not a.startswith("-")), None)
+        if command != "publish" or {"--preview", "--read-every-line"} & set(args):
+            return list(args)
+        printed = io.StringIO()
+        with (
+            _environ({**self.env, **(env or {})}),
+            contextlib.redirect_stdout(printed),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            code = main([*args, "--preview"])
+        found = re.search(r"--body-sha ([0-9a-f]{64})", printed.getvalue())
+        if code != 0 or found is None:
+            return list(args)
+        return [*args, "--read-every-line", "--body-sha", found[1]]
+
     def bot(self, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         """``bot ARGS`` as its own process, as a user or the Action runs it."""
+        args = tuple(self.attested(args, env))
         return subprocess.run(
             [sys.executable, "-m", "bot", *args],
             capture_output=True,
@@ -212,6 +235,7 @@ class World:
         )
 
     def bot_async(self, *args: str, **env: str) -> subprocess.Popen[str]:
+        args = tuple(self.attested(args, env))
         return subprocess.Popen(
             [sys.executable, "-m", "bot", *args],
             stdout=subprocess.PIPE,
@@ -219,6 +243,20 @@ class World:
             text=True,
             env={**os.environ, **self.env, **env},
         )
+
+
+@contextlib.contextmanager
+def _environ(changes: dict[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def kill_in_flight(standin: GitHubStandIn, run: subprocess.Popen, method: str, path: str) -> None:

@@ -1,27 +1,41 @@
-"""Upstream's contribution rules, read from the real trees, and the PR a human submits.
+"""Upstream's contribution rules, read from the real trees, and the PR its submitter posts.
 
-The body is checked item by item against the tree's own `AGENTS.md` and PR template (parsed
-here with plain regular expressions, independently of bot/publish/contrib_rules.py): every item is
-there and backed by a record; nothing is claimed that was not recorded. Publishing runs
-against the GitHub stand-in with real PyGithub and a bare fork repository.
+Each body is checked item by item against the tree's own ``AGENTS.md``, PR template and
+``pr-checklist`` skill (parsed here with plain regular expressions, independently of
+bot/publish/contrib_rules.py): every item is there and backed by a record, every ticked box has
+its record, no sentence says a person did what the records do not show, and the body GitHub
+received is, byte for byte, the one the person attested. Publishing runs against the GitHub
+stand-in with real PyGithub and a bare fork repository.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-import socket
 from pathlib import Path
 
 import git
 import pytest
 
 from bot.cli import main
+from bot.content_hash import patch_hash
 from bot.errors import BotError
-from bot.plan import read_plan_dir
+from bot.plan import read_plan_dir, update_plan
+from bot.publish.attestation import (
+    APPROVER,
+    DASHBOARD,
+    Attestation,
+    body_sha,
+    given,
+)
 from bot.publish.contrib_rules import rules_of_tree
-from bot.publish.contribution import checklist_report, template_boxes
-from bot.publish.pr import publish_plan
+from bot.publish.contribution import Facts, checklist_report, render_blocks, template_boxes
+from bot.publish.duplicates import DuplicateSearch
+from bot.publish.pr import BODY_LIMIT, publish_plan
 from bot.tree.fetch import release_tree
+from bot.verify.check import Check
+from tests.attest import DECLINES, READS, cli_publish_argv, reads
+from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE, run_bot
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN
@@ -34,6 +48,9 @@ from tests.test_publish_group import (  # noqa: F401 - fixtures: the interface-o
 pytestmark = pytest.mark.vllm_tree
 
 BRANCH = "bot/eagle3-interface/qwen3-next-for-causal-lm"
+# Issue 33's aims for a body: "about 6,000" characters for one class (the seed's is 6.2k, its
+# links to the tree being most of it), 20,000 for any group.
+SINGLE_AIM, GROUP_AIM = 7_000, 20_000
 
 
 def _template_items(tree: Path) -> list[str]:
@@ -59,14 +76,19 @@ def _ticked(body: str, item: str) -> bool:
     return False
 
 
-def _published(plan_dir: Path, standin, tmp_path: Path):
-    """Publish (a reviewer is passed, but no approval is recorded); the PR's body, the plan
-    and its recorded checks by name."""
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+def _published(plan_dir: Path, standin, tmp_path: Path) -> tuple[str, str]:
+    """Publish as the submitter who reads the diff and the body and says yes; the PR's body and
+    the text they were shown."""
+    shown: list[str] = []
+    result = publish_plan(plan_dir, reviewer=None, work_dir=tmp_path / "work", attest=reads(shown))
     assert result.action == "opened", result
     (pull,) = standin.pulls(UPSTREAM)
-    plan = read_plan_dir(plan_dir).plan
-    return pull["body"], plan, {c.name: c.to_json() for c in plan.verification.checks}
+    return pull["body"], shown[0]
+
+
+def _posted_is_shown(body: str, shown: str) -> None:
+    """What GitHub received is exactly what the submitter read (the body, then its hash)."""
+    assert f"\n\n{body}--- end of the body (body sha256 {body_sha(body)}) ---" in shown
 
 
 def test_the_rules_come_from_each_tree():
@@ -81,51 +103,54 @@ def test_the_rules_come_from_each_tree():
         assert rules.attribution_trailer == "Co-authored-by"
     assert "vllm/v1/core/sched/*" in new.core_components
     assert [t.name for t in new.complexity_tiers] == ["Low", "Medium", "High"]
+    # The open-PR cap of docs/contributing/README.md: stated in 0.34.0, not in 0.23.0.
+    assert (new.open_pr_cap, new.open_pr_cap_rule) == (6, "The current cap is 6 open PRs.")
+    assert old.open_pr_cap is None
 
 
 def test_seed_body_meets_agents_md_and_template_item_by_item(seed_plan, upstream_standin, tmp_path):
     tree = release_tree("0.23.0")
-    body, plan, checks = _published(seed_plan, upstream_standin, tmp_path)
+    body, shown = _published(seed_plan, upstream_standin, tmp_path)
+    _posted_is_shown(body, shown)
+    plan = read_plan_dir(seed_plan).plan
+    checks = {c.name: c for c in plan.verification.checks}
+    assert len(body) <= SINGLE_AIM, len(body)
 
     # The template: its headings and every checklist item, ticked only from records.
     for heading in ("## Purpose", "## Test Plan", "## Test Result"):
         assert heading in body
-    items = _template_items(tree)
-    assert len(items) == 4
-    purpose, test_plan, results, docs = items
+    purpose, test_plan, results, docs = _template_items(tree)
     assert _ticked(body, purpose) and f"#{plan.issue_number}" in body
     assert _ticked(body, test_plan) == bool(plan.tests["cpu"] or plan.tests["gpu"])
-    ran = any(c["passed"] in (True, False) for c in checks.values())
-    assert ran and _ticked(body, results)
+    assert _ticked(body, results)  # bot verify's records are the results
     assert not _ticked(body, docs)  # no documentation was changed
 
     # AGENTS.md: each thing a description for AI-assisted work must include.
-    must = _must_include(tree)
-    assert must == [
+    assert _must_include(tree) == [
         "Why this is not duplicating an existing PR.",
         "Test commands run and results.",
         "Clear statement that AI assistance was used.",
     ]
-    # 1. the duplicate search, with the queries AGENTS.md names, filled in, and what they found
-    assert "**Duplicate-work check**" in body
-    assert "gh issue view 33329 --repo vllm-project/vllm --comments" in body
-    assert 'gh pr list --repo vllm-project/vllm --state all --search "33329 in:body"' in body
-    assert '--search "Qwen3NextForCausalLM"' in body
-    assert "No other open or merged PR addresses this fix" in body
+    # 1. the duplicate search, with the commands AGENTS.md names, filled in, and its answer
+    assert "**Why this is not a duplicate.**" in body
+    assert "`gh issue view 33329 --repo vllm-project/vllm --comments`" in body
+    assert '`gh pr list --repo vllm-project/vllm --state all --search "33329 in:body"`' in body
+    assert "(`Qwen3NextForCausalLM`, `Qwen3Next`, `qwen3_next`)" in body
+    assert "No open or merged PR covers this class." in body
     searched = [r["query"] for r in upstream_standin.request_log() if "search" in r["path"]]
-    assert any("33329" in q for q in searched) and any("Qwen3Next" in q for q in searched)
-    # 2. every recorded check, with its outcome; the runtime checks did not run and say so
-    assert "**Test commands run and results**" in body
-    for name, check in checks.items():
-        outcome = {True: "passed", False: "failed", None: "not run"}[check["passed"]]
-        assert re.search(rf"\| `[^`]*` \| {outcome} \|", body), name
-    assert checks["cpu-tests"]["passed"] is None
-    assert "| not run |" in body and "the regression test failed before" not in body
-    # 3. the AI-assistance statement, the submitter, and no review that was not recorded
-    assert "AI assistance was used." in body
-    assert f"Submitted by @{STANDIN_BOT_LOGIN}" in body
-    assert "Reviewed" not in body and "maintainer1" not in body
-    assert "reviewed every line" not in body
+    assert any("33329" in q for q in searched) and any("SupportsEagle3" in q for q in searched)
+    # 2. every recorded check, once, with its outcome; those that did not run say so
+    assert checks["cpu-tests"].passed is None
+    assert re.search(r"\| `pytest -v '[^|]*`, without the fix, then with it \| not run \|", body)
+    assert body.count("without the fix, then with it") == 1
+    assert "| `git apply`, confinement to the recipe's edits, `bot scan` again | passed |" in body
+    # 3. AI assistance: what the bot did, what the submitter attested, nothing more
+    assert "AI assistance was used: vllm-eagle3-bot, an automation bot, found this gap" in body
+    digest = patch_hash(read_plan_dir(seed_plan).patch).removeprefix("sha256:")[:12]
+    assert f"I read every changed line of the patch (`sha256:{digest}`)" in body
+    # The seed's checks ran with no submitter named: "I ran them" would be a claim too far.
+    assert "I did not run the checks myself: `bot verify` ran them on a machine that" in body
+    assert "I ran the checks myself" not in body and "Reviewed" not in body
 
     fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
     commit = fork.commit(f"refs/heads/{BRANCH}")
@@ -134,147 +159,225 @@ def test_seed_body_meets_agents_md_and_template_item_by_item(seed_plan, upstream
     assert "Co-authored-by: vllm-eagle3-bot" in commit.message
 
 
-def test_a_plan_on_0_34_0_carries_the_pr_checklist_and_its_report(github_standin, tmp_path):
-    from bot import pipeline
-    from bot.github.client import GitHubClient
-    from bot.github.identity import fingerprint_marker
-    from bot.publish.contribution import search_duplicates
-    from bot.publish.pr import compose_body
-    from bot.verify import VerifyOptions, verify_plan
-
-    tree = release_tree("0.34.0")
-    checkout = tmp_path / "checkout"
-    git.Repo.clone_from(str(tree), str(checkout), shared=True).close()
-    out = tmp_path / "plan"
-    pipeline.propose(checkout, out, class_name="Glm4ForCausalLM", upstream=UPSTREAM)
-    verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
-    planned = read_plan_dir(out)
-    plan = planned.plan
-    rules = rules_of_tree(tree)
-    github_standin.add_repo(UPSTREAM)
-    other = github_standin.add_pull(
-        UPSTREAM,
-        "someone:glm",
-        user="someone",
-        state="closed",
-        title="Try Glm4ForCausalLM with EAGLE",
+def _facts(plan_dir: Path, **changes: object) -> Facts:
+    """The seed plan's facts as publish reads them for the 0.34.0 template (rules, a search
+    that ran, nothing covered), with ``changes``."""
+    plan = read_plan_dir(plan_dir).plan
+    base = Facts(
+        plan=plan,
+        patch=read_plan_dir(plan_dir).patch,
+        rules=rules_of_tree(release_tree("0.34.0")),
+        search=DuplicateSearch(ran=True, upstream=UPSTREAM),
+        submitter=STANDIN_BOT_LOGIN,
+        submitter_identity=f"{SUBMITTER_NAME} <{SUBMITTER_EMAIL}>",
+        attestation=Attestation(
+            STANDIN_BOT_LOGIN, "submitter", "at a test", True, "sha256:" + "0" * 64
+        ),
+        docs=(),
     )
-    unrelated = github_standin.add_pull(
-        UPSTREAM, "someone:rope", user="someone", title="Glm4ForCausalLM: fix rope scaling"
-    )
-    ours = [fingerprint_marker(plan.fingerprint)]
-    search = search_duplicates(GitHubClient(), plan, ["Glm4ForCausalLM"], ours, rules)
-    # A closed, unmerged PR is listed, not a duplicate; nor is an open one about something else.
-    assert not search.duplicates
-    eagle = github_standin.add_pull(
-        UPSTREAM, "someone:eagle", user="someone", title="Support EAGLE-3 on Glm4ForCausalLM"
-    )
-    again = search_duplicates(GitHubClient(), plan, ["Glm4ForCausalLM"], ours, rules)
-    assert [f.number for f in again.duplicates] == [eagle]
-    body = compose_body(
-        planned,
-        planned.pr_title,
-        verified=False,
-        rules=rules,
-        search=search,
-        submitter=None,
-        review=None,
-        credit="Co-authored-by: vllm-eagle3-bot",
-    )
-    for heading in ("## Overview", "## Claims", "## Validation", "## Details"):
-        assert heading in body
-    assert "<summary> Pull Request Checklist </summary>" in body
-    items = _template_items(tree)
-    skill_item, ai_item, design, testing, quality, contents = items
-    assert _ticked(body, skill_item)  # the report below is the skill's, section by section
-    assert "<summary>pr-checklist report" in body
-    assert "1 line(s) added outside tests" in body or "line(s) added outside tests" in body
-    assert "no core component touched" in body and "complexity Low (< 50 lines)" in body
-    assert _ticked(body, ai_item) and "AI assistance was used." in body
-    assert _ticked(body, design)
-    assert not _ticked(body, testing)  # the regression test was not run (runtime off)
-    assert _ticked(body, quality)  # ruff and py_compile passed
-    assert _ticked(body, contents)
-    assert f"#{other} (closed) Try Glm4ForCausalLM with EAGLE" in body
-    assert f"#{unrelated} (open) Glm4ForCausalLM: fix rope scaling" in body
-    must = _must_include(tree)
-    assert "Model evaluation results when the change affects output, accuracy, or serving." in must
-    assert "**Model evaluation:** none run: the change declares an interface" in body
-    assert "Submitted by" not in body and "Not submitted yet" in body
+    return dataclasses.replace(base, **changes)
 
 
-def test_a_duplicate_fails_closed_before_anything_is_written(seed_plan, upstream_standin, tmp_path):
-    upstream_standin.add_pull(
-        UPSTREAM,
-        "someone:fix",
-        user="someone",
-        title="[Model] Qwen3-Next: support EAGLE3",
-        body="Fixes #33329",
+def _box(facts: Facts, start: str) -> bool:
+    report = checklist_report(facts.patch, facts.rules)
+    return next(b for b in template_boxes(facts, report) if b.text.startswith(start)).ticked
+
+
+def _with_checks(facts: Facts, *checks: Check) -> Facts:
+    plan = facts.plan
+    replaced = {c.name: c for c in checks}
+    recorded = [replaced.pop(c.name, c) for c in plan.verification.checks] + list(replaced.values())
+    verification = dataclasses.replace(plan.verification, checks=tuple(recorded))
+    return dataclasses.replace(facts, plan=dataclasses.replace(plan, verification=verification))
+
+
+CI = {"ci": [{"step": "Models (registry)", "file": ".buildkite/test.yaml", "line": 12}]}
+
+
+def test_each_box_is_ticked_only_with_its_records(seed_plan):
+    passed = Check("cpu-tests", True, "failed before, passed after", record=CI)
+    facts = _with_checks(_facts(seed_plan), passed)
+    assert _box(facts, "**Testing and Validation")
+    assert _box(facts, "**Code Quality and Style")
+    assert _box(facts, "**Pull Request Contents")
+    assert _box(facts, "**Design Fit")  # the seed adds 2 lines outside tests: Low
+    # Testing and Validation needs the regression test's run and the CI step that selects it.
+    assert not _box(_with_checks(facts, Check("cpu-tests", True, "passed")), "**Testing")
+    assert not _box(_with_checks(facts, Check("cpu-tests", None, "not run", record=CI)), "**Test")
+    # Code quality is a person's judgement: no attestation, no tick; nor with docs to update,
+    # or without lint records.
+    assert not _box(dataclasses.replace(facts, attestation=None), "**Code Quality")
+    assert not _box(dataclasses.replace(facts, docs=("docs/x.md",)), "**Code Quality")
+    assert not _box(dataclasses.replace(facts, docs=None), "**Code Quality")
+    assert not _box(_with_checks(facts, Check("ruff", False, "E501")), "**Code Quality")
+    # Pull request contents: the duplicate search must have run, and a person attested.
+    unsearched = dataclasses.replace(facts, search=DuplicateSearch(ran=False, why_not="x"))
+    assert not _box(unsearched, "**Pull Request Contents")
+    assert not _box(dataclasses.replace(facts, attestation=None), "**Pull Request Contents")
+
+
+@pytest.mark.parametrize(("added", "tier", "ticked"), [(49, "Low", True), (50, "Medium", False)])
+def test_design_fit_is_ticked_only_at_the_skills_low_tier(seed_plan, added, tier, ticked):
+    """The 0.34.0 skill: "Low complexity: < 50 lines" outside tests."""
+    body = "".join(f"+x{n} = {n}\n" for n in range(added))
+    path = "vllm/model_executor/models/m.py"
+    patch = f"--- a/{path}\n+++ b/{path}\n@@ -1,0 +1,{added} @@\n{body}"
+    facts = _facts(seed_plan, patch=patch)
+    report = checklist_report(patch, facts.rules)
+    assert report.lines_added_outside_tests == added and report.tier.startswith(tier)
+    assert _box(facts, "**Design Fit") is ticked
+
+
+def _contribution(facts: Facts) -> str:
+    return next(v for (start, _), v in render_blocks(facts).items() if "contribution" in start)
+
+
+def test_who_did_what_is_said_only_as_far_as_the_records_go(seed_plan):
+    mine = _facts(seed_plan)
+    ran = dataclasses.replace(
+        mine.plan.verification, ran_by=f"{SUBMITTER_NAME} <{SUBMITTER_EMAIL}>"
     )
-    writes = len(upstream_standin.writes())
-    with pytest.raises(BotError, match=r"already addresses this fix; AGENTS\.md: \"If an open PR"):
-        publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
-    assert len(upstream_standin.writes()) == writes
+    by_me = dataclasses.replace(mine, plan=dataclasses.replace(mine.plan, verification=ran))
+    assert "I ran the checks myself: `bot verify` recorded them under my name." in (
+        _contribution(by_me)
+    )
+    # Someone else's run (the Action's) is theirs, not the submitter's.
+    actions = dataclasses.replace(ran, ran_by="GitHub Actions run 5 of example/bot")
+    by_ci = dataclasses.replace(mine, plan=dataclasses.replace(mine.plan, verification=actions))
+    text = _contribution(by_ci)
+    assert "I did not run the checks myself: `bot verify` ran them in GitHub Actions run 5" in text
+    # An approving maintainer is named for what they attested; nobody is said to have run them.
+    approver = Attestation("maintainer2", APPROVER, DASHBOARD, True, "sha256:" + "1" * 64)
+    text = _contribution(dataclasses.replace(by_me, attestation=approver))
+    assert "@maintainer2 read every changed line of the patch (`sha256:111111111111`)" in text
+    assert "no record shows a person running them" in text
+    assert not re.search(r"\bI (read|ran|did)\b", text)
+    # Nobody attested yet: the preview says so and claims no reading at all.
+    text = _contribution(dataclasses.replace(mine, attestation=None))
+    assert "Not attested yet" in text and "read every changed line of the patch" not in text
+
+
+def test_nothing_is_published_without_an_attestation(seed_plan, upstream_standin, tmp_path):
+    work = tmp_path / "work"
+    for attest in (None, DECLINES):
+        result = publish_plan(seed_plan, reviewer=None, work_dir=work, attest=attest)
+        assert result.action == "not-attested", result
+    planned = read_plan_dir(seed_plan)
+    digest = patch_hash(planned.patch)
+    refusals = {
+        "did not attest reading every changed line": Attestation(
+            STANDIN_BOT_LOGIN, "submitter", "x", False, digest
+        ),
+        "attested patch sha256:": Attestation(
+            STANDIN_BOT_LOGIN, "submitter", "x", True, "sha256:" + "2" * 64
+        ),
+        "the body changed since": Attestation(
+            STANDIN_BOT_LOGIN, "submitter", "x", True, digest, "3" * 64
+        ),
+    }
+    for message, attestation in refusals.items():
+        with pytest.raises(BotError, match=message):
+            publish_plan(seed_plan, reviewer=None, work_dir=work, attest=given(attestation))
+    assert upstream_standin.pulls(UPSTREAM) == []
+    assert not any(w["method"] in ("POST", "PATCH") for w in upstream_standin.writes())
+
+
+def test_the_cli_posts_only_the_body_the_submitter_read(seed_plan, upstream_standin, capsys):
+    argv = cli_publish_argv(seed_plan)  # `--preview`, read by the submitter, then its hash
+    preview = capsys.readouterr().out
+    assert "--- the PR, exactly as it will be posted ---" in preview
+    assert "not published: after reading the diff and the body above" in preview
+    # Meanwhile another PR names the class: the search, and so the body, changed. Ask again.
+    tried = upstream_standin.add_pull(
+        UPSTREAM, "someone:try", user="someone", title="Try Qwen3NextForCausalLM with EAGLE"
+    )
+    upstream_standin.close_pull(UPSTREAM, tried)
+    assert main(argv) == 2
+    assert "the body changed since" in capsys.readouterr().err
+    assert upstream_standin.pulls(UPSTREAM)[0]["state"] == "closed"
     assert len(upstream_standin.pulls(UPSTREAM)) == 1
 
+    assert main(cli_publish_argv(seed_plan)) == 0  # read again, attested again
+    body = upstream_standin.pulls(UPSTREAM)[-1]["body"]
+    assert f"Related, not covering: #{tried} (closed, its title names the class name" in body
+    assert "(with `bot publish --read-every-line --body-sha`" in body
 
-def test_without_a_human_submitter_nothing_is_published(
-    seed_plan, upstream_standin, tmp_path, monkeypatch, capsys
+
+def test_a_body_over_githubs_limit_is_never_sent(seed_plan, upstream_standin, tmp_path):
+    planned = read_plan_dir(seed_plan)
+    padding = "\n\n" + "The decoder collects the aux hidden states. " * 1600 + "\n"
+    (seed_plan / "pr.md").write_text(planned.pr_markdown.replace("\n\n", padding, 1))
+    with pytest.raises(BotError, match=rf"characters and GitHub accepts at most {BODY_LIMIT}"):
+        publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work", attest=READS)
+    assert upstream_standin.pulls(UPSTREAM) == []
+    fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
+    assert BRANCH not in [h.name for h in fork.heads]  # not even pushed
+
+
+def test_in_actions_the_environment_approval_comment_is_the_attestation(
+    seed_plan, upstream_standin, tmp_path, monkeypatch
 ):
-    monkeypatch.delenv("BOT_SUBMITTER_NAME")
-    assert main(["publish", str(seed_plan)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1
-    assert "set BOT_SUBMITTER_NAME and BOT_SUBMITTER_EMAIL" in err
-    assert upstream_standin.writes() == [] and upstream_standin.pulls(UPSTREAM) == []
+    from bot.pipeline import refresh_duplicate_search
 
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_RUN_ID", "77")
+    monkeypatch.setenv("BOT_REPO", "example/bot")
+    upstream_standin.add_repo("example/bot")
+    refresh_duplicate_search(seed_plan)  # the propose job searched before the approval
+    digest = patch_hash(read_plan_dir(seed_plan).patch)
+    upstream_standin.approve_environment(77, "someone-else", environment="gpu")
+    upstream_standin.approve_environment(77, "maintainer3", comment="looks fine")
+    with pytest.raises(BotError, match=r'says "read every changed line" of sha256:'):
+        publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
+    assert upstream_standin.pulls(UPSTREAM) == []
 
-def test_propose_goes_from_issue_to_a_draft_pr_in_one_command(upstream_standin, tmp_path):
-    # A process of its own: it starts with the submitter's token in its environment, so its
-    # verification runs only the checks that run nothing from the tree.
-    out = tmp_path / "plan"
-    argv = ["propose", "--issue", "33329", "--issue-file", str(EXAMPLE_ISSUE)]
-    argv += ["--repo", str(release_tree("0.23.0")), "--out", str(out), "--yes"]
-    done = run_bot(*argv)
-    assert done.returncode == 0, done.stderr
-    printed = done.stdout
-    assert "--- patch.diff ---" in printed and "+    SupportsEagle3," in printed
-    assert "publish: opened: opened PR #" in printed
+    comment = f"I read every changed line of {digest[:19]}"
+    upstream_standin.approve_environment(77, "maintainer4", comment=comment)
+    assert publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work").action == "opened"
     (pull,) = upstream_standin.pulls(UPSTREAM)
-    assert pull["draft"] is True and pull["user"]["login"] == STANDIN_BOT_LOGIN
-    assert "| `git apply patch.diff` | passed |" in pull["body"]
+    assert (
+        "@maintainer4 read every changed line of the patch "
+        f"(`sha256:{digest[7:19]}`) and approved opening this PR (approving the `publish` "
+        "environment of run 77)" in pull["body"]
+    )
+    assert "someone-else" not in pull["body"] and "maintainer3" not in pull["body"]
 
 
-def test_propose_without_confirmation_publishes_nothing(upstream_standin, tmp_path):
+def test_propose_asks_the_submitter_at_a_terminal_and_posts_what_they_read(
+    upstream_standin, tmp_path
+):
+    """`bot propose --issue` in a terminal: the diff and the exact body, one question, and a
+    `y`; without a terminal, the preview and the command that posts exactly that body."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
     out = tmp_path / "plan"
     argv = ["propose", "--issue", "33329", "--issue-file", str(EXAMPLE_ISSUE)]
     argv += ["--repo", str(release_tree("0.23.0")), "--out", str(out)]
-    done = run_bot(*argv)  # stdin is not a terminal and there is no --yes
+    done = run_bot(*argv)  # stdin is not a terminal
     assert done.returncode == 0, done.stderr
-    assert "not published: confirm with --yes" in done.stdout
+    assert "not published: after reading the diff and the body above" in done.stdout
     assert upstream_standin.pulls(UPSTREAM) == []
-    assert read_plan_dir(out).plan.verification.local_passed is True
 
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.mark.parametrize("where", ["refused", "unresolvable"])
-def test_offline_propose_is_one_line_naming_issue_file(where, monkeypatch, tmp_path):
-    url = f"http://127.0.0.1:{_closed_port()}" if where == "refused" else "http://bot.invalid"
-    monkeypatch.setenv("GITHUB_API_URL", url)
-    # A retry would be logged ("Retrying ...", a second line) and its second backoff (20 s)
-    # would not fit this budget: the message would then be the budget's, not the one below.
-    monkeypatch.setenv("BOT_GITHUB_BACKOFF", "10")
-    monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "5")
-    done = run_bot("propose", "--issue", "33329", "--repo", str(tmp_path))
-    assert done.returncode == 2
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1, done.stderr
-    assert "GitHub is unreachable" in lines[0] and "--issue-file" in lines[0]
+    main_fd, child_fd = pty.openpty()
+    run = subprocess.Popen(
+        [sys.executable, "-m", "bot", "publish", str(out)],
+        stdin=child_fd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    os.close(child_fd)
+    os.write(main_fd, b"y\n")
+    printed, errors = run.communicate(timeout=600)
+    os.close(main_fd)
+    assert run.returncode == 0, errors
+    assert "do you post exactly this body? [y/N]" in printed and "opened: opened PR #" in printed
+    (pull,) = upstream_standin.pulls(UPSTREAM)
+    _posted_is_shown(pull["body"], printed)
+    assert pull["user"]["login"] == STANDIN_BOT_LOGIN and pull["draft"] is True
 
 
 # Its first use builds the interface-only group of 0.34.0 (propose and verify), then publishes it.
@@ -283,7 +386,11 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
     plan_dir = request.getfixturevalue("group_plan")
     standin = request.getfixturevalue("stand_in")
     tree = release_tree("0.34.0")
-    body, plan, checks = _published(plan_dir, standin, tmp_path)
+    body, shown = _published(plan_dir, standin, tmp_path)
+    _posted_is_shown(body, shown)
+    planned = read_plan_dir(plan_dir)
+    plan = planned.plan
+    assert len(body) <= GROUP_AIM, len(body)
 
     for heading in ("## Overview", "## Claims", "## Validation", "## Details"):
         assert heading in body
@@ -291,28 +398,29 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
     skill_item, ai_item, design, testing, quality, contents = _template_items(tree)
     assert _ticked(body, skill_item) and "<summary>pr-checklist report" in body
     assert _ticked(body, ai_item)
-    # Design Fit only at the skill's low complexity tier (the whole 22-class group is Medium).
-    report = checklist_report(read_plan_dir(plan_dir).patch, rules_of_tree(tree))
+    report = checklist_report(planned.patch, rules_of_tree(tree))
     assert report.low_complexity and not report.core_touched
     assert _ticked(body, design) and "no core component touched" in body
-    assert not _ticked(body, testing)  # no regression test run was recorded (runtime off)
-    assert _ticked(body, quality) == (checks["ruff"]["passed"] and checks["py_compile"]["passed"])
+    assert not _ticked(body, testing)  # no regression test run recorded (runtime off), no CI
+    assert _ticked(body, quality) == all(
+        plan.verification.check_passed(n) for n in ("ruff", "py_compile")
+    )
+    assert "no page under `docs/` speaks of EAGLE-3 and names a changed class" in body
     assert _ticked(body, contents)
 
-    must = _must_include(tree)
-    assert len(must) == 4
-    # Why not a duplicate: every member's class and every member's issue was searched for.
+    assert len(_must_include(tree)) == 4
+    # Why not a duplicate: every member's class searched; the member's issue read.
+    assert "gh issue view 41" in body and '--search "41 in:body"' in body
+    assert "No open or merged PR covers any of the 5 classes here." in body
+    # Each member once, in one table, with its own issue.
     for member in plan.members:
-        assert f'--search "{member.class_name}"' in body
-    assert '--search "41 in:body"' in body and "gh issue view 41" in body
-    # Test commands run and results, each from the records.
-    for name, check in checks.items():
-        outcome = {True: "passed", False: "failed", None: "not run"}[check["passed"]]
-        assert re.search(rf"\| `[^`]*` \| {outcome} \|", body), name
+        assert body.count(f"| `{member.class_name}`") == 1
+    assert "| #41 |" in body
+    # Each result once; the methods named are those that ran (none, here: no engine check).
+    assert body.count("without the fix, then with it") == 1
+    assert "DSpark" not in body and "DFlash" not in body
     assert "**Model evaluation:** none run: the change declares an interface" in body
-    assert "AI assistance was used." in body
-    assert f"Submitted by @{STANDIN_BOT_LOGIN}" in body
-    assert "Reviewed" not in body and "maintainer1" not in body
+    assert "AI assistance was used: vllm-eagle3-bot" in body and "I read every changed line" in body
 
     fork = git.Repo(standin.state.repos[FORK].git_dir)
     tip = fork.commit(f"refs/heads/{plan.branch}")
@@ -351,36 +459,101 @@ def test_a_refused_target_needs_a_human_and_comes_last(tmp_path):
     assert step5.to_json()["priority"]["fixable"] is False
 
 
-def test_in_actions_the_publish_environments_approver_is_the_recorded_review(
-    seed_plan, upstream_standin, tmp_path, monkeypatch
+def test_without_a_human_submitter_nothing_is_published(
+    seed_plan, upstream_standin, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setenv("GITHUB_ACTIONS", "true")
-    monkeypatch.setenv("GITHUB_RUN_ID", "77")
-    monkeypatch.setenv("BOT_REPO", "example/bot")
-    upstream_standin.add_repo("example/bot")
-    upstream_standin.approve_environment(77, "someone-else", environment="gpu")
-    upstream_standin.approve_environment(77, "maintainer3", environment="publish")
-    assert publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work").action == "opened"
-    (pull,) = upstream_standin.pulls(UPSTREAM)
-    assert (
-        "Reviewed by @maintainer3 before opening: approved the `publish` environment of run 77"
-        in pull["body"]
+    monkeypatch.delenv("BOT_SUBMITTER_NAME")
+    assert main(["publish", str(seed_plan)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "set BOT_SUBMITTER_NAME and BOT_SUBMITTER_EMAIL" in err
+    assert upstream_standin.writes() == [] and upstream_standin.pulls(UPSTREAM) == []
+
+
+def test_an_unconfirmed_gpu_result_is_never_stated_as_passed(seed_plan, upstream_standin, tmp_path):
+    plan = read_plan_dir(seed_plan).plan
+    gpu = {"mode": "dispatch", "conclusion": "success", "log_excerpt": "1 passed"}
+    update_plan(
+        seed_plan, dataclasses.replace(plan, verification=claimed(plan.verification, gpu=gpu))
     )
-    assert "someone-else" not in pull["body"]
+    body, _ = _published(seed_plan, upstream_standin, tmp_path)
+    assert "| not confirmed | GitHub shows no passed gpu-verify run of this commit, so" in body
 
 
-@pytest.mark.parametrize(("added", "tier", "ticked"), [(49, "Low", True), (50, "Medium", False)])
-def test_design_fit_is_ticked_only_at_the_skills_low_tier(seed_plan, added, tier, ticked):
-    """The 0.34.0 skill: "Low complexity: < 50 lines" outside tests; a 22-class group adds 98."""
-    rules = rules_of_tree(release_tree("0.34.0"))
-    body = "".join(f"+x{n} = {n}\n" for n in range(added))
-    path = "vllm/model_executor/models/m.py"
-    patch = f"--- a/{path}\n+++ b/{path}\n@@ -1,0 +1,{added} @@\n{body}"
-    report = checklist_report(patch, rules)
-    assert report.lines_added_outside_tests == added and report.tier.startswith(tier)
-    [design] = [
-        b
-        for b in template_boxes(rules, read_plan_dir(seed_plan).plan, report, True)
-        if b.text.lower().startswith("**design fit")
+def test_the_action_shows_its_reviewer_the_hash_their_comment_attests(seed_plan, tmp_path):
+    """propose-on-label.yml's propose job writes the write-up and the patch hash into the run's
+    summary; the comment it asks for is what publish takes as the reviewer's attestation."""
+    import shutil
+    import subprocess
+
+    import yaml
+
+    from bot.publish.attestation import from_approval_comment
+    from tests.test_workflows import load
+
+    [step] = [
+        s
+        for s in load("propose-on-label.yml")["jobs"]["propose"]["steps"]
+        if "GITHUB_STEP_SUMMARY" in s.get("run", "")
     ]
-    assert design.ticked is ticked
+    assert yaml.safe_dump(step).count("secrets.") == 0
+    shutil.copytree(seed_plan, tmp_path / "plan")
+    summary = tmp_path / "summary.md"
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "GITHUB_STEP_SUMMARY": str(summary)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = summary.read_text()
+    digest = patch_hash(read_plan_dir(seed_plan).patch)
+    comment = next(line for line in shown.splitlines() if "read every changed line" in line)
+    assert comment.endswith(f"with the comment: read every changed line of {digest}")
+    said = comment.split("with the comment: ", 1)[1]
+    assert from_approval_comment("maintainer4", said, "x", digest) is not None
+    assert from_approval_comment("maintainer4", said, "x", "sha256:" + "4" * 64) is None
+    assert read_plan_dir(seed_plan).pr_body.strip() in shown
+
+
+def _body_check(body: str) -> None:
+    from bot.plan import READY, Plan, PlanDir
+    from bot.publish.checks import check_pr_body
+
+    plan = Plan(status=READY, reason="r", issue_number=33329)
+    check_pr_body(PlanDir(plan=plan, patch="", pr_markdown=f"Title\n\n{body}\n", path=Path(".")))
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "https://github.com/vllm-project/vllm/../../evil/repo",
+        "https://github.com/vllm-project/vllm/./../x",
+        "https://github.com/vllm-project/vllm/%2e%2e/%2e%2e/x",
+        "https://github.com/vllm-project/vllm/..%2F..%2Fx",
+    ],
+)
+def test_a_link_that_climbs_out_of_the_upstream_never_reaches_the_pr(target: str) -> None:
+    """A browser resolves `..` before it follows a link: the upstream prefix alone proves
+    nothing (36's security review, L5)."""
+    with pytest.raises(BotError, match="a link outside vllm-project/vllm"):
+        _body_check(f"See [the model]({target}).")
+    _body_check("See [the model](https://github.com/vllm-project/vllm/blob/v0.34.0/x.py#L3).")
+
+
+def test_prose_planted_in_the_bots_sections_never_reaches_the_pr(
+    seed_plan, upstream_standin, tmp_path
+):
+    """pr.md comes from the unprivileged half: the sections the bot composes (results,
+    contribution, checklist) are rendered again from the records, so words planted there are
+    gone; the recipe's own text is what the submitter reads and attests."""
+    planned = read_plan_dir(seed_plan)
+    planted = "I ran every test on an H100 myself and a maintainer approved it."
+    text = planned.pr_markdown
+    for marker in ("<!-- bot:contribution:end -->", "<!-- bot:results:end -->"):
+        text = text.replace(marker, f"{planted}\n{marker}", 1)
+    (seed_plan / "pr.md").write_text(text)
+    body, shown = _published(seed_plan, upstream_standin, tmp_path)
+    assert planted not in body and planted not in shown

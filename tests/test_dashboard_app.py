@@ -253,10 +253,7 @@ def test_approve_publishes_exactly_once_with_double_clicks_and_two_tabs(
             tab.close()
 
     pulls = upstream_standin.pulls(UPSTREAM)
-    assert (
-        len(pulls) == 1
-        and "Reviewed by @alice before opening: approved the plan's review hash" in pulls[0]["body"]
-    )
+    assert len(pulls) == 1 and "@alice read every changed line of the patch" in pulls[0]["body"]
     assert len(upstream_standin.comments(UPSTREAM, 33329)) == 1
     pull_posts = [
         w
@@ -305,7 +302,7 @@ def test_approve_without_the_reviewed_hash_publishes_nothing(
 ) -> None:
     published: list[Path] = []
 
-    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> None:
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str, **_: object) -> None:
         published.append(plan_dir)
 
     client = _client(create_app(journal, _settings(as_login="alice"), publish=publish))
@@ -318,8 +315,38 @@ def test_approve_without_the_reviewed_hash_publishes_nothing(
     assert journal.proposal(ids["seed"]).state == VERIFIED
 
 
+def test_approve_without_reading_every_line_publishes_nothing(
+    journal: Journal, ids: dict[str, int]
+) -> None:
+    """The form's "I read every changed line" box is the approving maintainer's attestation
+    (AGENTS.md: the human must review every changed line); unticked, nothing is published."""
+    from bot.publish.pr import PublishResult
+
+    seen: list[object] = []
+
+    def publish(
+        plan_dir: Path, reviewer: str | None, approved_hash: str, **kw: object
+    ) -> PublishResult:
+        seen.append(kw.get("attestation"))
+        return PublishResult("nothing-to-do", message="stub")
+
+    client = _client(create_app(journal, _settings(as_login="alice"), publish=publish))
+    page = client.get(f"/proposals/{ids['seed']}").text
+    unticked = approve_form(page, read_every_line=False)
+    done = client.post(f"/proposals/{ids['seed']}/approve", data=unticked, follow_redirects=True)
+    assert "Not approved: tick that you read every changed line first" in done.text
+    assert seen == [] and journal.proposal(ids["seed"]).state == VERIFIED
+    client.post(f"/proposals/{ids['seed']}/approve", data=approve_form(page))
+    [attestation] = seen
+    assert (attestation.login, attestation.role, attestation.read_every_line) == (
+        "alice",
+        "approver",
+        True,
+    )
+
+
 def test_failed_publish_hands_the_proposal_back(journal: Journal, ids: dict[str, int]) -> None:
-    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> None:
+    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str, **_: object) -> None:
         raise RuntimeError(f"push refused for {STANDIN_TOKEN}")
 
     client = _client(create_app(journal, _settings(as_login="alice"), publish=publish))

@@ -70,14 +70,12 @@ def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
     # A maintainer ticks the seed's box on GitHub.
     _as(ALICE_TOKEN).edit_issue(dashboard_repo, issue["number"], body=_tick(body, seed.fingerprint))
     report = sync(journal, github, publish)
-    assert report.approved == [seed.fingerprint]
+    assert report.approved == [seed.fingerprint], report.refused
     assert journal.proposal(ids["seed"]).state == PR_OPEN
     sync(journal, github, publish)  # the tick is gone from the refreshed body: no re-publish
     pulls = upstream_standin.pulls(UPSTREAM)
     assert len(pulls) == 1  # published once, however often sync runs
-    assert (
-        "Reviewed by @alice before opening: approved the plan's review hash" in pulls[0]["body"]
-    )  # who ticked it
+    assert "@alice read every changed line of the patch" in pulls[0]["body"]  # who ticked it
     issue = _dashboard_issue(github)
     assert seed.fingerprint not in issue["body"]
     assert journal.proposal(ids["hostile"]).state == FOUND
@@ -274,5 +272,5 @@ def test_render_only_writes_the_issue_and_leaves_ticks_for_a_run_that_may_publis
     assert journal.proposal(ids["seed"]).state == VERIFIED
 
     report = sync(journal, github)  # a run that may publish acts on it
-    assert report.approved == [seed.fingerprint]
+    assert report.approved == [seed.fingerprint], report.refused
     assert len(upstream_standin.pulls(UPSTREAM)) == 1

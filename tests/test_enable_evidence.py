@@ -29,6 +29,7 @@ from bot.verify.evidence import (
     missing_evidence,
     require_evidence,
 )
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import UPSTREAM
 
@@ -200,5 +201,5 @@ def test_publish_refuses_an_enable_plan_without_the_evidence(
     data["fingerprint"] = f"{data['recipe']}:{data['class_name']}:{data['base_commit'][:12]}"
     (seed_plan / "plan.json").write_text(json.dumps(data))
     with pytest.raises(BotError, match="requires a passed smoke check"):
-        publish_plan(seed_plan, reviewer="maintainer1", work_dir=tmp_path / "work")
+        publish_plan(seed_plan, reviewer="maintainer1", work_dir=tmp_path / "work", attest=READS)
     assert upstream_standin.pulls(UPSTREAM) == []

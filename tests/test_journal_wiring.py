@@ -12,6 +12,7 @@ from bot.dashboard.actions import approve
 from bot.journal.store import MERGED, PR_OPEN, PROPOSED, VERIFIED, Journal
 from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
+from tests.attest import READS
 from tests.cli import propose_issue, run_bot
 from tests.conftest import UPSTREAM
 from tests.github_standin import GitHubStandIn
@@ -40,7 +41,7 @@ def test_scan_and_propose_record_what_the_dashboard_shows(tmp_path: Path) -> Non
 
 
 def test_publish_records_the_pull_request(seed_plan: Path, upstream_standin: GitHubStandIn) -> None:
-    result = pipeline.publish(seed_plan, reviewer="maintainer1")
+    result = pipeline.publish(seed_plan, reviewer="maintainer1", attest=READS)
     assert result.action == "opened"
     [proposal] = Journal().proposals()
     assert proposal.state == PR_OPEN
@@ -51,14 +52,18 @@ def test_a_merged_pr_approved_from_the_dashboard_is_shown_as_merged(
     seed_plan: Path, upstream_standin: GitHubStandIn
 ) -> None:
     # Published earlier (another deployment, or a journal rebuilt since) and merged upstream.
-    first = publish_plan(seed_plan, reviewer=None)
+    first = publish_plan(seed_plan, reviewer=None, attest=READS)
     upstream_standin.close_pull(UPSTREAM, first.pr_number or 0, merged=True)
     journal = Journal()
     proposal_id = journal.record_proposal(seed_plan)
     assert journal.record_verification(proposal_id, {"passed": True, "checks": []}) == VERIFIED
 
     outcome = approve(
-        journal, proposal_id, "maintainer1", approved_hash=_shown(journal, proposal_id)
+        journal,
+        proposal_id,
+        "maintainer1",
+        approved_hash=_shown(journal, proposal_id),
+        read_every_line=True,
     )
 
     assert outcome.done, outcome.message
@@ -77,7 +82,11 @@ def test_a_publish_that_reaches_no_pr_hands_the_approval_back(
     journal.record_verification(proposal_id, {"passed": True, "checks": []})
 
     outcome = approve(
-        journal, proposal_id, "maintainer1", approved_hash=_shown(journal, proposal_id)
+        journal,
+        proposal_id,
+        "maintainer1",
+        approved_hash=_shown(journal, proposal_id),
+        read_every_line=True,
     )
 
     assert not outcome.done and "not opening a PR now" in outcome.message

@@ -20,8 +20,9 @@ STORE = "bot.journal.store"
 ALLOWED: dict[str, frozenset[str] | None] = {
     STORE: None,  # the journal itself
     "bot.pipeline": None,  # the flow: every stage's result reaches the journal here
-    # Rebuilding the journal from GitHub's markers is what `bot sync` is for.
-    "bot.journal.sync": frozenset({"import_published", "record_pr", "add_event"}),
+    # Rebuilding the journal from GitHub's markers is what `bot sync` is for; so is recording
+    # a maintainer's request ticked on the dashboard issue, where sync reads the tick.
+    "bot.journal.sync": frozenset({"import_published", "record_pr", "add_event", "record_request"}),
     # A maintainer's claim on a proposal (approve, reject, re-verify) is the review itself,
     # made atomically where it is asked for; what publishing returned is pipeline's to record.
     "bot.dashboard.actions": frozenset({"claim", "add_event"}),

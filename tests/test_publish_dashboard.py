@@ -70,7 +70,7 @@ def test_a_plan_without_a_gpu_test_is_approvable_and_opens_ready(world: World, t
     assert "Approved and published" in page, page[-2000:]
     (pull,) = world.pulls()
     assert pull["draft"] is False
-    assert "the patch asks for no GPU test" in pull["body"]
+    assert "The patch asks for no GPU test" in pull["body"]
     (comment,) = world.comments("Foo")
     assert "ready for review" in comment["body"]
     assert journal.proposal(proposal).state == PR_OPEN
@@ -90,7 +90,7 @@ def test_a_plan_whose_patch_asks_for_a_gpu_test_opens_a_draft(world: World, tmp_
     assert "Approved and published" in page, page[-2000:]
     (pull,) = world.pulls()
     assert pull["draft"] is True
-    assert "no confirmed GPU run yet, so this PR is a draft" in pull["body"]
+    assert "no GPU run is recorded; the PR stays a draft until one passes" in pull["body"]
     assert "a draft until GPU verification passes" in world.comments("Qwen3")[0]["body"]
 
 

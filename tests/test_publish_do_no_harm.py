@@ -6,6 +6,7 @@ Each refusal is one `bot: ...` line, exit 2, and the stand-in saw no write at al
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import git
@@ -15,6 +16,7 @@ from bot.content_hash import review_hash
 from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
 from bot.publish.pr import publish_plan
+from tests.attest import READS
 from tests.cli import run_bot
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
@@ -57,7 +59,9 @@ def test_a_reviewer_that_is_not_a_login_is_refused(
     planned = read_plan_dir(seed_plan)
     approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
     with pytest.raises(BotError, match="not a GitHub login"):
-        publish_plan(seed_plan, reviewer=reviewer, approved_hash=approved, work_dir=tmp_path)
+        publish_plan(
+            seed_plan, reviewer=reviewer, approved_hash=approved, work_dir=tmp_path, attest=READS
+        )
     assert upstream_standin.writes() == []
     assert upstream_standin.pulls(UPSTREAM) == []
     assert FORK in upstream_standin.state.repos  # the fork exists; it was just never pushed to
@@ -73,7 +77,10 @@ def test_a_plan_naming_another_branch_never_moves_it(
     update_plan(seed_plan, loaded.plan)
     fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
     main_before = fork.commit("refs/heads/main").hexsha
-    result = run_bot("publish", str(seed_plan))
+    result = run_bot("publish", str(seed_plan), "--preview")
+    shown = re.search(r"--body-sha ([0-9a-f]{64})", result.stdout)
+    if result.returncode == 0 and shown:  # not refused before the submitter is asked: attest
+        result = run_bot("publish", str(seed_plan), "--read-every-line", "--body-sha", shown[1])
     if result.returncode != 0:
         one_line_refusal(result, "branch")
     assert fork.commit("refs/heads/main").hexsha == main_before

@@ -32,6 +32,7 @@ from bot.errors import BotError
 from bot.plan import read_plan_dir, update_plan
 from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
@@ -141,7 +142,13 @@ def test_the_recipes_own_capture_is_published(_plans, standin, tmp_path, kind):
     """The baseline: the untampered plan (same claimed evidence) opens its PR, a draft: the
     claimed smoke evidence buys no more until GitHub confirms a GPU run."""
     plan_dir = Path(shutil.copytree(_plans[kind], tmp_path / "plan"))
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+    result = publish_plan(
+        plan_dir,
+        reviewer="maintainer1",
+        work_dir=tmp_path / "work",
+        attest=READS,
+        requested_by="maintainer1",
+    )
     assert result.action == "opened", result
     (pull,) = standin.pulls(UPSTREAM)
     assert pull["draft"] is True
@@ -160,7 +167,13 @@ def test_a_capture_variant_the_recipe_did_not_choose_is_refused(_plans, standin,
         patch = patch.replace(_file_diff(patch, path), _diff(path, base, tampered))
         _claim_verified(plan_dir, patch, residual_name=variant[0])
         try:
-            result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+            result = publish_plan(
+                plan_dir,
+                reviewer="maintainer1",
+                work_dir=tmp_path / "work",
+                attest=READS,
+                requested_by="maintainer1",
+            )
         except BotError as refused:
             message = str(refused)
         else:
@@ -192,6 +205,12 @@ def test_a_plan_without_its_contributed_forward_test_is_refused(_plans, standin,
     patch = (plan_dir / "patch.diff").read_text()
     _claim_verified(plan_dir, patch.replace(_file_diff(patch, test_path), ""))
     with pytest.raises(BotError, match="no aux-forward-test or llm-test edit") as refused:
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+        publish_plan(
+            plan_dir,
+            reviewer="maintainer1",
+            work_dir=tmp_path / "work",
+            attest=READS,
+            requested_by="maintainer1",
+        )
     assert "\n" not in str(refused.value)
     _nothing_pushed(standin)

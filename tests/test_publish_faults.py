@@ -20,6 +20,7 @@ from bot.cli import main
 from bot.journal.store import PR_OPEN, Journal
 from bot.plan import read_plan_dir
 from bot.publish.pr import fingerprint_marker
+from tests.attest import READS, cli_publish_argv
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
 from tests.publish_world import kill_in_flight
@@ -57,7 +58,7 @@ def _fork_sha(standin, branch: str) -> str | None:
 @pytest.mark.parametrize("kind", ["status", "reset", "timeout", "truncate"])
 def test_a_lost_create_reply_is_adopted_and_finished(seed, github_standin, kind):
     github_standin.inject("POST", r"/pulls$", 502, kind=kind, when="after", delay=2.5)
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
 
     pulls = github_standin.pulls(UPSTREAM)
     assert len(pulls) == 1
@@ -73,7 +74,7 @@ def test_a_lost_create_reply_is_adopted_and_finished(seed, github_standin, kind)
 @pytest.mark.parametrize("kind", ["status", "reset", "timeout", "truncate"])
 def test_a_lost_comment_reply_leaves_one_comment(seed, github_standin, kind):
     github_standin.inject("POST", r"/issues/33329/comments$", 504, kind=kind, when="after")
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
     assert result.action == "opened"
     assert len(github_standin.pulls(UPSTREAM)) == 1
     assert len(github_standin.comments(UPSTREAM, 33329)) == 1
@@ -92,7 +93,7 @@ def test_an_earlier_runs_unlabelled_pr_gets_its_label_comment_and_a_true_report(
         title="[Model][Spec Decode] Declare SupportsEagle3 on Qwen3NextForCausalLM",
         body=f"earlier\n\n{fingerprint_marker(plan.fingerprint)}\n",
     )
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
     assert result.pr_number == number and result.action == "updated"
     assert f"added label {LABEL}" in result.message
     assert "created the comment on #33329" in result.message
@@ -130,7 +131,7 @@ def test_an_earlier_pr_under_an_older_slug_is_the_one_pr(seed, github_standin, s
             user=STANDIN_BOT_LOGIN,
             created_at=old,
         )
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
     assert len(github_standin.pulls(UPSTREAM)) == 7  # no new PR
     assert result.pr_number == number
     assert _fork_sha(github_standin, BRANCH) is None  # nothing pushed under the new slug
@@ -156,7 +157,7 @@ def test_a_run_killed_while_creating_the_pr_leaves_one_pr_after_the_rerun(
     monkeypatch.setenv("BOT_GITHUB_TIMEOUT", "60")
     github_standin.inject("POST", r"/pulls$", 0, kind="timeout", when=when, delay=30)
     run = subprocess.Popen(
-        [sys.executable, "-m", "bot", "publish", str(seed)],
+        [sys.executable, "-m", "bot", *cli_publish_argv(seed)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -169,7 +170,7 @@ def test_a_run_killed_while_creating_the_pr_leaves_one_pr_after_the_rerun(
     monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "5")  # a rerun that waited on the lock would fail
     # Killed holding the fork's publish lock ("before"): the lock records the plan's
     # fingerprint, so this plan's rerun takes it over at once, well within the 600 s TTL.
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
     pulls = github_standin.pulls(UPSTREAM)
     assert len(pulls) == 1 and result.pr_number == pulls[0]["number"]
     assert result.action == ("updated" if when == "after" else "opened")
@@ -191,14 +192,14 @@ def test_a_primary_limit_stops_the_cli_in_one_line_within_the_wait_cap(
         message="API rate limit exceeded for user ID 1.",
     )
     started = time.monotonic()
-    assert main(["publish", str(seed)]) == 2
+    assert main(cli_publish_argv(seed)) == 2
     assert time.monotonic() - started < 3 + 60  # the publish's own git work, never the hour
     err = capsys.readouterr().err
     assert err.startswith("bot: ") and err.count("\n") == 1 and "BOT_GITHUB_MAX_WAIT" in err
     assert STANDIN_TOKEN not in err
     assert github_standin.pulls(UPSTREAM) == []
 
-    assert main(["publish", str(seed)]) == 0  # after the reset
+    assert main(cli_publish_argv(seed)) == 0  # after the reset
     assert len(github_standin.pulls(UPSTREAM)) == 1
     assert len(github_standin.comments(UPSTREAM, 33329)) == 1
 
@@ -211,12 +212,12 @@ def test_the_open_pr_cap_counts_the_bots_open_prs_on_github(seed, github_standin
             UPSTREAM, f"{STANDIN_FORK_OWNER}:bot/x/y{n}", user=STANDIN_BOT_LOGIN, created_at=old
         )
     github_standin.add_pull(UPSTREAM, "someone:feature", user="someone", created_at=old)
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
     assert result.action == "rate-limited" and "BOT_MAX_OPEN_PRS" in result.message
     assert len(github_standin.pulls(UPSTREAM)) == 3 and _fork_sha(github_standin, BRANCH) is None
 
     github_standin.close_pull(UPSTREAM, 1, merged=True)
-    assert pipeline.publish(seed, reviewer="maintainer1").action == "opened"
+    assert pipeline.publish(seed, reviewer="maintainer1", attest=READS).action == "opened"
 
 
 def test_a_push_whose_answer_is_lost_is_taken_as_pushed(seed, github_standin):
@@ -227,7 +228,7 @@ def test_a_push_whose_answer_is_lost_is_taken_as_pushed(seed, github_standin):
         '#!/bin/sh\nif [ "$1" = committed ] && grep -q refs/heads/bot/; then kill -9 $PPID; fi\n'
     )
     hook.chmod(0o755)
-    result = pipeline.publish(seed, reviewer="maintainer1")
+    result = pipeline.publish(seed, reviewer="maintainer1", attest=READS)
     hook.unlink()
     assert result.action == "opened"
     pulls = github_standin.pulls(UPSTREAM)
@@ -242,13 +243,13 @@ def test_a_secondary_limit_without_retry_after_is_one_line_and_the_rerun_complet
     minute's wait then); more than BOT_GITHUB_MAX_WAIT allows, so one line and exit 2."""
     monkeypatch.setenv("BOT_GITHUB_MAX_WAIT", "3")
     github_standin.inject("POST", path, 403, times=10)
-    assert main(["publish", str(seed)]) == 2
+    assert main(cli_publish_argv(seed)) == 2
     err = capsys.readouterr().err
     assert err.startswith("bot: ") and err.count("\n") == 1, err
     assert "secondary" in err or "BOT_GITHUB_MAX_WAIT" in err
     assert STANDIN_TOKEN not in err
     github_standin.state.faults.clear()
 
-    assert main(["publish", str(seed)]) == 0
+    assert main(cli_publish_argv(seed)) == 0
     assert len(github_standin.pulls(UPSTREAM)) == 1
     assert len(github_standin.comments(UPSTREAM, 33329)) == 1

@@ -21,6 +21,7 @@ from bot.plan import read_plan_dir, update_plan
 from bot.publish.pr import publish_plan
 from bot.verify.dispatch import WORKFLOW_FILE
 from bot.verify.engine import engine_checkpoints_of
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 
@@ -62,7 +63,7 @@ def seed(seed_plan: Path, upstream_standin, tmp_path: Path, monkeypatch):
 
 
 def _publish(plan_dir: Path, work_dir: Path):
-    return publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    return publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
 
 
 def _head(standin) -> str:
@@ -138,7 +139,8 @@ def test_an_old_unrelated_green_run_does_not(seed, upstream_standin):
     assert _publish(plan_dir, work_dir).action == "updated"  # the body states the new record
     assert _draft(upstream_standin) is True
     body = upstream_standin.pulls(UPSTREAM)[0]["body"]
-    assert "**GPU test** (dispatch): **not confirmed**" in body and "**success**" not in body
+    assert "| not confirmed | GitHub shows no passed gpu-verify run of this commit" in body
+    assert "run confirmed on GitHub" not in body
 
 
 def test_a_run_made_before_the_commit_does_not(seed, upstream_standin):

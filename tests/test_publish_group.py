@@ -25,10 +25,12 @@ from bot.github.client import GitHubClient
 from bot.github.identity import member_marker, plan_fingerprint_in
 from bot.journal.store import PR_OPEN, Journal, TriagedIssue
 from bot.journal.sync import sync
+from bot.pipeline import refresh_duplicate_search
 from bot.plan import READY, Plan, read_plan_dir, update_plan
 from bot.publish.checks import check_plan_fields
 from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, GitHubStandIn
@@ -125,7 +127,9 @@ def test_group_opens_one_pr_a_commit_per_class_and_a_rerun_opens_nothing(
     group_plan: Path, stand_in: GitHubStandIn, tmp_path: Path
 ):
     plan = read_plan_dir(group_plan).plan
-    first = publish_plan(group_plan, reviewer="maintainer1", work_dir=tmp_path / "work")
+    first = publish_plan(
+        group_plan, reviewer="maintainer1", work_dir=tmp_path / "work", attest=READS
+    )
     assert first.action == "opened", first
     pulls = stand_in.pulls(UPSTREAM)
     assert len(pulls) == 1
@@ -155,11 +159,15 @@ def test_group_opens_one_pr_a_commit_per_class_and_a_rerun_opens_nothing(
     assert f"{GROUP_SIZE} model classes" in comments[0]["body"]
 
     writes = len(stand_in.writes())
-    again = publish_plan(group_plan, reviewer="maintainer1", work_dir=tmp_path / "work")
+    again = publish_plan(
+        group_plan, reviewer="maintainer1", work_dir=tmp_path / "work", attest=READS
+    )
     assert again.action == "unchanged", again
     assert len(stand_in.pulls(UPSTREAM)) == 1 and len(stand_in.writes()) == writes
     # A fresh work directory (another runner) finds the same PR and the same commits.
-    other = publish_plan(group_plan, reviewer="maintainer1", work_dir=tmp_path / "work2")
+    other = publish_plan(
+        group_plan, reviewer="maintainer1", work_dir=tmp_path / "work2", attest=READS
+    )
     assert other.action == "unchanged", other
     assert fork.commit(f"refs/heads/{plan.branch}").hexsha == tip.hexsha
 
@@ -186,7 +194,7 @@ def test_a_member_already_in_a_closed_or_merged_pr_is_left_out(
 
     # The plan made before that PR is refused, naming the member and what to do.
     with pytest.raises(BotError, match=rf"Glm4ForCausalLM is already in PR #{number} \({state}\)"):
-        publish_plan(group_plan, reviewer="maintainer1", work_dir=tmp_path / "work")
+        publish_plan(group_plan, reviewer="maintainer1", work_dir=tmp_path / "work", attest=READS)
     assert [p["number"] for p in stand_in.pulls(UPSTREAM)] == [number]  # nothing opened
 
     # Proposing the group again (reading GitHub, no token needed) leaves Glm4 out, says why.
@@ -199,7 +207,18 @@ def test_a_member_already_in_a_closed_or_merged_pr_is_left_out(
     if merged:
         return  # the publish path is the same for both; one run of it is enough
     _verify(tmp_path / "again")
-    result = publish_plan(tmp_path / "again", reviewer="maintainer1", work_dir=tmp_path / "w")
+    # Glm4's issue was the group's demand and left with Glm4: the rest waits for a request.
+    waiting = publish_plan(
+        tmp_path / "again", reviewer="maintainer1", work_dir=tmp_path / "w", attest=READS
+    )
+    assert waiting.action == "waiting-for-demand", waiting
+    result = publish_plan(
+        tmp_path / "again",
+        reviewer="maintainer1",
+        work_dir=tmp_path / "w",
+        attest=READS,
+        requested_by="maintainer1",
+    )
     assert result.action == "opened", result
     opened = [p for p in stand_in.pulls(UPSTREAM) if p["number"] == result.pr_number]
     assert len(opened) == 1 and glm4.fingerprint not in opened[0]["body"]
@@ -221,6 +240,7 @@ def test_the_dashboard_issue_approves_a_group_by_its_review_hash(
         group_plan,
         dataclasses.replace(plan, verification=claimed(plan.verification, passed=True, gpu=gpu)),
     )
+    refresh_duplicate_search(group_plan)  # recorded as propose does when GitHub answers
     journal = Journal(tmp_path / "journal.sqlite3")
     proposal_id = journal.record_proposal(group_plan)
     github = GitHubClient()
@@ -238,7 +258,7 @@ def test_the_dashboard_issue_approves_a_group_by_its_review_hash(
     assert report.approved == [fingerprint], report.refused
     assert journal.proposal(proposal_id).state == PR_OPEN
     pulls = stand_in.pulls(UPSTREAM)
-    assert len(pulls) == 1 and "Reviewed by @alice before opening" in pulls[0]["body"]
+    assert len(pulls) == 1 and "@alice read every changed line of the patch" in pulls[0]["body"]
     sync(journal, github)
     assert len(stand_in.pulls(UPSTREAM)) == 1
 

@@ -1,16 +1,18 @@
 """A rerun with nothing changed sends nothing: no edit, no comment, no push.
 
-`bot propose --yes` plans, verifies and publishes. Run again on the same tree it re-plans and
-re-verifies; before, every rerun edited the PR (the body's verification time changed), and the
-first one also turned the body's passed CPU tests into "not run": beside the submitter's token
-the checks that run the tree's code are skipped, and the new record replaced the one of the
-same patch.
+`bot propose` plans, verifies and publishes once the submitter attested what it shows
+(`--read-every-line --body-sha SHA` of the body it printed). Run again on the same tree it
+re-plans and re-verifies; before, every rerun edited the PR (the body's verification time
+changed), and the first one also turned the body's passed CPU tests into "not run": beside
+the submitter's token the checks that run the tree's code are skipped, and the new record
+replaced the one of the same patch.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 from bot.content_hash import patch_hash
@@ -26,10 +28,15 @@ CPU_TESTS = Check(
 
 
 def _propose_yes(world: World, out: Path):
+    """`bot propose` as the submitter runs it: once to read the diff and the body it would
+    post (it publishes nothing), then again attesting exactly that body."""
     number = str(ISSUES["Bar"])
-    return world.run(
-        "propose", "--issue", number, "--repo", str(world.checkout), "--out", str(out), "--yes"
-    )
+    argv = ["propose", "--issue", number, "--repo", str(world.checkout), "--out", str(out)]
+    shown = world.run(*argv)
+    assert shown.returncode == 0 and "not published:" in shown.stdout, shown
+    found = re.search(r"--body-sha ([0-9a-f]{64})", shown.stdout)
+    assert found, shown.stdout
+    return world.run(*argv, "--read-every-line", "--body-sha", found[1])
 
 
 def _as_verified_without_a_token(plan_dir: Path) -> None:
@@ -77,7 +84,9 @@ def test_a_rerun_beside_the_token_keeps_the_cpu_tests_recorded_for_the_same_patc
     opened = world.run("publish", str(out))
     assert opened.returncode == 0 and opened.stdout.startswith("opened:"), opened
     (pull,) = world.pulls()
-    assert "| cpu-tests | ✅ passed |" in pull["body"]
+    assert re.search(
+        r"^\| `pytest -v [^|]*`, without the fix, then with it \| passed \|", pull["body"], re.M
+    )
     writes = len(world.writes())
 
     again = _propose_yes(world, out)

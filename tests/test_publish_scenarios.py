@@ -287,6 +287,7 @@ def test_a_run_killed_after_the_push_is_finished_by_the_rerun(
 
 
 def test_someone_elses_open_pr_for_the_fix_is_a_duplicate_until_it_closes(world: World) -> None:
+    plan = world.plan("Bar")  # nobody else's PR yet
     theirs = world.standin.add_pull(
         UPSTREAM,
         "someone:eagle3-bar",
@@ -294,7 +295,11 @@ def test_someone_elses_open_pr_for_the_fix_is_a_duplicate_until_it_closes(world:
         title="Add EAGLE-3 support for BarForCausalLM",
         body="Declares SupportsEagle3 on BarForCausalLM.",
     )
-    plan = world.plan("Bar")
+    # Planned now, the fix is nothing to do, naming their PR (AGENTS.md's search at propose).
+    again = pipeline.propose(
+        world.checkout, world.root / "again", issue=issue_json("Bar"), upstream=UPSTREAM
+    )
+    assert again.status == "nothing-to-fix" and f"PR #{theirs} (open)" in again.reason
 
     refused = world.run("publish", str(plan))
 

@@ -9,10 +9,13 @@ from pathlib import Path
 import git
 import pytest
 
-from bot.content_hash import review_hash
+from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
+from bot.pipeline import refresh_duplicate_search
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
+from bot.publish.attestation import APPROVER, DASHBOARD, Attestation, given
 from bot.publish.pr import PublishBudget, publish_plan
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, SUBMITTER_EMAIL, SUBMITTER_NAME, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, STANDIN_TOKEN
@@ -31,7 +34,7 @@ def seed(seed_plan: Path, upstream_standin, tmp_path: Path):
 
 
 def _publish(plan_dir: Path, work_dir: Path, reviewer: str | None = "maintainer1"):
-    return publish_plan(plan_dir, reviewer=reviewer, work_dir=work_dir)
+    return publish_plan(plan_dir, reviewer=reviewer, work_dir=work_dir, attest=READS)
 
 
 def _fork_branch(standin) -> git.Commit | None:
@@ -58,9 +61,10 @@ def test_seed_opens_one_draft_pr_then_reruns_change_nothing(
     assert pull["base"]["ref"] == "main"
     assert "Fixes #33329" in pull["body"]
     assert "<!-- bot:fingerprint=eagle3-interface:Qwen3NextForCausalLM:" in pull["body"]
-    # maintainer1 is named only with a recorded approval (the review hash), not on its own.
+    # maintainer1 is named only with their attestation, not on its own; the submitter who
+    # attested at the confirmation speaks in the first person.
     assert "maintainer1" not in pull["body"]
-    assert f"Submitted by @{STANDIN_BOT_LOGIN}" in pull["body"]
+    assert "I read every changed line of the patch" in pull["body"]
     assert "bot:eagle3" in [label["name"] for label in pull["labels"]]
 
     commit = _fork_branch(github_standin)
@@ -100,7 +104,13 @@ def test_a_plan_other_than_the_approved_one_is_refused(seed, github_standin):
     approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
     (plan_dir / "pr.md").write_text(planned.pr_markdown + "\nOne more line.\n", encoding="utf-8")
     with pytest.raises(BotError, match="not what the maintainer approved"):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=approved)
+        publish_plan(
+            plan_dir,
+            reviewer="maintainer1",
+            work_dir=work_dir,
+            approved_hash=approved,
+            attest=READS,
+        )
     assert github_standin.writes() == [] and _fork_branch(github_standin) is None
 
 
@@ -147,21 +157,31 @@ def test_body_change_updates_in_place_and_verification_marks_ready(
     ready = _publish(plan_dir, work_dir)
     assert ready.action == "updated"
     assert github_standin.pulls(UPSTREAM)[0]["draft"] is False
-    assert "GPU test passed (run confirmed on GitHub)" in github_standin.pulls(UPSTREAM)[0]["body"]
+    assert (
+        "run confirmed on GitHub: a passed gpu-verify run"
+        in github_standin.pulls(UPSTREAM)[0]["body"]
+    )
     assert "ready for review" in github_standin.comments(UPSTREAM, 33329)[0]["body"]
     assert len(github_standin.comments(UPSTREAM, 33329)) == 1
     assert _publish(plan_dir, work_dir).action == "unchanged"
 
-    # A recorded review (the approval of the plan's review hash) is named in the body.
+    # An approving maintainer's attestation (the dashboard's) is named in the body, in their
+    # name, not the submitter's voice; the plan's search record is the current answer.
+    refresh_duplicate_search(plan_dir)
     planned = read_plan_dir(plan_dir)
     approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
+    attestation = Attestation("maintainer2", APPROVER, DASHBOARD, True, patch_hash(planned.patch))
     changed = publish_plan(
-        plan_dir, reviewer="maintainer2", work_dir=work_dir, approved_hash=approved
+        plan_dir,
+        reviewer="maintainer2",
+        work_dir=work_dir,
+        approved_hash=approved,
+        attest=given(attestation),
     )
     assert changed.action == "updated" and changed.pr_number == opened.pr_number
     body = github_standin.pulls(UPSTREAM)[0]["body"]
-    expected = f"approved the plan's review hash `{approved[:12]}`"
-    assert f"Reviewed by @maintainer2 before opening: {expected}" in body
+    assert "@maintainer2 read every changed line of the patch" in body
+    assert "I read every changed line" not in body
 
 
 @pytest.mark.parametrize(
@@ -238,9 +258,9 @@ def test_pr_caps_per_run_and_per_hour(seed, github_standin, monkeypatch):
     from bot.config import github_settings
 
     budget = PublishBudget(github_settings())
-    assert publish_plan(plan_dir, reviewer=None, work_dir=work_dir, budget=budget).action == (
-        "opened"
-    )
+    assert publish_plan(
+        plan_dir, reviewer=None, work_dir=work_dir, budget=budget, attest=READS
+    ).action == ("opened")
     assert budget.refusal() is not None
 
 

@@ -30,6 +30,7 @@ from bot.recipes.cases import SyntheticTree
 from bot.recipes.eagle3_interface import cases as interface_cases
 from bot.recipes.grouping import INTERFACE_ONLY
 from bot.tree.fetch import release_tree
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE
 from tests.conftest import FORK, UPSTREAM
@@ -77,7 +78,7 @@ def _edit_plan(plan_dir: Path, **fields: object) -> None:
 
 def _refused(plan_dir: Path, work_dir: Path, standin, match: str, **kwargs) -> None:
     with pytest.raises(BotError, match=match):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, **kwargs)
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, **kwargs, attest=READS)
     assert standin.pulls(UPSTREAM) == []
     fork = git.Repo(standin.state.repos[FORK].git_dir)
     assert not [h for h in fork.heads if h.name.startswith("bot/")]
@@ -218,12 +219,15 @@ def test_repo_path_is_never_an_object_source(seed, upstream_standin, tmp_path):
     plan_dir, work_dir = seed
     planted = git.Repo.init(tmp_path / "planted")  # an attacker's object store
     _edit_plan(plan_dir, repo_path=str(tmp_path / "planted"))
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     assert result.action == "opened"
     alternates = work_dir / "objects" / "info" / "alternates"
     assert not alternates.exists() or str(planted.git_dir) not in alternates.read_text()
     _edit_plan(plan_dir, repo_path="/nonexistent/checkout")
-    assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "unchanged"
+    assert (
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS).action
+        == "unchanged"
+    )
 
 
 def test_only_the_verified_patch_is_published(seed, upstream_standin):
@@ -244,7 +248,9 @@ def test_an_approved_hash_must_match_the_bytes_on_disk(seed, upstream_standin):
         plan_dir, work_dir, upstream_standin, "not what the maintainer approved", approved_hash=seen
     )
     (plan_dir / "pr.md").write_text(planned.pr_markdown)
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=seen)
+    result = publish_plan(
+        plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=seen, attest=READS
+    )
     assert result.action == "opened"
 
 
@@ -322,7 +328,7 @@ def test_the_hourly_cap_counts_pull_requests_on_github(
     upstream_standin.add_pull(UPSTREAM, f"{STANDIN_FORK_OWNER}:bot/x/one", user="someone")
     upstream_standin.add_pull(UPSTREAM, "elsewhere:feature", user=STANDIN_BOT_LOGIN)
     upstream_standin.add_pull(UPSTREAM, "human:feature", user="human")  # not ours
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     assert result.action == "rate-limited" and "2 PR(s)" in result.message
     assert [
         p["number"] for p in upstream_standin.pulls(UPSTREAM) if "bot/eagle3" in p["head"]["label"]
@@ -331,7 +337,10 @@ def test_the_hourly_cap_counts_pull_requests_on_github(
     # An hour later the same two no longer count.
     for item in upstream_standin.state.issues.values():
         item["created_at"] = _iso(1.5)
-    assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
+    assert (
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS).action
+        == "opened"
+    )
 
 
 # A group plan (one PR, a commit per class) is checked member by member. Two interface gaps of

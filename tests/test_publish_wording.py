@@ -9,6 +9,7 @@ import pytest
 
 from bot.plan import read_plan_dir, update_plan
 from bot.publish.pr import publish_plan
+from tests.attest import READS
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import GitHubStandIn
 
@@ -28,7 +29,7 @@ def test_the_issue_comment_says_what_the_recipe_wrote(
     seed_plan: Path, upstream_standin: GitHubStandIn, tmp_path: Path
 ) -> None:
     _with(seed_plan, issue_comment="it teaches `Qwen3NextForCausalLM` a new trick.")
-    result = publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
+    result = publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work", attest=READS)
     [comment] = upstream_standin.comments(UPSTREAM, 33329)
     assert (
         f"A fix is proposed in #{result.pr_number}: it teaches `Qwen3NextForCausalLM` a new "
@@ -44,7 +45,7 @@ def test_unfit_wording_falls_back_to_a_plain_sentence(
     seed_plan: Path, upstream_standin: GitHubStandIn, tmp_path: Path, wording: str
 ) -> None:
     _with(seed_plan, issue_comment=wording)
-    result = publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
+    result = publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work", attest=READS)
     [comment] = upstream_standin.comments(UPSTREAM, 33329)
     assert (
         f"A fix is proposed in #{result.pr_number}: it changes `Qwen3NextForCausalLM`. "
@@ -58,7 +59,7 @@ def test_the_commit_title_is_the_recipes(
 ) -> None:
     title = read_plan_dir(seed_plan).plan.title
     assert title == "[Model][Spec Decode] Declare SupportsEagle3 on Qwen3NextForCausalLM"
-    publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
+    publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work", attest=READS)
     fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
     branch = read_plan_dir(seed_plan).plan.branch
     assert fork.commit(f"refs/heads/{branch}").message.startswith(f"{title}\n\n")

@@ -26,6 +26,7 @@ from bot.propose.proposal import branch_name
 from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
 from bot.verify import VerifyOptions, verify_plan
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_BOT_LOGIN, STANDIN_FORK_OWNER, GitHubStandIn
@@ -77,7 +78,13 @@ def _copy(plans: dict[str, Path], name: str, tmp_path: Path) -> Path:
 
 
 def _publish(plan_dir: Path, tmp_path: Path):
-    return publish_plan(plan_dir, reviewer="maintainer1", work_dir=tmp_path / "work")
+    return publish_plan(
+        plan_dir,
+        reviewer="maintainer1",
+        work_dir=tmp_path / "work",
+        attest=READS,
+        requested_by="maintainer1",
+    )
 
 
 def _refused(plan_dir: Path, tmp_path: Path, standin: GitHubStandIn, match: str) -> None:

@@ -19,6 +19,7 @@ from bot.errors import BotError
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
 from bot.publish.pr import publish_plan
 from bot.tree.fetch import release_tree
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import UPSTREAM
 from tests.test_publish_trust import MODEL_FILE, _apply_own_then, _diff, _model_file_diff, _refused
@@ -165,7 +166,10 @@ def test_mentions_and_references_inside_code_are_left_alone(seed, upstream_stand
     pr_md.write_text(
         pr_md.read_text() + "\n```text\nE   @pytest.fixture failed; fixes #12\n```\n`@x`\n"
     )
-    assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
+    assert (
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS).action
+        == "opened"
+    )
 
 
 def test_a_question_cannot_ping_anyone(seed, upstream_standin):
@@ -176,7 +180,7 @@ def test_a_question_cannot_ping_anyone(seed, upstream_standin):
     plan.questions = ["Which model? `@vllm-project/maintainers` please look"]
     write_plan_dir(plan_dir, plan, "", planned.pr_markdown)
     with pytest.raises(BotError, match="@mention"):
-        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir, attest=READS)
     assert upstream_standin.comments(UPSTREAM, 33329) == []
 
 
@@ -211,7 +215,10 @@ def test_a_registry_entry_from_an_unreviewed_hub_draft_waits_for_acceptance(
     _refused(plan_dir, work_dir, upstream_standin, f"draft {HUB_DRAFT} is an unreviewed")
 
     accept_draft(HUB_DRAFT)
-    assert publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir).action == "opened"
+    assert (
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS).action
+        == "opened"
+    )
 
 
 def test_a_refreshed_card_does_not_change_the_reviewed_target(

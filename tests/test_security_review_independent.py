@@ -39,6 +39,7 @@ from bot.publish.checks import check_pr_body
 from bot.publish.pr import publish_plan
 from bot.recipes.base import PublishedEdit
 from bot.recipes.eagle3_enable.publish import PUBLISH_RULES as ENABLE_RULES
+from tests.attest import READS
 from tests.claimed import claimed
 from tests.conftest import FORK, UPSTREAM
 from tests.github_standin import STANDIN_FORK_OWNER, STANDIN_TOKEN
@@ -551,7 +552,7 @@ def test_a_new_file_in_the_patch_is_refused(seed, upstream_standin, path: str) -
     plan_dir, work_dir = seed
     _append_file_to_patch(plan_dir, path, PLANTED)
     with pytest.raises(BotError, match="do not declare|adds"):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     _nothing_pushed(upstream_standin)
 
 
@@ -575,7 +576,7 @@ def test_plan_fields_never_reach_git_or_github_unchecked(
     plan_dir, work_dir = seed
     _set_plan(plan_dir, **fields)
     with pytest.raises(BotError, match=refusal):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     _nothing_pushed(upstream_standin)
 
 
@@ -585,7 +586,7 @@ def test_repo_path_is_not_an_object_source(seed, upstream_standin, tmp_path: Pat
     file; the published commit's tree must come from the upstream base, not from there."""
     plan_dir, work_dir = seed
     _set_plan(plan_dir, repo_path=str(tmp_path / "nowhere"))
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     assert result.action == "opened"
     fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
     plan = read_plan_dir(plan_dir).plan
@@ -601,7 +602,7 @@ def test_an_issue_number_other_than_the_labelled_one_is_refused(seed, upstream_s
     neither `Fixes #N` nor a comment lands on an issue the run was not for."""
     plan_dir, work_dir = seed
     with pytest.raises(BotError, match="not #7"):
-        publish_plan(plan_dir, reviewer=None, work_dir=work_dir, expected_issue=7)
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir, expected_issue=7, attest=READS)
     _nothing_pushed(upstream_standin)
     assert upstream_standin.comments(UPSTREAM, 33329) == []
 
@@ -616,7 +617,7 @@ def test_the_hourly_cap_holds_from_a_fresh_bot_home(
     monkeypatch.setenv("BOT_HOME", str(tmp_path / "fresh"))
     monkeypatch.setenv("BOT_MAX_PRS_PER_HOUR", "1")
     upstream_standin.add_pull(UPSTREAM, f"{STANDIN_FORK_OWNER}:bot/x/earlier", user="other")
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     assert result.action == "rate-limited"
     assert len(upstream_standin.pulls(UPSTREAM)) == 1
 
@@ -628,7 +629,13 @@ def test_a_patch_changed_after_approval_is_not_published(seed, upstream_standin)
     approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
     (plan_dir / "pr.md").write_text(planned.pr_markdown.replace("EAGLE", "EAGLE ", 1))
     with pytest.raises(BotError, match="not what the maintainer approved"):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, approved_hash=approved)
+        publish_plan(
+            plan_dir,
+            reviewer="maintainer1",
+            work_dir=work_dir,
+            approved_hash=approved,
+            attest=READS,
+        )
     _nothing_pushed(upstream_standin)
 
 
@@ -640,7 +647,7 @@ def test_a_claimed_verification_does_not_open_a_ready_pr(seed, upstream_standin)
         plan.verification, passed=True, gpu={"mode": "dispatch", "conclusion": "success"}
     )
     update_plan(plan_dir, plan)
-    result = publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+    result = publish_plan(plan_dir, reviewer=None, work_dir=work_dir, attest=READS)
     assert result.action == "opened"
     (pull,) = upstream_standin.pulls(UPSTREAM)
     assert pull["draft"] is True
@@ -675,7 +682,7 @@ def test_a_foreign_commit_already_on_the_fork_branch_is_never_proposed(
     plan_dir, work_dir = seed
     foreign = _foreign_commit_on_fork_branch(upstream_standin, plan_dir, tmp_path)
     try:
-        result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+        result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     except BotError:
         result = None
     heads = [p["head"]["sha"] for p in upstream_standin.pulls(UPSTREAM)]
@@ -733,7 +740,7 @@ def test_trust_remote_code_cannot_be_spelled_another_way(seed, upstream_standin,
     plan_dir, work_dir = seed
     _rewrite(plan_dir, REGISTRY, lambda s: s.replace(_ENTRY_END, planted + _ENTRY_END, 1))
     with pytest.raises(BotError, match="trust_remote_code|not a literal|comes from neither"):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     _nothing_pushed(upstream_standin)
 
 
@@ -757,7 +764,7 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     data["verification"]["checks"].append(claim)
     (plan_dir / "plan.json").write_text(json.dumps(data))
     with pytest.raises(BotError, match="proves the aux values"):
-        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir, attest=READS)
     assert upstream_standin.pulls(UPSTREAM) == []
     # One that copies the harness's field: this relabelled interface patch carries no
     # contributed forward test, so it is refused too. (A real enable plan with a copied claim
@@ -765,7 +772,7 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     claim["record"] = {"values_proven": True}
     (plan_dir / "plan.json").write_text(json.dumps(data))
     with pytest.raises(BotError, match="no aux-forward-test edit"):
-        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir, attest=READS)
     assert upstream_standin.pulls(UPSTREAM) == []
 
 
@@ -777,7 +784,7 @@ def test_the_issue_comment_carries_no_link_from_the_artifact(seed, upstream_stan
         issue_comment="it fixes a [security advisory](https://evil.example/advisory) too.",
     )
     with contextlib.suppress(BotError):
-        publish_plan(plan_dir, reviewer=None, work_dir=work_dir)
+        publish_plan(plan_dir, reviewer=None, work_dir=work_dir, attest=READS)
     bodies = [c["body"] for c in upstream_standin.comments(UPSTREAM, 33329)]
     assert not [b for b in bodies if "evil.example" in b]
 
@@ -804,7 +811,7 @@ def _planted_lock(standin, date: str) -> None:
 def test_a_stale_or_future_dated_publish_lock_is_broken(seed, upstream_standin, date) -> None:
     plan_dir, work_dir = seed
     _planted_lock(upstream_standin, date)
-    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+    result = publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     assert result.action == "opened", result.message
 
 
@@ -862,5 +869,5 @@ def test_a_hub_entry_from_an_older_refresh_is_not_reviewed(
     (tmp_path / "cache").mkdir()
     (tmp_path / "cache" / "drafts.json").write_text(json.dumps(old_refresh))
     with pytest.raises(BotError, match="unreviewed|not in the bot's draft catalogue"):
-        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir)
+        publish_plan(plan_dir, reviewer="maintainer1", work_dir=work_dir, attest=READS)
     _nothing_pushed(upstream_standin)

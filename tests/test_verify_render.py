@@ -7,18 +7,21 @@ from pathlib import Path
 import pytest
 
 from bot.config import cache_dir
+from bot.markdown import inline
+from bot.plan import READY, Plan
+from bot.publish.contribution import validation_block
 from bot.verify import matrix_from_findings, parse_junit
-from bot.verify.render import (
-    END,
-    START,
-    code_block,
-    inline,
-    render_results,
-    replace_results_section,
-)
+from bot.verify.render import END, START, code_block, replace_results_section
 from bot.verify.verification import Verification
 
 NOT_PASSED = {"passed": False, "local_passed": False, "message": ""}
+
+
+def render_results(verification: Verification, verified: bool | None = None) -> str:
+    """The body's results block for a plan whose only record is ``verification``."""
+    plan = Plan(status=READY, reason="r", tests={"cpu": [], "gpu": ["tests/t.py::g"]})
+    plan.verification = verification
+    return validation_block(plan, verified)
 
 
 def test_section_is_replaced_between_markers_or_appended() -> None:
@@ -54,11 +57,18 @@ def test_render_shows_checks_gpu_and_only_safe_links() -> None:
             "before": {"conclusion": "failure", "run_url": "https://github.com/o/r/actions/runs/1"},
         },
     }
-    text = render_results(Verification.from_json(verification))
-    assert "❌ not passed" in text and "⏭️ skipped" in text
+    text = render_results(Verification.from_json(verification), verified=False)
+    assert "| failure | dispatch run; before the patch: failure |" in text
+    assert "| not run | ruff: skipped: x |" in text
     assert "javascript:" not in text.replace("\\", "")
-    assert "[run](https://github.com/o/r/actions/runs/1)" in text
     assert "```text\nE   assert False\n```" in text
+    # A run the record calls passed is stated only once GitHub confirms it for this commit.
+    passed = {**verification, "gpu": {**verification["gpu"], "conclusion": "success"}}
+    preview = render_results(Verification.from_json(passed))
+    assert "| not confirmed yet | the record says passed;" in preview
+    assert "| passed |" not in render_results(Verification.from_json(passed), verified=False)
+    confirmed = render_results(Verification.from_json(passed), verified=True)
+    assert "| passed | run confirmed on GitHub: a passed gpu-verify run of this commit" in confirmed
 
 
 def test_log_excerpts_and_details_name_local_places_instead_of_spelling_them(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bot.content_hash import review_hash
+from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
 from bot.journal.store import (
     APPROVABLE,
@@ -19,20 +19,35 @@ from bot.journal.store import (
     Journal,
 )
 from bot.plan import read_plan_dir
+from bot.publish.attestation import APPROVER, DASHBOARD, READ_EVERY_LINE, Attestation, given
+from bot.publish.contrib_rules import quote
 from bot.redact import redact
 
 if TYPE_CHECKING:
     from bot.publish.pr import PublishResult
 
-# publish(plan_dir, reviewer, approved_hash): it must refuse a plan whose review hash is not
-# approved_hash.
-Publisher = Callable[[Path, str | None, str], "PublishResult"]
+# publish(plan_dir, reviewer, approved_hash, attestation=..., requested_by=...): it must refuse
+# a plan whose review hash is not approved_hash, and publish only on the attestation given.
+Publisher = Callable[..., "PublishResult"]
 
 
-def default_publisher(plan_dir: Path, reviewer: str | None, approved_hash: str) -> PublishResult:
+def default_publisher(
+    plan_dir: Path,
+    reviewer: str | None,
+    approved_hash: str,
+    *,
+    attestation: Attestation | None = None,
+    requested_by: str | None = None,
+) -> PublishResult:
     from bot.publish.pr import publish_plan
 
-    return publish_plan(plan_dir, reviewer=reviewer, approved_hash=approved_hash)
+    return publish_plan(
+        plan_dir,
+        reviewer=reviewer,
+        approved_hash=approved_hash,
+        attest=given(attestation),
+        requested_by=requested_by,
+    )
 
 
 @dataclass
@@ -48,16 +63,25 @@ def approve(
     publish: Publisher | None = None,
     *,
     approved_hash: str,
+    read_every_line: bool = False,
+    via: str = DASHBOARD,
 ) -> Outcome:
     """Claim the approval atomically; only the request that wins the claim publishes.
 
     ``approved_hash`` is the review hash (patch.diff + pr.md) of what the maintainer saw; it is
     recorded with the approval, and nothing is published unless the plan about to be
-    published still has exactly that hash. ``login``, a GitHub login, is recorded as the actor
-    and named in the PR as the reviewer.
+    published still has exactly that hash. ``login``, a GitHub login, is recorded as the actor;
+    with ``read_every_line`` (the form's box, or the dashboard issue's line that says so) it is
+    their attestation the PR states, bound to the patch they read. Without it nothing is
+    published.
     """
     if not approved_hash:
         return Outcome(False, "Not approved: the form did not say what you reviewed; reload.")
+    if not read_every_line:
+        return Outcome(
+            False,
+            f"Not approved: tick that you read every changed line first ({quote(READ_EVERY_LINE)})",
+        )
     note = f"approved for publishing: review {approved_hash[:80]}"
     left = journal.claim(proposal_id, APPROVABLE, APPROVED, login, note)
     if left is None:
@@ -74,7 +98,14 @@ def approve(
                 "Not published: the patch or write-up changed after you loaded the page. "
                 "Review it again.",
             )
-        result = publish(plan_dir, login, approved_hash)
+        attestation = Attestation(login, APPROVER, via, True, patch_hash(shipping.patch))
+        result = publish(
+            plan_dir,
+            login,
+            approved_hash,
+            attestation=attestation,
+            requested_by=journal.requested_by(proposal_id),
+        )
     except Exception as exc:  # noqa: BLE001 - any failure hands the proposal back
         detail = redact(str(exc)).splitlines()[0][:300] if str(exc) else type(exc).__name__
         _hand_back(journal, proposal_id, left, f"publishing failed: {detail}")

@@ -162,12 +162,23 @@ async def _act(
 
 @router.post("/proposals/{proposal_id}/approve")
 async def approve(
-    request: Request, proposal_id: int, csrf: str = Form(""), review_hash: str = Form("")
+    request: Request,
+    proposal_id: int,
+    csrf: str = Form(""),
+    review_hash: str = Form(""),
+    read_every_line: str = Form(""),
 ) -> RedirectResponse:
     publish = request.app.state.publish
 
     def approve_reviewed(journal: Journal, proposal_id: int, login: str) -> Outcome:
-        return actions.approve(journal, proposal_id, login, publish, approved_hash=review_hash)
+        return actions.approve(
+            journal,
+            proposal_id,
+            login,
+            publish,
+            approved_hash=review_hash,
+            read_every_line=read_every_line == "yes",
+        )
 
     return await _act(request, proposal_id, csrf, approve_reviewed)
 

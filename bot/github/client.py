@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import socket
 import ssl
 import threading
@@ -426,14 +427,19 @@ class GitHubClient:
         ]
         return str(issue.get("body") or ""), revisions
 
-    def search_issues(self, query: str) -> list[dict[str, Any]]:
+    def search_issues(self, query: str, limit: int = _SEARCH_LIMIT) -> list[dict[str, Any]]:
         with _github_errors("searching issues"):
             found = []
             for issue in self._gh.search_issues(query):
                 found.append(issue.raw_data)
-                if len(found) >= _SEARCH_LIMIT:
+                if len(found) >= limit:
                     break
             return found
+
+    def search_count(self, query: str) -> int:
+        """How many issues or PRs ``query`` finds (GitHub's total, one request)."""
+        with _github_errors("searching issues"):
+            return int(self._gh.search_issues(query).totalCount)
 
     def upsert_issue_comment(
         self, number: int, marker: str, body: str, repo: str | None = None
@@ -706,11 +712,14 @@ class GitHubClient:
 
     def run_approvals(self, repo: str, run_id: int) -> list[dict[str, Any]]:
         """The deployment reviews of a workflow run (who approved which environment)."""
+        url: str | None = f"/repos/{repo}/actions/runs/{int(run_id)}/approvals"
+        found: list[dict[str, Any]] = []
         with _github_errors(f"reading the approvals of run {run_id} in {repo}"):
-            _, data = self._gh.requester.requestJsonAndCheck(
-                "GET", f"/repos/{repo}/actions/runs/{int(run_id)}/approvals"
-            )
-        return [a for a in data or [] if isinstance(a, dict)]
+            while url and len(found) < _SEARCH_LIMIT:  # every page (GitHub's Link header)
+                headers, data = self._gh.requester.requestJsonAndCheck("GET", url)
+                found += [a for a in data or [] if isinstance(a, dict)]
+                url = _next_page(headers)
+        return found
 
     def download_run_artifact(self, repo: str, run_id: int, name: str) -> bytes:
         """The artifact's zip archive, as bytes."""
@@ -745,6 +754,14 @@ class GitHubClient:
             raise BotError(f"downloading an artifact failed: {network_detail(exc)}") from None
         finally:
             session.close()
+
+
+_NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
+
+
+def _next_page(headers: Any) -> str | None:
+    found = _NEXT.search(str((headers or {}).get("link") or ""))
+    return found.group(1) if found else None
 
 
 def _timestamp(value: object) -> datetime:

@@ -165,6 +165,22 @@ def approve_marker(value: str, review: str) -> str:
     return f"<!-- bot:approve={value} review={review} -->"
 
 
+_REQUEST_TASK = re.compile(
+    r"^[ \t]*[-*+][ \t]+\[([ xX])\][ \t].*?<!--[ \t]*bot:request=([^\s<>]+?)[ \t]*-->[ \t\r]*$",
+    re.M,
+)
+
+
+def request_marker(value: str) -> str:
+    """A requestable item's marker on the dashboard issue (a plan nobody asked for yet)."""
+    return f"<!-- bot:request={value} -->"
+
+
+def ticked_requests(body: str) -> set[str]:
+    """The fingerprint of every ticked request box in a dashboard issue body."""
+    return {m[2] for m in _REQUEST_TASK.finditer(body) if m[1] in "xX"}
+
+
 def ticked_approvals(body: str) -> set[tuple[str, str]]:
     """(fingerprint, review hash) of every ticked box in a dashboard issue body."""
     return {(m[2], m[3] or "") for m in _APPROVE_TASK.finditer(body) if m[1] in "xX"}

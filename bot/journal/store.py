@@ -36,6 +36,7 @@ PR_OPEN = "pr_open"
 MERGED = "merged"
 CLOSED = "closed"
 REJECTED = "rejected"
+REQUESTED = "requested"  # the event of a maintainer's request for a proposal's PR
 STATES = (FOUND, PROPOSED, VERIFIED, FAILED, APPROVED, PR_OPEN, MERGED, CLOSED, REJECTED)
 
 # Which state may follow which. Publishing outcomes (pr_open / merged / closed) come from
@@ -558,6 +559,20 @@ class Journal:
         with self._write() as conn:
             state = self._state(conn, proposal_id) if proposal_id is not None else None
             self._event(conn, proposal_id, actor, action, state, state, note)
+
+    def record_request(self, proposal_id: int, login: str, note: str = "") -> None:
+        """A maintainer asked for this proposal's PR (a ticked request on the dashboard issue):
+        demand, as a triaged issue or a public draft is (bot/publish/pr.py ``demand_of``)."""
+        self.add_event(proposal_id, login, REQUESTED, note)
+
+    def requested_by(self, proposal_id: int) -> str | None:
+        """The maintainer who first requested the proposal's PR, if one did."""
+        with self._connect() as conn:
+            row = conn.execute(
+                "SELECT actor FROM events WHERE proposal_id = ? AND action = ? ORDER BY id LIMIT 1",
+                (proposal_id, REQUESTED),
+            ).fetchone()
+        return str(row["actor"]) if row else None
 
     def import_published(
         self,

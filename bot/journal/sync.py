@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,11 +24,14 @@ from bot.github.identity import (
     DASHBOARD_MARKER,
     approve_marker,
     plan_fingerprint_in,
+    request_marker,
     ticked_approvals,
     ticked_as_rendered,
+    ticked_requests,
 )
 from bot.journal.store import PENDING, Journal, ProposalRecord
 from bot.markdown import inline
+from bot.publish.attestation import Attestation, given
 from bot.publish.published import pull_state
 
 if TYPE_CHECKING:
@@ -41,6 +45,7 @@ class SyncReport:
     rebuilt: list[int] = field(default_factory=list)
     pr_updates: int = 0
     approved: list[str] = field(default_factory=list)
+    requested: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     dashboard_issue: str | None = None
 
@@ -49,6 +54,7 @@ class SyncReport:
             f"rebuilt {len(self.rebuilt)} journal rows from GitHub",
             f"followed {self.pr_updates} pull requests",
             f"approved from the dashboard issue: {', '.join(self.approved) or 'none'}",
+            f"requested from the dashboard issue: {', '.join(self.requested) or 'none'}",
             *(f"tick not acted on: {line}" for line in self.refused),
             f"dashboard issue: {self.dashboard_issue or 'not kept (set BOT_REPO)'}",
         ]
@@ -89,7 +95,14 @@ def run_publisher(github: GitHubClient) -> actions.Publisher:
 
     budget = PublishBudget(github.settings, github)
 
-    def publish(plan_dir: Path, reviewer: str | None, approved_hash: str) -> PublishResult:
+    def publish(
+        plan_dir: Path,
+        reviewer: str | None,
+        approved_hash: str,
+        *,
+        attestation: Attestation | None = None,
+        requested_by: str | None = None,
+    ) -> PublishResult:
         return publish_plan(
             plan_dir,
             reviewer=reviewer,
@@ -97,6 +110,8 @@ def run_publisher(github: GitHubClient) -> actions.Publisher:
             client=github,
             settings=github.settings,
             budget=budget,
+            attest=given(attestation),
+            requested_by=requested_by,
         )
 
     return publish
@@ -137,23 +152,46 @@ def render_dashboard(
     journal: Journal, keep_ticked: frozenset[tuple[str, str]] = frozenset()
 ) -> str:
     """The dashboard issue's body; a box in ``keep_ticked`` is rendered ticked (a run that
-    may not publish leaves a maintainer's tick for one that may)."""
+    may not publish leaves a maintainer's tick for one that may). Proposals nobody asked for
+    (no triaged issue, no public draft, no request) are listed apart, each with a box that
+    requests it; a requested one moves up to wait for approval."""
     lines = [
         DASHBOARD_MARKER,
-        "This issue lists the bot's proposals waiting for a maintainer. Tick a box to approve "
-        "and publish it; `bot sync` acts on it. The review dashboard (`bot dashboard`) shows "
-        "diffs, write-ups and verification.",
+        'This issue lists the bot\'s proposals. Tick a box under "Pending approval" to attest '
+        "that you read every changed line of that patch and its write-up and to publish it; "
+        'tick one under "Requestable" to ask for that PR. `bot sync` acts on maintainers\' '
+        "ticks only. The review dashboard (`bot dashboard`) shows diffs, write-ups and "
+        "verification.",
         "",
         "## Pending approval",
         "",
     ]
     pending = journal.proposals(PENDING)
-    for proposal in pending:
+    wanted = [p for p in pending if has_demand(journal, p)]
+    for proposal in wanted:
         box = _box_of(journal, proposal)
         lines.append(_line(proposal, box, ticked=box in keep_ticked))
-    if not pending:
+    if not wanted:
         lines.append("Nothing is waiting.")
+    requestable = [p for p in pending if p not in wanted]
+    if requestable:
+        lines += ["", "## Requestable (nobody asked for these yet)", ""]
+        for proposal in requestable:
+            box = (proposal.fingerprint, "")
+            lines.append(request_line(proposal, ticked=box in keep_ticked))
     return "\n".join(lines) + "\n"
+
+
+def has_demand(journal: Journal, proposal: ProposalRecord) -> bool:
+    """Whether the proposal's PR is wanted: a triaged issue, a public draft, a request."""
+    from bot.plan import Plan
+    from bot.publish.pr import demand_of
+
+    try:
+        plan = Plan.from_dict(dict(journal.as_published(proposal.id).plan))
+    except BotError:
+        return False
+    return bool(demand_of(plan, journal.requested_by(proposal.id)))
 
 
 def _box_of(journal: Journal, proposal: ProposalRecord) -> tuple[str, str]:
@@ -171,7 +209,17 @@ def _line(proposal: ProposalRecord, box: tuple[str, str], *, ticked: bool) -> st
     title = inline(proposal.title, limit=200)
     issue = f" (issue #{proposal.issue_number})" if proposal.issue_number else ""
     mark = "x" if ticked else " "
-    return f"- [{mark}] {title} — `{proposal.state}`{issue} {approve_marker(*box)}"
+    return (
+        f"- [{mark}] {title} — `{proposal.state}`{issue}; ticking this attests that you read "
+        f"every changed line of its patch and its write-up {approve_marker(*box)}"
+    )
+
+
+def request_line(proposal: ProposalRecord, *, ticked: bool) -> str:
+    title = inline(proposal.title, limit=200)
+    mark = "x" if ticked else " "
+    marker = request_marker(proposal.fingerprint)
+    return f"- [{mark}] {title} — `{proposal.state}`; tick to request it {marker}"
 
 
 def ticked_boxes(body: str) -> set[tuple[str, str]]:
@@ -179,7 +227,12 @@ def ticked_boxes(body: str) -> set[tuple[str, str]]:
     return ticked_approvals(body)
 
 
-def who_ticked(box: tuple[str, str], body: str, history: list[BodyRevision]) -> str | None:
+def who_ticked(
+    box: tuple[str, str],
+    body: str,
+    history: list[BodyRevision],
+    ticked: Callable[[str], set[tuple[str, str]]] | None = None,
+) -> str | None:
     """The editor of the revision that ticked ``box`` (revisions newest first).
 
     None when the history cannot say: no history, a newest revision that is not the current
@@ -191,10 +244,41 @@ def who_ticked(box: tuple[str, str], body: str, history: list[BodyRevision]) -> 
     for revision in history:
         if revision.body is None:
             return None
-        if box not in ticked_boxes(revision.body):
+        if box not in (ticked or ticked_boxes)(revision.body):
             return ticker
         ticker = revision.editor
     return None
+
+
+def _requests(
+    journal: Journal,
+    body: str,
+    history: list[BodyRevision],
+    report: SyncReport,
+    maintainers: frozenset[str],
+) -> None:
+    """Record each request a maintainer ticked (the edit history names who): demand."""
+    for fingerprint in sorted(ticked_requests(body)):
+        proposal = journal.proposal_by_fingerprint(fingerprint)
+        if proposal is None or proposal.state not in PENDING:
+            continue
+        if journal.requested_by(proposal.id):
+            continue
+        editor = who_ticked((fingerprint, ""), body, history, ticked=ticked_requests_pairs)
+        if editor is None or editor.lower() not in maintainers:
+            why = f"request ticked by {editor or 'someone the edit history does not name'}, "
+            why += "who is not in BOT_MAINTAINERS"
+            report.refused.append(f"{fingerprint}: {why}")
+            continue
+        if request_line(proposal, ticked=True) not in body:
+            report.refused.append(f"{fingerprint}: the ticked request line is not the bot's")
+            continue
+        journal.record_request(proposal.id, editor, "ticked on the dashboard issue")
+        report.requested.append(fingerprint)
+
+
+def ticked_requests_pairs(body: str) -> set[tuple[str, str]]:
+    return {(fingerprint, "") for fingerprint in ticked_requests(body)}
 
 
 def _dashboard_issue(
@@ -214,13 +298,15 @@ def _dashboard_issue(
     issue = existing[0] if existing else None
     keep: frozenset[tuple[str, str]] = frozenset()
     if issue is not None and render_only:
-        keep = frozenset(ticked_boxes(issue.get("body") or ""))
+        text = issue.get("body") or ""
+        keep = frozenset(ticked_boxes(text)) | {(fp, "") for fp in ticked_requests(text)}
         report.refused += [
             f"{fp}: left ticked for a run that may publish" for fp, _ in sorted(keep)
         ]
     elif issue is not None:
         # Body and history from one GraphQL answer, so they describe the same moment.
         body, history = github.issue_body_history(repo, issue["number"])
+        _requests(journal, body, history, report, maintainers)
         for fingerprint, approved_hash in sorted(ticked_boxes(body)):
             proposal = journal.proposal_by_fingerprint(fingerprint)
             if proposal is None or proposal.state not in PENDING:
@@ -239,7 +325,13 @@ def _dashboard_issue(
                 journal.add_event(proposal.id, "sync", "tick ignored", why)
                 continue
             outcome = actions.approve(
-                journal, proposal.id, editor, publish, approved_hash=approved_hash
+                journal,
+                proposal.id,
+                editor,
+                publish,
+                approved_hash=approved_hash,
+                read_every_line=True,  # the ticked line says so, in the maintainer's edit
+                via="by ticking its line on the bot's dashboard issue, which says so",
             )
             if outcome.done:
                 report.approved.append(fingerprint)

@@ -17,6 +17,7 @@ writes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,8 +40,15 @@ from bot.propose.proposal import (
     scratch_paths,
     writeup_context,
 )
+from bot.publish.contrib_rules import ContributionRules
 from bot.publish.published import PublishedPull
-from bot.publish.writeup import RECIPE_SECTIONS, render_sections
+from bot.publish.tree_facts import rules_at
+from bot.publish.writeup import (
+    RECIPE_SECTIONS,
+    render_group_parts,
+    render_row,
+    render_sections,
+)
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.grouping import FindingGroup
 from bot.scan.findings import ScanResult, scan
@@ -82,9 +90,12 @@ def group_proposal(
     catalogue: DraftCatalogue,
     issues: Mapping[str, Sequence[int]],
     published: Mapping[str, PublishedPull],
+    covered: Mapping[str, str] | None = None,
 ) -> GroupProposal:
     """The plan for ``group``'s findings; ``issues`` maps a class to the triaged open issues
-    asking for it, ``published`` the classes already in a PR (:func:`published_classes`)."""
+    asking for it, ``published`` the classes already in a PR of the bot
+    (:func:`published_classes`), ``covered`` the classes another open or merged PR covers (by
+    the duplicate search), each with the line that says which."""
     base_commit, version = head_commit(repo), tree_version(repo)
     common: dict[str, Any] = {
         "repo_path": str(repo),
@@ -105,6 +116,9 @@ def group_proposal(
         if isinstance(fix, LeftOut):
             left_out.append(fix)
             continue
+        if finding.class_name in (covered or {}):
+            left_out.append(LeftOut(finding.class_name, (covered or {})[finding.class_name]))
+            continue
         key = identity.class_key(_fingerprint(fix, base_commit))
         earlier = published.get(key or "")
         if earlier is not None and earlier != own:
@@ -123,7 +137,10 @@ def group_proposal(
         common["issue_number"] = numbers[0] if numbers else None
         applied = apply_fix(repo, base_commit, fix, result.findings)
         return GroupProposal(_ready(repo, common, fix, applied), tuple(left_out))
-    applied_members, refused, total = _apply_members(repo, base_commit, fixes, result.findings)
+    limit = largest_tier_lines(rules_at(repo, base_commit))
+    applied_members, refused, total = _apply_members(
+        repo, base_commit, fixes, result.findings, limit
+    )
     left_out += refused
     if len(applied_members) == 1:
         # One left: a single-class plan, as `bot propose --class` writes it.
@@ -188,13 +205,20 @@ def _issues_of(finding: Finding, issues: Mapping[str, Sequence[int]]) -> list[in
 
 
 def _apply_members(
-    repo: Path, base_commit: str, fixes: Sequence[FixPlan], scanned: Sequence[Finding]
+    repo: Path,
+    base_commit: str,
+    fixes: Sequence[FixPlan],
+    scanned: Sequence[Finding],
+    limit: tuple[str, int] | None = None,
 ) -> tuple[list[_Applied], list[LeftOut], str]:
     """Apply each member in turn in one scratch tree; its diff is taken against the index,
     which holds what the members before it changed, and then staged. Also returns patch.diff
-    (the worktree against the base: the members' diffs added up)."""
+    (the worktree against the base: the members' diffs added up). With ``limit`` (the
+    pr-checklist skill's largest tier a group may reach, and its line bound), a member that
+    would take the lines added outside tests past it is left out for a later group."""
     applied: list[_Applied] = []
     refused: list[LeftOut] = []
+    lines = 0
     with scratch_worktree(repo, base_commit, scratch_paths(repo, fixes)) as tree:
         for fix in fixes:
             saved = {e.path: _read(tree / e.path) for e in fix.edits}
@@ -208,13 +232,69 @@ def _apply_members(
                 refused.append(LeftOut(fix.finding.class_name, "its edits change nothing"))
                 continue
             paths = list(dict.fromkeys(edit.path for edit in changed))
+            added = lines_outside_tests(_diff(tree, paths))
+            if limit is not None and applied and lines + added > limit[1]:
+                _undo(tree, saved)
+                refused.append(LeftOut(fix.finding.class_name, _over(limit, lines + added)))
+                continue
             patch = _diff_and_stage(tree, paths)
+            lines += added
             applied.append(_Applied(fix, tuple(e.to_json() for e in changed), patch))
         check_rescan(scan(tree).findings, [a.fix for a in applied], scanned)
         total = diff_worktree(
             tree, list(dict.fromkeys(e["path"] for a in applied for e in a.edits))
         )
     return applied, refused, total
+
+
+def largest_tier_lines(rules: ContributionRules) -> tuple[str, int] | None:
+    """The pr-checklist skill's tier a group may reach (the one below its highest: 0.34.0's
+    Medium, 50-250 lines) and its upper bound; None when the tree states no tiers."""
+    bounded = []
+    for tier in rules.complexity_tiers[:-1]:
+        numbers = [int(n) for n in re.findall(r"\d+", tier.bound)]
+        if numbers:
+            bounded.append((tier.name, numbers[-1] - (1 if tier.bound.startswith("<") else 0)))
+    return bounded[-1] if bounded else None
+
+
+def lines_outside_tests(patch: str) -> int:
+    """Lines a patch adds outside tests and docs (the skill's rule of thumb)."""
+    added, current = 0, ""
+    for line in patch.splitlines():
+        if line.startswith("+++ "):
+            current = line[4:].removeprefix("b/")
+        elif line.startswith("+") and not current.startswith(("tests/", "docs/")):
+            added += 1
+    return added
+
+
+def _over(limit: tuple[str, int], lines: int) -> str:
+    return (
+        f"left for a later group: with it the group would add {lines} lines outside tests, past "
+        f"the pr-checklist skill's {limit[0]} complexity tier (up to {limit[1]}); propose the "
+        "group again once this PR is published"
+    )
+
+
+def _diff(tree: Path, paths: Sequence[str]) -> str:
+    """The worktree's change to ``paths`` against the index (what this member adds)."""
+    with Repo(tree) as scratch:
+        new_files = scratch.git.ls_files("--others", "--exclude-standard", "--", *paths)
+        if new_files:
+            scratch.git.add("--intent-to-add", "--", *new_files.splitlines())
+        return str(scratch.git.diff("--no-color", "--no-ext-diff", "--", *paths))
+
+
+def _undo(tree: Path, saved: Mapping[str, str | None]) -> None:
+    """A member's edits undone: changed files restored, files it created gone (index too)."""
+    _restore(tree, saved)
+    created = [rel for rel, text in saved.items() if text is None]
+    if created:
+        with Repo(tree) as scratch:
+            scratch.git.rm("--cached", "-q", "--ignore-unmatch", "--", *created)
+        for rel in created:
+            (tree / rel).unlink(missing_ok=True)
 
 
 def _read(path: Path) -> str | None:
@@ -278,13 +358,20 @@ def _group_plan(
         context = writeup_context(a.fix, member.fingerprint, list(a.edits), None)
         rendered.append(
             {
+                **context,
                 "cls": member.class_name,
                 "recipe": member.recipe,
                 "archs": list(a.fix.finding.architectures),
                 "issues": member.issues,
                 "sections": render_sections(context, a.fix.writeup.sections),
+                "row": render_row(context, a.fix.writeup.sections),
             }
         )
+    recipes = []
+    for recipe in dict.fromkeys(m["recipe"] for m in rendered):
+        of_recipe = [m for m in rendered if m["recipe"] == recipe]
+        sections = next(a.fix.writeup.sections for a in applied if a.fix.recipe == recipe)
+        recipes.append(render_group_parts(of_recipe, sections))
     gpu = [n for m in members for n in m.tests.get("gpu", [])]
     cpu = list(dict.fromkeys(n for m in members for n in m.tests.get("cpu", [])))
     engine = list(dict.fromkeys(n for m in members for n in m.tests.get("engine", [])))
@@ -292,6 +379,8 @@ def _group_plan(
     context = {
         "group": name,
         "members": rendered,
+        "recipes": recipes,
+        "group_change": group_change(members),
         "left_out": [item.line() for item in left_out],
         "issues": issues,
         "issue_number": None,
@@ -319,6 +408,35 @@ def _group_plan(
     pr_markdown = render_markdown(repo, plan, patch, title, context, GROUP_TEMPLATES)
     plan.title = plans.split_pr_markdown(pr_markdown)[0]
     return PlanContents(plan, patch, pr_markdown)
+
+
+def group_change(members: Sequence[plans.Member]) -> list[str]:
+    """The group's change in a few lines: the files every member touches once, and each
+    member's own files described by the first member's edit (the others make the same edit on
+    their own class)."""
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for member in members:
+        for edit in member.edits:
+            by_path.setdefault(str(edit["path"]), []).append(edit)
+    shared = {p: e for p, e in by_path.items() if len(e) > 1}
+    own = [e[0] for p, e in by_path.items() if len(e) == 1]
+    lines = [f"{len(members)} commits, one per class."]
+    for path, edits in shared.items():
+        lines.append(
+            f"`{path}`: {len(edits)} edits, one per class ({edits[0]['description']}, and the same "
+            "for each)"
+        )
+    kinds = dict.fromkeys(str(e.get("kind")) for e in own)
+    for kind in kinds:
+        of_kind = [e for e in own if str(e.get("kind")) == kind]
+        first = of_kind[0]
+        lines.append(
+            f"{len(of_kind)} file(s), each its class's own (linked in the table): "
+            f"`{first['path']}`: {first['description']}, and likewise for the others"
+            if len(of_kind) > 1
+            else f"`{first['path']}`: {first['description']}"
+        )
+    return lines
 
 
 def group_title(name: str, titles: Sequence[str]) -> str:

@@ -30,8 +30,7 @@ from bot.errors import BotError
 from bot.github import identity
 from bot.github.identity import branch_name
 from bot.plan import PlanContents
-from bot.publish.contrib_rules import rules_of_tree
-from bot.publish.contribution import contribution_context, render_blocks
+from bot.publish.contribution import preview_facts, render_blocks
 from bot.publish.writeup import render_pr
 from bot.recipes import RECIPES, Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.base import FileEdit
@@ -320,13 +319,10 @@ def render_markdown(
     context: dict[str, Any],
     sections: dict[str, str],
 ) -> str:
-    """pr.md in the tree's own PR template, with a preview of the contribution sections
-    (publish composes them again from records: the duplicate search, the submitter)."""
-    rules = rules_of_tree(repo)
-    preview = contribution_context(
-        plan=plan, patch=patch, rules=rules, search=None, submitter=None, review=None, trailer=None
-    )
-    return render_pr(title, context, sections, rules.template_style, render_blocks(preview))
+    """pr.md in the tree's own PR template, its generic blocks rendered from the records there
+    are yet (``bot verify`` and ``bot publish`` render them again from theirs)."""
+    facts = preview_facts(plan, patch, repo)
+    return render_pr(title, context, sections, facts.rules.template_style, render_blocks(facts))
 
 
 def resolved_keys(fix: FixPlan) -> list[dict[str, str]]:

@@ -212,8 +212,8 @@ def check_pr_body(planned: PlanDir) -> None:
         problem = "an image"
     elif _HTML.search(prose):
         problem = "raw HTML"
-    elif any(not target.startswith(upstream_prefix) for target in targets):
-        outside = next(t for t in targets if not t.startswith(upstream_prefix))
+    elif any(not _inside(target, upstream_prefix) for target in targets):
+        outside = next(t for t in targets if not _inside(t, upstream_prefix))
         problem = f"a link outside {planned.plan.upstream} ({outside[:60]})"
     elif _MENTION.search(prose):
         problem = "an @mention"
@@ -231,6 +231,17 @@ def check_pr_body(planned: PlanDir) -> None:
             problem = f"a closing keyword for {closes[0][:60]}"
     if problem:
         raise BotError(f"pr.md's body holds {problem} outside code; refusing to publish it")
+
+
+def _inside(target: str, prefix: str) -> bool:
+    """A link that stays in the upstream repository once a browser resolves it: the prefix,
+    and no ``.``/``..`` segment, encoded dot or backslash to climb out of it."""
+    if not target.startswith(prefix):
+        return False
+    path = target[len(prefix) :].split("#", 1)[0].split("?", 1)[0]
+    if "\\" in path or re.search(r"(?i)%2e|%2f|%5c", path):
+        return False
+    return not any(segment in (".", "..") for segment in path.split("/"))
 
 
 def _recipe_text(body: str) -> str:

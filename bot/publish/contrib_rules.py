@@ -7,7 +7,9 @@ Three files decide what a PR must carry (read at the plan's base commit, never f
   and the commit trailer that credits an agent (its "Commit messages" example);
 - ``.github/PULL_REQUEST_TEMPLATE.md``: the section headings and the checklist items;
 - ``.agents/skills/pr-checklist/SKILL.md`` (0.34.0; absent in 0.23.0): the sections of the
-  checklist report, the core components and the complexity tiers.
+  checklist report, the core components and the complexity tiers;
+- ``docs/contributing/README.md``: the cap on open PRs of a contributor without write access
+  ("The current cap is 6 open PRs", 0.34.0; absent from older guides).
 
 A rule the bot relies on that a tree does not state is refused by the caller, with the rule
 quoted, rather than guessed.
@@ -23,6 +25,8 @@ from pathlib import Path
 AGENTS = "AGENTS.md"
 PR_TEMPLATE = ".github/PULL_REQUEST_TEMPLATE.md"
 PR_CHECKLIST_SKILL = ".agents/skills/pr-checklist/SKILL.md"
+CONTRIBUTING = "docs/contributing/README.md"
+RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL, CONTRIBUTING)
 
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.S)
 _CHECKBOX = re.compile(r"^- \[ \] (.+)$", re.M)
@@ -30,6 +34,7 @@ _HEADING2 = re.compile(r"^## (.+?)\s*$", re.M)
 _TRAILER = re.compile(r"^([A-Z][A-Za-z-]*-by): ", re.M)
 _CORE_ITEM = re.compile(r"^- [^(`\n]*\(`([^`]+)`", re.M)
 _TIER = re.compile(r"^- (Low|Medium|High) complexity: ([^.]+)\.", re.M)
+_CAP = re.compile(r"[^.\n]*\bcap is (\d+) open PRs?\b[^.\n]*\.")
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ class ContributionRules:
     core_components: tuple[str, ...]  # globs from the SKILL's "Impact on Core Components"
     complexity_tiers: tuple[ComplexityTier, ...]
     pr_checklist_sections: tuple[str, ...]  # "1. Design Fit", ...
+    open_pr_cap: int | None = None  # the contributing guide's cap on a contributor's open PRs
+    open_pr_cap_rule: str = ""  # its sentence, verbatim
 
     @property
     def has_agents_md(self) -> bool:
@@ -63,6 +70,7 @@ def read_rules(read: Callable[[str], str | None]) -> ContributionRules:
     agents = read(AGENTS) or ""
     template = read(PR_TEMPLATE) or ""
     skill = read(PR_CHECKLIST_SKILL) or ""
+    cap = _CAP.search(" ".join((read(CONTRIBUTING) or "").split()))
     headings = tuple(_HEADING2.findall(template))
     style = "claims" if "Overview" in headings and "Claims" in headings else "purpose"
     summary = re.search(r"<summary>\s*(.*?)\s*</summary>", template)
@@ -83,6 +91,8 @@ def read_rules(read: Callable[[str], str | None]) -> ContributionRules:
             ComplexityTier(name, bound.strip()) for name, bound in _TIER.findall(skill)
         ),
         pr_checklist_sections=tuple(re.findall(r"^### (\d\. .+?)\s*$", skill, re.M)),
+        open_pr_cap=int(cap.group(1)) if cap else None,
+        open_pr_cap_rule=cap.group(0).strip() if cap else "",
     )
 
 

@@ -1,243 +1,308 @@
-"""The parts of a PR body that upstream's rules require, composed from records at publish time.
+"""The parts of a PR body that upstream's rules require, rendered from records only.
 
 ``AGENTS.md`` asks a PR description for AI-assisted work to say why it is not a duplicate, which
-test commands were run with their results and that AI assistance was used; the PR template adds
-its checklist and (0.32+) the ``pr-checklist`` skill's report. Each part here is built from a
-record: the duplicate search the bot ran through the API, ``bot verify``'s checks in plan.json,
-the patch itself, the recorded review. Nothing is claimed without one: a box is ticked only when
-its record says so, and a review is named only when one was recorded.
+test commands were run with their results, model evaluation results when the change affects
+serving, and that AI assistance was used; the PR template adds its checklist and (0.32+) the
+``pr-checklist`` skill's report. Each part here is a pure function of records: ``bot verify``'s
+checks in plan.json, the duplicate search (:mod:`bot.publish.duplicates`), the patch, the
+tree's rules, the docs the base commit has, and what a person attested
+(:mod:`bot.publish.attestation`). Nothing is claimed without its record: a box is ticked only
+when its records make it true, a method is named only where it ran, and a person is said to have
+done only what their attestation or a record under their name shows. No clock is read: the
+same records give the same bytes.
 
-The bot's parts sit between ``<!-- bot:contribution:... -->`` and ``<!-- bot:checklist:... -->``
-markers in pr.md; ``bot propose`` writes them as a preview, ``bot publish`` replaces them.
+The parts sit between markers in pr.md (``bot:results``, ``bot:contribution``,
+``bot:checklist``); ``bot propose`` and ``bot verify`` write them as a preview (no attestation
+yet), ``bot publish`` renders them again from the live facts for the body it posts.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bot.errors import BotError
+from bot.github.identity import RESULTS_END, RESULTS_START
 from bot.markdown import inline
-from bot.publish.contrib_rules import ContributionRules, quote
+from bot.publish.attestation import SUBMITTER, Attestation
+from bot.publish.contrib_rules import ContributionRules, quote, read_rules
+from bot.publish.duplicates import DuplicateSearch
+from bot.redact import redact
 
 if TYPE_CHECKING:
-    from bot.github.client import GitHubClient
     from bot.plan import Plan
+    from bot.verify.check import Check
+    from bot.verify.verification import Verification
 
 CONTRIBUTION = ("<!-- bot:contribution:start -->", "<!-- bot:contribution:end -->")
 CHECKLIST = ("<!-- bot:checklist:start -->", "<!-- bot:checklist:end -->")
-
-# --- the review and the submitter -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Review:
-    """A review that was recorded: who, and the record that shows it."""
-
-    login: str
-    record: str  # e.g. "approved review hash 1a2b3c on the dashboard"
+RESULTS = (RESULTS_START, RESULTS_END)
+BOT_NAME = "vllm-eagle3-bot"
+_EXCERPT_LINES = 6  # a log excerpt in the body: its last lines, collapsed
+_EXCERPT_CHARS = 800
 
 
 @dataclass(frozen=True)
-class Submitter:
-    """The human who opens the PR: the token's login and their git identity."""
+class Facts:
+    """Everything the generic parts of a body read. ``submitter`` is the login whose token
+    opens the PR (None in a preview); ``verified`` is publish's own verdict (a GPU run GitHub
+    confirms for the pushed commit); ``docs`` the base commit's docs pages that speak of
+    EAGLE and name a changed class (None: not looked at)."""
 
-    login: str
-    name: str
-    email: str
-
-
-# --- the duplicate search ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Found:
-    number: int
-    kind: str  # "pr" | "issue"
-    state: str  # "open" | "closed" | "merged"
-    title: str
-    ours: bool  # carries this plan's fingerprint marker
-    about_eagle: bool  # title or body speaks of EAGLE(-3) / SupportsEagle3 / DFlash
-
-
-@dataclass(frozen=True)
-class QueryRun:
-    command: str  # the AGENTS.md command, filled in
-    asked: str  # what the bot asked the API
-    found: tuple[Found, ...]
-
-
-@dataclass(frozen=True)
-class DuplicateSearch:
-    runs: tuple[QueryRun, ...]
-    issue_comments: int | None  # the issue's comments read (None: no issue)
-    duplicates: tuple[Found, ...] = field(default=())
-
-
-def search_duplicates(
-    client: GitHubClient,
-    plan: Plan,
-    classes: list[str],
-    markers: list[str],
-    rules: ContributionRules,
-) -> DuplicateSearch:
-    """AGENTS.md's duplicate-work checks, through the API, over open and closed PRs: PRs that
-    name the issue in their body, PRs that name one of the classes, and the issue's comments.
-    An open or merged PR that is not this plan's own and names the issue or a class is a
-    duplicate."""
-    upstream = plan.upstream
-    commands = list(rules.duplicate_checks)
-    runs: list[QueryRun] = []
-    comments = None
-    for issue in plan.issues:
-        data = client.get_issue(issue, repo=upstream)
-        comments = (comments or 0) + len(data.get("comments_list") or [])
-        runs.append(
-            QueryRun(
-                _fill(commands, "gh issue view", str(issue), upstream),
-                f"GET /repos/{upstream}/issues/{issue} and its comments",
-                (),
-            )
-        )
-        asked = f"repo:{upstream} is:pr {issue} in:body"
-        runs.append(
-            QueryRun(
-                _fill(commands, '"<issue_number> in:body"', str(issue), upstream),
-                asked,
-                _found(client, asked, markers),
-            )
-        )
-    by_issue = [f for run in runs for f in run.found]
-    for name in classes:
-        asked = f"repo:{upstream} is:pr {name}"
-        runs.append(
-            QueryRun(
-                _fill(commands, '"<short area keywords>"', name, upstream),
-                asked,
-                _found(client, asked, markers),
-            )
-        )
-    # A PR naming the issue addresses it; a PR naming the class does only when it is about
-    # EAGLE too (a popular class appears in many unrelated PRs).
-    by_class = [f for run in runs for f in run.found if f not in by_issue and f.about_eagle]
-    duplicates = {
-        f.number: f
-        for f in [*by_issue, *by_class]
-        if not f.ours and f.kind == "pr" and f.state in ("open", "merged")
-    }
-    return DuplicateSearch(tuple(runs), comments, tuple(duplicates.values()))
-
-
-def refuse_duplicates(search: DuplicateSearch, rules: ContributionRules) -> None:
-    """Fail closed on a duplicate, quoting the tree's rule."""
-    if not search.duplicates:
-        return
-    first = search.duplicates[0]
-    rule = quote("If an open PR already addresses the same fix, do not open another.")
-    raise BotError(
-        f"PR #{first.number} ({first.state}) already addresses this fix; {rule} "
-        "Nothing was published"
-        if rules.duplicate_checks
-        else f"PR #{first.number} ({first.state}) already addresses this fix; nothing published"
-    )
-
-
-def _fill(commands: list[str], key: str, value: str, upstream: str) -> str:
-    """The tree's command containing ``key`` with its placeholder filled; the bot's own words
-    when the tree names none."""
-    for command in commands:
-        if key in command or command.startswith(key):
-            filled = re.sub(r"<issue_number>|<short area keywords>", value, command)
-            # The bot searches closed PRs too (a merged one is a duplicate as well).
-            filled = filled.replace("--state open", "--state all")
-            return filled.replace("vllm-project/vllm", upstream)
-    return f"{key} {value}"
-
-
-def _found(client: GitHubClient, query: str, markers: list[str]) -> tuple[Found, ...]:
-    found = []
-    for item in client.search_issues(query):
-        pull = item.get("pull_request") or {}
-        merged = bool(pull.get("merged_at"))
-        state = "merged" if merged else str(item.get("state") or "")
-        found.append(
-            Found(
-                number=int(item["number"]),
-                kind="pr" if pull or "pull_request" in item else "issue",
-                state=state,
-                title=str(item.get("title") or ""),
-                ours=any(m in str(item.get("body") or "") for m in markers),
-                about_eagle=bool(_EAGLE.search(f"{item.get('title')}\n{item.get('body')}")),
-            )
-        )
-    return tuple(found)
-
-
-_EAGLE = re.compile(r"(?i)eagle|dflash|dspark")
+    plan: Plan
+    patch: str
+    rules: ContributionRules
+    search: DuplicateSearch | None
+    submitter: str | None = None
+    submitter_identity: str | None = None  # "Name <email>" the commits carry
+    attestation: Attestation | None = None
+    verified: bool | None = None  # None: not asked of GitHub yet (a preview)
+    docs: tuple[str, ...] | None = None
 
 
 # --- the tests that ran -----------------------------------------------------------------------
 
-# What each of `bot verify`'s checks runs, in the words a reviewer can repeat.
-_CHECK_COMMANDS = {
-    "apply": "git apply patch.diff",
-    "confined": "bot verify: the patch is exactly what its recipe makes",
-    "rescan": "bot scan (before and after the patch)",
-    "py_compile": "python -m py_compile <changed files>",
-    "ruff": "ruff check <changed files>",
-    "smoke": "bot smoke --tree . --base <base> --target <module>:<class>",
-    "evidence": "the recipe's required checks passed",
-    "engine": "bot engine PLAN_DIR (EAGLE-3 and DFlash in vLLM's engine on CPU)",
-}
-
 
 @dataclass(frozen=True)
-class TestRecord:
-    command: str
+class Row:
+    """One line of the validation table: what ran, and what its record says."""
+
+    what: str  # Markdown: the command or the check, in words a reviewer can repeat
     outcome: str  # passed | failed | not run
-    figures: str  # the record's detail: what it showed
+    said: str  # Markdown: the record's figures, or why it did not run
 
 
-def recorded_tests(plan: Plan) -> list[TestRecord]:
-    """``bot verify``'s records as commands and results; empty when nothing was recorded."""
+_OUTCOME = {True: "passed", False: "failed", None: "not run"}
+
+
+def validation_rows(plan: Plan, verified: bool | None = None) -> list[Row]:
+    """``bot verify``'s records, each once: the patch's own checks, lint, the contributed tests
+    before and after the fix, the smoke check, the GPU test (the engine has its table)."""
     verification = plan.verification
     if verification is None:
         return []
-    records = []
-    for check in verification.checks:
-        name = check.name
-        if name == "cpu-tests":
-            nodes = " ".join(f"'{n}'" for n in plan.tests.get("cpu", []))
-            command = f"pytest -v {nodes} (without the fix, then with it)"
-        else:
-            command = _CHECK_COMMANDS.get(name, name)
-        outcome = {True: "passed", False: "failed"}.get(check.passed, "not run")
-        records.append(TestRecord(command, outcome, check.detail))
-    gpu = verification.gpu
-    if gpu is not None and gpu.mode in ("local", "dispatch"):
-        nodes = " ".join(f"'{n}'" for n in plan.tests.get("gpu", []))
-        conclusion = gpu.conclusion or "unknown"
-        outcome = "passed" if conclusion == "success" else conclusion.replace("_", " ")
-        records.append(TestRecord(f"pytest -v {nodes} (GPU, {gpu.mode})", outcome, ""))
-    return records
-
-
-def require_recorded_results(plan: Plan) -> list[TestRecord]:
-    """A plan is publishable only with recorded results (AGENTS.md: test commands run and
-    results); the body quotes them."""
-    records = recorded_tests(plan)
-    if not any(r.outcome in ("passed", "failed") for r in records):
-        rule = quote("Test commands run and results.")
-        raise BotError(
-            f"the plan has no recorded test results: run `bot verify PLAN_DIR` first ({rule})"
+    rows: list[Row] = []
+    own = [verification.check(n) for n in ("apply", "confined", "rescan")]
+    if any(own):
+        rows.append(
+            _joined("`git apply`, confinement to the recipe's edits, `bot scan` again", own)
         )
-    return records
+    lint = [verification.check(n) for n in ("py_compile", "ruff")]
+    if any(lint):
+        rows.append(_joined("`python -m py_compile` and `ruff check` on the changed files", lint))
+    cpu = verification.check("cpu-tests")
+    if cpu is not None:
+        rows.append(_cpu_row(cpu, plan.tests.get("cpu", [])))
+    smoke = verification.check("smoke")
+    if smoke is not None:
+        rows.append(
+            Row(
+                "the smoke forward pass on a tiny random config, patched and unpatched model "
+                "(`bot smoke`)",
+                _OUTCOME[smoke.passed],
+                _said(smoke.detail),
+            )
+        )
+    gpu = verification.gpu
+    nodes = plan.tests.get("gpu", [])
+    if nodes or (gpu is not None and gpu.mode != "skip"):
+        rows.append(_gpu_row(gpu, nodes, verified))
+    return rows
 
 
-def _check_passed(plan: Plan, name: str) -> bool:
-    return plan.verification is not None and plan.verification.check_passed(name)
+def _joined(what: str, checks: Sequence[Check | None]) -> Row:
+    ran = [c for c in checks if c is not None]
+    if any(c.passed is False for c in ran):
+        failed = next(c for c in ran if c.passed is False)
+        return Row(what, "failed", _said(f"{failed.name}: {failed.detail}"))
+    if all(c.passed is True for c in ran):
+        return Row(what, "passed", _said("; ".join(c.detail for c in ran)))
+    skipped = next(c for c in ran if c.passed is None)
+    return Row(what, "not run", _said(f"{skipped.name}: {skipped.detail}"))
+
+
+def _cpu_row(check: Check, nodes: Sequence[str]) -> Row:
+    record = check.record or {}
+    command = pytest_command(nodes)
+    said = check.detail
+    before, after = record.get("before"), record.get("after")
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        said = f"without the fix: {_run_said(before)}; with it: {_run_said(after)}"
+    steps = ci_steps(check)
+    if steps:
+        said += "; CI runs it in " + ", ".join(steps)
+    return Row(f"{command}, without the fix, then with it", _OUTCOME[check.passed], _said(said))
+
+
+def _run_said(run: Mapping[str, Any]) -> str:
+    text = str(run.get("summary") or run.get("conclusion") or "")
+    error = run.get("error")
+    return f"{text} ({error})" if error else text
+
+
+def ci_steps(check: Check | None) -> list[str]:
+    """The CI steps the cpu-tests record says select the contributed tests (issue 34's
+    record: ``ci`` entries naming a step and the file and line it is defined at)."""
+    record = (check.record if check is not None else None) or {}
+    steps = []
+    for step in record.get("ci") or []:
+        if isinstance(step, Mapping) and step.get("step"):
+            where = f" ({step.get('file')}:{step.get('line')})" if step.get("file") else ""
+            steps.append(f"{inline(step['step'])}{inline(where)}")
+    return steps
+
+
+def pytest_command(nodes: Sequence[str]) -> str:
+    """One ``pytest`` command for the plan's nodes: a group's cases of one parametrized test
+    run by the test's own id (they are the only cases the patch adds to it)."""
+    if not nodes:
+        return "`pytest` (no CPU test in the plan)"
+    tests = list(dict.fromkeys(n.split("[", 1)[0] for n in nodes))
+    shown = tests if len(nodes) > 3 else list(nodes)
+    quoted = " ".join(f"'{n}'" for n in shown)
+    cases = f" ({len(nodes)} cases)" if len(nodes) > len(shown) else ""
+    return f"`pytest -v {_code_inner(quoted)}`{cases}"
+
+
+def _gpu_row(gpu: Any, nodes: Sequence[str], verified: bool | None) -> Row:
+    command = pytest_command(nodes) + " on the self-hosted GPU runner"
+    if gpu is None or gpu.mode == "skip":
+        return Row(
+            command, "not run", "no GPU run is recorded; the PR stays a draft until one passes"
+        )
+    before = f"; before the patch: {inline(gpu.before.get('conclusion'))}" if gpu.before else ""
+    if gpu.conclusion == "success" and verified is None:
+        return Row(
+            command,
+            "not confirmed yet",
+            "the record says passed; the PR states it once GitHub confirms a passed run of the "
+            "pushed commit" + before,
+        )
+    if gpu.conclusion == "success" and not verified:
+        return Row(
+            command,
+            "not confirmed",
+            "GitHub shows no passed gpu-verify run of this commit, so it is not stated as passed",
+        )
+    outcome = "passed" if gpu.conclusion == "success" else str(gpu.conclusion).replace("_", " ")
+    if gpu.conclusion == "success" and gpu.mode == "dispatch":
+        said = "run confirmed on GitHub: a passed gpu-verify run of this commit"
+    elif gpu.conclusion == "success":
+        said = "run on the operator's GPU machine (their record; GitHub cannot confirm it)"
+    else:
+        said = f"{inline(gpu.mode)} run"
+    return Row(command, outcome, _said(said + before))
+
+
+def _said(text: str) -> str:
+    from bot.verify.render import without_local_paths
+
+    return inline(without_local_paths(text), 400)
+
+
+def _code(text: str) -> str:
+    from bot.publish.writeup import code
+
+    return code(text)
+
+
+def _code_inner(text: str) -> str:
+    return text.replace("`", "'")
+
+
+def code_cell(text: str, limit: int) -> str:
+    """Untrusted text as the inside of a code span in a table cell: literal there, so only what
+    ends the span or the cell, or reads as one of the bot's markers, is changed."""
+    from bot.publish.writeup import code_plain
+
+    flat = " ".join(code_plain(redact(text)).split())[:limit]
+    return flat.replace("`", "'").replace("|", "\\|").replace("<!--", "<! --")
+
+
+# --- the engine check -------------------------------------------------------------------------
+
+_RAISED_AT = re.compile(r"\(at ((?:vllm|[\w.-]+)/[\w./-]+\.py):(\d+)")
+_METHOD_NAMES = {"eagle3": "EAGLE-3", "dflash": "DFlash", "dspark": "DSpark", "ngram": "n-gram"}
+
+
+@dataclass(frozen=True)
+class EngineRow:
+    method: str
+    without: str  # Markdown
+    with_fix: str  # Markdown
+
+
+def engine_view(check: Check | None) -> dict[str, Any] | None:
+    """The engine check as the body shows it: which engine (its own version), which tree's
+    files, and per method the run without the fix (the error and the file and line of the
+    engine that raised it) and with it (tokens, identical output, acceptance)."""
+    if check is None or not isinstance(check.record, Mapping):
+        return None
+    record = check.record
+    engine = inline(record.get("engine") or "the engine")
+    runs = [r for r in record.get("runs") or [] if isinstance(r, Mapping)]
+    by = {(str(r.get("tree")), str(r.get("method"))): r for r in runs}
+    rows = []
+    for method in dict.fromkeys(str(r.get("method")) for r in runs):
+        if method in ("none", "ngram"):
+            continue
+        before, after = by.get(("before", method)), by.get(("after", method))
+        rows.append(
+            EngineRow(
+                _METHOD_NAMES.get(method, inline(method)),
+                _engine_run(before, engine),
+                _engine_run(after, engine),
+            )
+        )
+    return {
+        "engine": engine,
+        "release": inline(record.get("release") or ""),
+        "overlay": [inline(m) for m in record.get("overlay") or []],
+        "note": inline(record.get("engine_note") or ""),
+        "outcome": _OUTCOME[check.passed],
+        "detail": "" if check.passed is not None or rows else _said(check.detail),
+        "rows": rows,
+        "methods": [r.method for r in rows],
+    }
+
+
+def _engine_run(run: Mapping[str, Any] | None, engine: str) -> str:
+    if run is None:
+        return "not run"
+    outcome = str(run.get("outcome"))
+    if outcome == "ok":
+        parts = [f"{inline(run.get('tokens'))} tokens"]
+        if run.get("identical_to_no_speculation") is True:
+            parts.append("identical to the run without speculation")
+        if run.get("proposed") is not None:
+            parts.append(
+                f"{inline(run.get('accepted'))} of {inline(run.get('proposed'))} drafted accepted"
+            )
+        return ", ".join(parts)
+    error = str(run.get("error") or "")
+    message = _RAISED_AT.split(error, maxsplit=1)[0].strip().rstrip("(").strip()
+    said = f"{_word(outcome)}: `{code_cell(message, 160)}`"
+    raised = _RAISED_AT.search(error)
+    if raised:
+        said += f", raised at `{raised[1]}:{raised[2]}` of {engine}"
+    return said
+
+
+def _word(outcome: str) -> str:
+    return {"load_error": "refused at load", "run_error": "failed while generating"}.get(
+        outcome, inline(outcome)
+    )
+
+
+def methods_that_ran(plan: Plan) -> list[str]:
+    """The speculative methods a record shows running with the fix (engine or GPU)."""
+    view = engine_view(plan.verification.check("engine") if plan.verification else None)
+    return [] if view is None else [r.method for r in view["rows"] if "tokens" in r.with_fix]
 
 
 # --- the pr-checklist report ------------------------------------------------------------------
@@ -250,12 +315,13 @@ class ChecklistReport:
     files: tuple[str, ...]
     core_touched: tuple[str, ...]
     tier: str  # "Low (< 50 lines)" ...
+    tier_name: str  # "Low" | "Medium" | "High" | ""
     low_complexity: bool
 
 
 def checklist_report(patch: str, rules: ContributionRules) -> ChecklistReport:
     """The SKILL's measurable items from the patch: lines added outside tests (its complexity
-    rule of thumb excludes tests), the core components touched (its own list)."""
+    rule of thumb excludes tests and docs), the core components touched (its own list)."""
     files: list[str] = []
     outside = inside = 0
     current = ""
@@ -264,27 +330,31 @@ def checklist_report(patch: str, rules: ContributionRules) -> ChecklistReport:
             current = line[4:].removeprefix("b/")
             files.append(current)
         elif line.startswith("+") and not line.startswith("+++"):
-            if current.startswith("tests/"):
+            if current.startswith(("tests/", "docs/")):
                 inside += 1
             else:
                 outside += 1
     core = tuple(
         f for f in files if any(fnmatch.fnmatch(f, glob) for glob in rules.core_components)
     )
-    tier, low = _tier(outside, rules)
-    return ChecklistReport(outside, inside, tuple(files), core, tier, low)
+    name, tier = tier_of(outside, rules)
+    return ChecklistReport(
+        outside, inside, tuple(dict.fromkeys(files)), core, tier, name, name == "Low"
+    )
 
 
-def _tier(lines: int, rules: ContributionRules) -> tuple[str, bool]:
+def tier_of(lines: int, rules: ContributionRules) -> tuple[str, str]:
+    """(name, "name (bound)") of the SKILL's complexity tier for ``lines`` added outside tests;
+    ("", ...) when the tree states no tiers."""
     for tier in rules.complexity_tiers:
         numbers = [int(n) for n in re.findall(r"\d+", tier.bound)]
         if tier.bound.startswith("<") and numbers and lines < numbers[0]:
-            return f"{tier.name} ({tier.bound})", tier.name == "Low"
+            return tier.name, f"{tier.name} ({tier.bound})"
         if "-" in tier.bound and len(numbers) == 2 and numbers[0] <= lines <= numbers[1]:
-            return f"{tier.name} ({tier.bound})", False
+            return tier.name, f"{tier.name} ({tier.bound})"
         if tier.bound.startswith(">") and numbers and lines > numbers[0]:
-            return f"{tier.name} ({tier.bound})", False
-    return "not stated by this tree", False
+            return tier.name, f"{tier.name} ({tier.bound})"
+    return "", "not stated by this tree"
 
 
 # --- the template's checklist -----------------------------------------------------------------
@@ -294,36 +364,46 @@ def _tier(lines: int, rules: ContributionRules) -> tuple[str, bool]:
 class Box:
     text: str  # the template's item, verbatim
     ticked: bool
-    why: str  # the record behind the tick (or why not)
+    why: str  # the record behind the tick, or what is missing
 
 
-def template_boxes(
-    rules: ContributionRules,
-    plan: Plan,
-    report: ChecklistReport | None,
-    published: bool,
-) -> list[Box]:
-    """The template's checklist, each box ticked only when a record makes it true."""
-    tests = recorded_tests(plan)
-    ran = any(t.outcome in ("passed", "failed") for t in tests)
-    regression = _check_passed(plan, "cpu-tests")
-    clean = _check_passed(plan, "ruff") and _check_passed(plan, "py_compile")
+def template_boxes(facts: Facts, report: ChecklistReport | None) -> list[Box]:
+    """The template's checklist, each box ticked only when records make it true."""
+    plan = facts.plan
+    verification = plan.verification
+    ran = bool(verification) and any(r.outcome != "not run" for r in validation_rows(plan))
+    cpu = verification.check("cpu-tests") if verification else None
+    regression = cpu is not None and cpu.passed is True
+    clean = bool(verification) and all(verification.check_passed(n) for n in ("ruff", "py_compile"))
+    attested = facts.attestation is not None and facts.attestation.read_every_line
+    searched = facts.search is not None and facts.search.ran
+    docs = facts.docs is not None and not facts.docs
+    titled = bool(re.match(r"^(\[[^\]]+\])+ ", plan.title or ""))
     boxes = []
-    for item in rules.template_checklist:
+    for item in facts.rules.template_checklist:
         low = item.lower()
         if "/pr-checklist" in low:
-            ok, why = report is not None, "the report below"
+            ok, why = report is not None, "the pr-checklist report below, section by section"
         elif "ai assistance was used" in low:
-            ok, why = True, "the bot wrote this change"
+            ok, why = True, "the AI assistance statement"
         elif low.startswith("**design fit"):
             ok = report is not None and report.low_complexity and not report.core_touched
-            why = "no core component touched, low complexity" if ok else "see the report"
+            why = "Low complexity, no core component" if ok else "not Low complexity, or core"
         elif low.startswith("**testing and validation"):
-            ok, why = regression, "the regression test failed before and passed after"
+            ok = regression and bool(ci_steps(cpu))
+            why = (
+                "the regression test failed without the fix and passed with it, and a CI step "
+                "runs it"
+                if ok
+                else "no record of the regression test failing before and passing after and of "
+                "a CI step that runs it"
+            )
         elif low.startswith("**code quality"):
-            ok, why = clean, "ruff and py_compile passed on the changed files"
+            ok = clean and attested and docs
+            why = "lint records, the read-every-line attestation, no docs page to update"
         elif low.startswith("**pull request contents"):
-            ok, why = published and ran, "summary, links, recorded evidence, root cause"
+            ok = ran and searched and attested and titled
+            why = "summary, links, recorded evidence, root cause; tagged title; sign-off"
         elif low.startswith("the purpose of the pr"):
             ok, why = True, "Purpose"
         elif low.startswith("the test plan"):
@@ -332,8 +412,6 @@ def template_boxes(
             ok, why = ran, "Test Result, from `bot verify`'s records"
         else:
             ok, why = False, "not checked by the bot"
-        if not ok and why not in ("not checked by the bot", "see the report"):
-            why = "no record yet"
         boxes.append(Box(item, ok, why))
     return boxes
 
@@ -341,83 +419,212 @@ def template_boxes(
 # --- rendering --------------------------------------------------------------------------------
 
 
-def contribution_context(
-    *,
-    plan: Plan,
-    patch: str,
-    rules: ContributionRules,
-    search: DuplicateSearch | None,
-    submitter: Submitter | None,
-    review: Review | None,
-    trailer: str | None,
-) -> dict[str, Any]:
-    """Everything the contribution and checklist sections show, as plain escaped values."""
+def context(facts: Facts) -> dict[str, Any]:
+    """Everything the three generic blocks show, as plain escaped values."""
     from bot.recipes import recipe_named
 
-    report = checklist_report(patch, rules) if rules.pr_checklist_sections else None
-    published = search is not None
+    plan, rules = facts.plan, facts.rules
+    report = checklist_report(facts.patch, rules) if rules.pr_checklist_sections else None
     named = list(dict.fromkeys(m.recipe for m in plan.members)) or [plan.recipe or ""]
     recipes = [r for r in map(recipe_named, named) if r is not None]
-    smoke_passed = _check_passed(plan, "smoke")
+    verification = plan.verification
+    smoke_passed = bool(verification) and verification.check_passed("smoke")
+    engine = engine_view(verification.check("engine") if verification else None)
     return {
-        "published": published,
         "recipe": ", ".join(named),
         "replication": " ".join(dict.fromkeys(r.replication for r in recipes if r.replication)),
         "model_evaluation": " ".join(
             dict.fromkeys(r.model_evaluation(smoke_passed) for r in recipes)
         ),
-        "search": _search_view(search),
-        "tests": [
-            {"command": t.command, "outcome": t.outcome, "figures": inline(t.figures, 300)}
-            for t in recorded_tests(plan)
-        ],
         "model_eval_rule": any(
             "model evaluation" in item.lower() for item in rules.description_must_include
         ),
-        "submitter": submitter,
-        "review": review,
-        "trailer": trailer,
+        "rows": validation_rows(plan, facts.verified),
+        "asks_gpu": bool(plan.tests.get("gpu")),
+        "engine": engine,
+        "logs": _logs(verification),
+        "search": _search_view(facts.search, plan),
+        "who": _who(facts),
         "report": report,
+        "docs": facts.docs,
         "rules": rules,
-        "boxes": template_boxes(rules, plan, report, published),
+        "boxes": template_boxes(facts, report),
     }
 
 
-def _search_view(search: DuplicateSearch | None) -> dict[str, Any] | None:
-    if search is None:
-        return None
+def _logs(verification: Verification | None) -> list[dict[str, str]]:
+    """The contributed tests' and the smoke check's logs, collapsed and cut to their last lines
+    (the engine's figures are in its table; the records hold the rest)."""
+    from bot.verify.render import code_block
+
+    if verification is None:
+        return []
+    logs = []
+    for check in verification.checks:
+        if check.log_excerpt and check.name in ("cpu-tests", "smoke"):
+            parts = check.log_excerpt.strip().split("\n\nafter the patch:\n")
+            text = "\n\nafter the patch:\n".join(_tail(part) for part in parts)
+            logs.append({"name": inline(check.name), "block": code_block(text)})
+    gpu = verification.gpu
+    if gpu is not None and gpu.log_excerpt and gpu.mode != "skip":
+        logs.append({"name": "GPU test", "block": code_block(_tail(gpu.log_excerpt))})
+    return logs
+
+
+def _tail(text: str) -> str:
+    lines = [line[:200] for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(lines[-_EXCERPT_LINES:])[-_EXCERPT_CHARS:]
+
+
+def _search_view(search: DuplicateSearch | None, plan: Plan) -> dict[str, Any]:
+    """The search as the body states it, for the plan's classes only and without counts that
+    grow with upstream's PR list, so an unchanged answer gives the same words."""
+    members = [m.class_name for m in plan.members] or [plan.class_name or ""]
+    if search is None or not search.ran:
+        return {"ran": False, "why_not": inline(search.why_not if search else "not run yet")}
+    search = search.for_classes(members)
+    first = next(iter(search.keywords), None)
+    covered = [(c, p) for c in members if (p := search.covering(c)) is not None]
+    numbers = {p.number for _, p in covered}
     return {
-        "issue_comments": search.issue_comments,
-        "runs": [
-            {
-                "command": run.command,
-                "asked": run.asked,
-                "found": [
-                    {
-                        "number": f.number,
-                        "state": f.state,
-                        "title": inline(f.title, 120),
-                        "ours": f.ours,
-                    }
-                    for f in run.found
-                    if not f.ours  # this PR itself: listing it would change the body on reruns
-                ],
-            }
-            for run in search.runs
+        "ran": True,
+        "commands": [_code_inner(c) for c in search.commands],
+        "issues": sorted({n for k in search.keywords for n in k.issues}),
+        "classes": len(members),
+        "example": ", ".join(_code(v) for v in first.shown().split(", ")) if first else "",
+        "covered": [
+            {"cls": inline(c), "number": p.number, "state": p.state, "title": inline(p.title, 100)}
+            for c, p in covered
         ],
+        "related": [
+            {"number": f.number, "state": f.state, "why": inline(f.why, 160)}
+            for f in search.found
+            if f.number not in numbers
+        ][:8],
     }
 
 
-def render_blocks(context: dict[str, Any]) -> dict[str, str]:
-    """The contribution and checklist blocks, each wrapped in its markers."""
+def _who(facts: Facts) -> dict[str, Any]:
+    """Who did what, from the records: the bot's part, the person's attestation, who ran the
+    checks (``Verification.ran_by``)."""
+    attestation = facts.attestation
+    verification = facts.plan.verification
+    ran_by = verification.ran_by if verification is not None else None
+    first_person = (
+        attestation is not None
+        and attestation.role == SUBMITTER
+        and attestation.login == facts.submitter
+    )
+    ran_by_person = bool(
+        first_person and ran_by and facts.submitter_identity and ran_by == facts.submitter_identity
+    )
+    return {
+        "bot": BOT_NAME,
+        "attestation": attestation,
+        "first_person": first_person,
+        "submitter": facts.submitter,
+        "patch_hash": attestation.patch_hash.removeprefix("sha256:")[:12] if attestation else "",
+        "ran_by_person": ran_by_person,
+        "ran_where": _ran_where(ran_by),
+        "tests_ran": bool(verification) and any(c.passed is not None for c in verification.checks),
+    }
+
+
+def _ran_where(ran_by: str | None) -> str:
+    if not ran_by:
+        return "on a machine that recorded no identity"
+    if ran_by.startswith("GitHub Actions"):
+        return f"in {inline(ran_by)}"
+    return "on the operator's machine"
+
+
+def render_blocks(facts: Facts) -> dict[tuple[str, str], str]:
+    """The three generic blocks, each wrapped in its markers, keyed by the markers."""
     from bot.publish.writeup import environment
 
     env = environment()
+    values = context(facts)
     out = {}
-    for name, (start, end) in (("contribution", CONTRIBUTION), ("checklist", CHECKLIST)):
-        text = env.get_template(f"sections/{name}.j2").render(context).strip()
-        out[name] = f"{start}\n{text}\n{end}"
+    for name, markers in (
+        ("validation", RESULTS),
+        ("contribution", CONTRIBUTION),
+        ("checklist", CHECKLIST),
+    ):
+        text = env.get_template(f"sections/{name}.j2").render(values).strip()
+        out[markers] = f"{markers[0]}\n{text}\n{markers[1]}"
     return out
+
+
+def validation_block(plan: Plan, verified: bool | None = None) -> str:
+    """The results block alone (it reads no rule of the tree): ``bot verify``'s records."""
+    facts = Facts(plan=plan, patch="", rules=read_rules(lambda _: None), search=None)
+    return render_blocks(dataclasses.replace(facts, verified=verified))[RESULTS]
+
+
+def refresh(markdown: str, facts: Facts) -> str:
+    """``markdown`` (pr.md, or its body) with every generic block rendered from ``facts`` (a
+    body without a results block gets one at its end)."""
+    from bot.verify.render import replace_results_section
+
+    for markers, block in render_blocks(facts).items():
+        if markers == RESULTS:
+            inner = block.removeprefix(f"{RESULTS[0]}\n").removesuffix(f"\n{RESULTS[1]}")
+            markdown = replace_results_section(markdown, inner)
+        else:
+            markdown = replace_block(markdown, block, markers)
+    return markdown
+
+
+def preview_facts(plan: Plan, patch: str, repo: Path) -> Facts:
+    """The facts of a preview (propose, verify): the tree's rules and docs at the plan's base
+    commit in ``repo``, the plan's recorded duplicate search, nobody's attestation yet."""
+    from bot.publish.tree_facts import docs_naming, rules_at
+
+    names = [n for m in plan.members for n in (m.class_name, *_archs(m.finding))]
+    names = names or [plan.class_name or ""]
+    return Facts(
+        plan=plan,
+        patch=patch,
+        rules=rules_at(repo, plan.base_commit),
+        search=plan.duplicate_search,
+        docs=docs_naming(repo, plan.base_commit, names),
+    )
+
+
+def _archs(finding: Mapping[str, Any]) -> list[str]:
+    archs = finding.get("architectures") if isinstance(finding, Mapping) else None
+    return [str(a) for a in archs] if isinstance(archs, list) else []
+
+
+def preview(markdown: str, plan: Plan, patch: str, repo: Path | None) -> str:
+    """pr.md with its generic blocks rendered from the records (what ``bot verify`` leaves for
+    review; a pr.md without a results block gets one at its end). Without the tree (``repo``
+    None) only the validation block, which needs no rule of the tree."""
+    from bot.verify.render import replace_results_section
+
+    if repo is None:
+        blocks = {RESULTS: validation_block(plan)}
+    else:
+        blocks = render_blocks(preview_facts(plan, patch, repo))
+    for markers, block in blocks.items():
+        if markers == RESULTS:
+            inner = block.removeprefix(f"{RESULTS[0]}\n").removesuffix(f"\n{RESULTS[1]}")
+            markdown = replace_results_section(markdown, inner)
+        elif markers[0] in markdown:
+            markdown = replace_block(markdown, block, markers)
+    return markdown
+
+
+def require_recorded_results(plan: Plan) -> list[Row]:
+    """A plan is publishable only with recorded results (AGENTS.md: test commands run and
+    results); the body quotes them."""
+    rows = validation_rows(plan)
+    if not any(r.outcome in ("passed", "failed") for r in rows):
+        rule = quote("Test commands run and results.")
+        raise BotError(
+            f"the plan has no recorded test results: run `bot verify PLAN_DIR` first ({rule})"
+        )
+    return rows
 
 
 def replace_block(markdown: str, block: str, markers: tuple[str, str]) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import git
 
 from bot.config import GitHubSettings, github_settings
+from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.github.client import GitHubClient, PullRequestExists
 from bot.github.git import (
@@ -69,6 +70,8 @@ from bot.plan import (
     PlanDir,
     read_plan_dir,
 )
+from bot.publish import attestation as attesting
+from bot.publish.attestation import Attestation, Attester, Preview
 from bot.publish.checks import (
     check_approval,
     check_confined,
@@ -80,26 +83,15 @@ from bot.publish.checks import (
     member_commit_messages,
 )
 from bot.publish.contrib_rules import (
-    AGENTS,
-    PR_CHECKLIST_SKILL,
-    PR_TEMPLATE,
+    CONTRIBUTING,
+    RULE_FILES,
     ContributionRules,
+    quote,
     read_rules,
 )
-from bot.publish.contribution import (
-    CHECKLIST,
-    CONTRIBUTION,
-    DuplicateSearch,
-    Review,
-    Submitter,
-    contribution_context,
-    refuse_duplicates,
-    render_blocks,
-    replace_block,
-    require_recorded_results,
-    search_duplicates,
-)
+from bot.publish.contribution import Facts, refresh, require_recorded_results
 from bot.publish.dependencies import waiting_for
+from bot.publish.duplicates import DuplicateSearch, keywords_of, run_search
 from bot.publish.gpu_evidence import (
     TestedCommit,
     confirmed,
@@ -109,14 +101,15 @@ from bot.publish.gpu_evidence import (
 )
 from bot.publish.lock import fork_lock
 from bot.publish.published import PublishedPull, pulls_by_class
+from bot.publish.tree_facts import docs_naming
 from bot.verify.check import Check
 from bot.verify.evidence import require_evidence
-from bot.verify.render import render_results, replace_results_section
 from bot.verify.verification import GpuRun, Verification
 
-RULE_FILES = (AGENTS, PR_TEMPLATE, PR_CHECKLIST_SKILL)
 PUBLISH_ENVIRONMENT = "publish"  # the Action's environment with required reviewers
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+# GitHub refuses a PR body longer than this (characters); the bot never sends one.
+BODY_LIMIT = 65536
 
 
 # What each publishing outcome says about the PR on GitHub, in the journal's words; the other
@@ -150,7 +143,10 @@ class PublishBudget:
     """Renovate-style caps, one object per run (share it across every plan a run publishes):
 
     * ``BOT_MAX_PRS_PER_RUN``: PRs this object has let open;
-    * ``BOT_MAX_OPEN_PRS``: the bot's PRs open on the upstream now (author: the bot's login);
+    * the contributing guide's cap on a contributor's open PRs (``rules.open_pr_cap``, read
+      from the tree: 6 in 0.34.0's ``docs/contributing/README.md``) and ``BOT_MAX_OPEN_PRS``,
+      both counted over every open PR of the token's user (the submitter) upstream, the bot's
+      or not;
     * ``BOT_MAX_PRS_PER_HOUR``: the upstream's PRs created in the last hour from the fork
       owner's branches or by the bot's login.
 
@@ -163,6 +159,7 @@ class PublishBudget:
         self.settings = settings
         self.client = client
         self.opened_this_run = 0
+        self.rules: ContributionRules | None = None  # the tree's, once publish has read them
 
     def refusal(self) -> str | None:
         if self.opened_this_run >= self.settings.max_prs_per_run:
@@ -170,9 +167,15 @@ class PublishBudget:
         client = self._client()
         upstream = self.settings.upstream
         if client.authenticated:
-            open_now = len(client.own_pulls(upstream, state="open"))
+            open_now = len(client.own_pulls(upstream, state="open"))  # all of the user's
+            cap = self.rules.open_pr_cap if self.rules is not None else None
+            if cap is not None and open_now >= cap:
+                return (
+                    f"@{client.login} already has {open_now} open PRs in {upstream}, the cap "
+                    f'{CONTRIBUTING} sets: "{self.rules.open_pr_cap_rule}"'  # type: ignore[union-attr]
+                )
             if open_now >= self.settings.max_open_prs:
-                return f"{open_now} of the bot's PRs are open (BOT_MAX_OPEN_PRS)"
+                return f"@{client.login} has {open_now} open PRs (BOT_MAX_OPEN_PRS)"
         since = datetime.now(UTC) - timedelta(hours=1)
         recent = client.pulls_created_since(
             since,
@@ -236,13 +239,23 @@ def publish_plan(
     budget: PublishBudget | None = None,
     approved_hash: str | None = None,
     expected_issue: int | None = None,
+    attest: Attester | None = None,
+    requested_by: str | None = None,
 ) -> PublishResult:
     """Publish ``plan_dir``; with ``approved_hash`` only if it is the ``review_hash`` of the
-    patch.diff and pr.md on disk (what the maintainer saw)."""
+    patch.diff and pr.md on disk (what the maintainer saw).
+
+    Nothing is pushed before ``attest`` (:mod:`bot.publish.attestation`) has answered, for the
+    exact body that would be posted, with a person's attestation that they read every changed
+    line of this patch; in GitHub Actions without one, the approval of the run's ``publish``
+    environment is asked instead. A new PR also needs demand (:func:`demand_of`; a maintainer's
+    request is ``requested_by``) and room under the caps, the contributing guide's among them.
+    """
     planned = read_plan_dir(plan_dir)
     plan = planned.plan
     check_approval(planned, approved_hash)  # before anything else is read from the plan
-    review = _review(reviewer, approved_hash)
+    if reviewer is not None:
+        _checked_login(reviewer)  # the journal names them as the actor
     if plan.status in (NOTHING_TO_FIX, NEEDS_HUMAN):
         return PublishResult("nothing-to-do", message=f"nothing to publish: {plan.reason}")
     settings = settings or github_settings()
@@ -288,23 +301,27 @@ def publish_plan(
             "so nothing is reopened"
         )
         return _result("closed-by-maintainer", closed, message)
+    if not open_pulls:
+        demand = demand_of(plan, requested_by)
+        if not demand:
+            return PublishResult("waiting-for-demand", message=no_demand_message(plan))
+    work_dir = work_dir or default_work_dir(settings)
+    files = base_files(plan, RULE_FILES, work_dir, settings)
+    rules = read_rules(files.get)
     budget = budget or PublishBudget(settings, client)
+    budget.rules = rules
     if not open_pulls:
         refusal = budget.refusal()
         if refusal:
             return PublishResult("rate-limited", message=f"not opening a PR now: {refusal}")
-    work_dir = work_dir or default_work_dir(settings)
-    files = base_files(plan, RULE_FILES, work_dir, settings)
-    rules = read_rules(files.get)
-    # AGENTS.md's duplicate-work checks, before anything is pushed: a duplicate fails closed.
-    classes = list(dict.fromkeys(m.class_name for m in plan.members)) or [str(plan.class_name)]
+    # AGENTS.md's duplicate-work checks, before anything is pushed: a class another open or
+    # merged PR covers fails closed, named with that PR.
     ours = [marker, *(fingerprint_marker(f) for f in plan.member_fingerprints)]
     # Our own open PR for this fix, made on an older base, names its fingerprints of then.
     ours += [fingerprint_marker(f) for p in open_pulls for f in fingerprints_in(p["body"] or "")]
-    search = search_duplicates(client, plan, classes, ours, rules)
-    refuse_duplicates(search, rules)
-    submitter = Submitter(_checked_login(client.login), settings.git_name, settings.git_email)
-    review = review or _environment_review(client, settings)
+    search = _search(client, plan, ours, rules)
+    _refuse_covered(plan, search, rules)
+    submitter = _checked_login(client.login)
     credit = _credit(rules)
     # An earlier PR keeps its own branch, which may carry an older slug of the class name.
     branch_plan = _on_branch_of(plan, open_pulls[0], settings) if open_pulls else plan
@@ -324,20 +341,52 @@ def publish_plan(
             "no open PR of ours uses it; refusing to open a PR from it (delete the branch to "
             "let the bot start it afresh)"
         )
-    pushed = push_branch(commit, work_dir, settings)
     tested = _tested_commit(plan, commit, work_dir)
     verified = _verified(plan, client, settings, tested)
-    body = compose_body(
-        planned,
-        title,
-        verified=verified,
-        asks_gpu=bool(tested.gpu_tests),
+    names = [n for m in plan.members for n in (m.class_name, *_archs(m.finding))]
+    facts = Facts(
+        plan=plan,
+        patch=planned.patch,
         rules=rules,
         search=search,
         submitter=submitter,
-        review=review,
-        credit=credit,
+        submitter_identity=f"{settings.git_name} <{settings.git_email}>",
+        verified=verified,
+        docs=docs_naming(work_dir, plan.base_commit, names),
     )
+
+    def body_for(who: Attestation) -> str:
+        return compose_body(planned, title, dataclasses.replace(facts, attestation=who))
+
+    digest = patch_hash(planned.patch)
+    preview = Preview(planned.patch, digest, submitter, body_for, title)
+    if attest is None:
+        attest = attesting.given(_environment_attestation(client, settings, digest))
+    attestation = attest(preview)
+    if attestation is None:
+        return PublishResult(
+            "not-attested",
+            message="not published: nobody attested reading every changed line of this patch",
+        )
+    body = body_for(attestation)
+    attesting.require(attestation, digest, body)
+    if attestation.body_sha is None:
+        # No body was shown on this path (the dashboard shows pr.md, the Action its
+        # artifact): what was reviewed is pr.md's records, the duplicate search among them; a
+        # search that now answers otherwise changes the body: ask again. (The GPU verdict is
+        # publish's own, stated only as far as GitHub confirms it.)
+        reviewed = compose_body(
+            planned,
+            title,
+            dataclasses.replace(facts, attestation=attestation, search=plan.duplicate_search),
+        )
+        _same_as_reviewed(reviewed, body, attestation)
+    if len(body) > BODY_LIMIT:
+        raise BotError(
+            f"the PR body is {len(body)} characters and GitHub accepts at most {BODY_LIMIT}; "
+            "nothing was pushed (a group: plan fewer classes with --max-group-size)"
+        )
+    pushed = push_branch(commit, work_dir, settings)
     if open_pulls:
         return _update(client, settings, plan, open_pulls[0], title, body, commit, pushed, tested)
     with budget.claim(work_dir, plan.fingerprint) as refusal:
@@ -370,6 +419,80 @@ def publish_plan(
     note = "" if labelled else f" (could not add label {settings.label!r})"
     draft = " as a draft" if pull.get("draft") else ""
     return _result("opened", pull, f"opened PR #{pull['number']}{draft}{note}", comment_url)
+
+
+def _same_as_reviewed(reviewed: str, body: str, attestation: Attestation) -> None:
+    if reviewed == body:
+        return
+    old, new = reviewed.split("\n"), body.split("\n")
+    at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
+    line = new[at] if at is not None else ""
+    raise BotError(
+        f"the body would differ from the one @{attestation.login} reviewed (now: "
+        f"{line[:120]!r}): a publish-time fact changed; re-run `bot propose` and review it "
+        "again. Nothing was published"
+    )
+
+
+def demand_of(plan: Plan, requested_by: str | None = None) -> list[str]:
+    """Why a PR for ``plan`` is wanted, one line per signal: a triaged issue it fixes, a public
+    draft checkpoint its registry entry tests with, a maintainer's request ticked on the
+    dashboard issue. Empty: nobody asked, and the plan waits on the dashboard issue."""
+    lines = [f"issue #{n}" for n in plan.issues]
+    for member in plan.members:
+        draft = ((member.registry_entry or {}).get("draft") or {}).get("repo_id")
+        if draft:
+            lines.append(f"public draft {draft} for {member.class_name}")
+    if requested_by:
+        lines.append(f"requested by @{_checked_login(requested_by)} on the dashboard issue")
+    return list(dict.fromkeys(lines))
+
+
+def no_demand_message(plan: Plan) -> str:
+    what = f"group {plan.group}" if plan.is_group else str(plan.class_name)
+    return (
+        f"not opening a PR for {what}: nobody asked for it (no triaged issue, no public draft "
+        "checkpoint, no maintainer's request); it waits on the dashboard issue as a "
+        "requestable item (`bot sync`)"
+    )
+
+
+def _archs(finding: dict[str, Any]) -> list[str]:
+    archs = finding.get("architectures") if isinstance(finding, dict) else None
+    return [str(a) for a in archs] if isinstance(archs, list) else []
+
+
+def _search(
+    client: GitHubClient, plan: Plan, markers: list[str], rules: ContributionRules
+) -> DuplicateSearch:
+    keywords = [
+        keywords_of(m.class_name, str(m.finding.get("path") or ""), m.issues) for m in plan.members
+    ]
+    if not keywords:
+        keywords = [keywords_of(str(plan.class_name), "", plan.issues)]
+    return run_search(client, plan.upstream, keywords, markers, rules.duplicate_checks)
+
+
+def _refuse_covered(plan: Plan, search: DuplicateSearch, rules: ContributionRules) -> None:
+    """Fail closed on a class another open or merged PR covers, naming both."""
+    covered = [
+        (m.class_name, pull)
+        for m in plan.members
+        if (pull := search.covering(m.class_name)) is not None
+    ]
+    if not covered:
+        return
+    listed = "; ".join(
+        f"{name} is covered by PR #{pull.number} ({pull.state}: {pull.why})"
+        for name, pull in covered
+    )
+    rule = quote("If an open PR already addresses the same fix, do not open another.")
+    again = (
+        f" Re-run `bot propose --group {plan.group}` to plan the group without them."
+        if plan.is_group
+        else ""
+    )
+    raise BotError(f"{listed}; {rule} Nothing was published.{again}")
 
 
 def _member_commits(
@@ -445,18 +568,12 @@ def _credit(rules: ContributionRules) -> str | None:
     return f"{rules.attribution_trailer}: {commit_text(bot_name, 'BOT_GIT_NAME', limit=100)}"
 
 
-def _review(reviewer: str | None, approved_hash: str | None) -> Review | None:
-    """A review is named only when it was recorded: the approval of the plan's review hash."""
-    if reviewer is None or approved_hash is None:
-        return None
-    return Review(
-        _checked_login(reviewer), f"approved the plan's review hash `{approved_hash[:12]}`"
-    )
-
-
-def _environment_review(client: GitHubClient, settings: GitHubSettings) -> Review | None:
+def _environment_attestation(
+    client: GitHubClient, settings: GitHubSettings, digest: str
+) -> Attestation | None:
     """In GitHub Actions: the required reviewer who approved this run's ``publish``
-    environment, as GitHub records it (none named when GitHub shows no such approval)."""
+    environment, as GitHub records the approval, when its comment says they read every
+    changed line of this patch (:func:`bot.publish.attestation.from_approval_comment`)."""
     run_id = os.environ.get("GITHUB_RUN_ID", "")
     if os.environ.get("GITHUB_ACTIONS") != "true" or not run_id.isdigit() or not settings.bot_repo:
         return None
@@ -468,9 +585,17 @@ def _environment_review(client: GitHubClient, settings: GitHubSettings) -> Revie
         names = {str((e or {}).get("name")) for e in approval.get("environments") or []}
         login = str((approval.get("user") or {}).get("login") or "")
         if approval.get("state") == "approved" and PUBLISH_ENVIRONMENT in names and login:
-            record = f"approved the `{PUBLISH_ENVIRONMENT}` environment of run {int(run_id)}"
-            return Review(_checked_login(login), record)
-    return None
+            via = f"approving the `{PUBLISH_ENVIRONMENT}` environment of run {int(run_id)}"
+            found = attesting.from_approval_comment(
+                _checked_login(login), str(approval.get("comment") or ""), via, digest
+            )
+            if found is not None:
+                return found
+    raise BotError(
+        f"no approval of run {int(run_id)}'s `{PUBLISH_ENVIRONMENT}` environment says "
+        f'"read every changed line" of {digest[:19]}: approve it with that comment; nothing '
+        "was published"
+    )
 
 
 def _checked_login(login: str) -> str:
@@ -479,45 +604,29 @@ def _checked_login(login: str) -> str:
     return login
 
 
-def compose_body(
-    planned: PlanDir,
-    title: str,
-    *,
-    verified: bool,
-    asks_gpu: bool = True,
-    rules: ContributionRules,
-    search: DuplicateSearch,
-    submitter: Submitter,
-    review: Review | None,
-    credit: str | None,
-) -> str:
-    """The PR body, composed at publish: pr.md's recipe text (checked: no links but to the
-    upstream, no images, no HTML), the results from ``bot verify``'s records, the
-    contribution and checklist sections from records, then the fingerprint and body hash.
+def compose_body(planned: PlanDir, title: str, facts: Facts) -> str:
+    """The PR body, a pure function of its records: pr.md's recipe text (checked at publish:
+    no links but to the upstream, no images, no HTML), the generic blocks rendered from
+    ``facts`` (:func:`bot.publish.contribution.refresh`), then the fingerprint markers and the
+    body's hash. The same records give the same bytes.
 
-    The body is a function of its inputs alone, and its hash marker digests what it says:
-    the body the same records compose with their figures left out (each check's and the GPU
-    run's outcome, not their details, durations, logs or the time). A verification run again
-    on the same patch with the same outcomes (the Action's rerun, which verifies afresh)
-    therefore leaves the hash as it was, and the PR is not edited for a changed duration."""
-    compose = partial(
-        _body_text,
-        verified=verified,
-        asks_gpu=asks_gpu,
-        rules=rules,
-        search=search,
-        submitter=submitter,
-        review=review,
-        credit=credit,
+    The hash marker digests what the body says: the body the same records compose with their
+    figures left out (each check's and the GPU run's outcome, not their details, durations,
+    logs or the time). A verification run again on the same patch with the same outcomes (the
+    Action's rerun, which verifies afresh) therefore leaves the hash as it was, and the PR is
+    not edited for a changed duration."""
+    text = _body_text(planned, facts)
+    outcomes = _outcomes_only(planned.plan)
+    said = _body_text(
+        dataclasses.replace(planned, plan=outcomes), dataclasses.replace(facts, plan=outcomes)
     )
-    text = compose(planned)
-    said = compose(dataclasses.replace(planned, plan=_outcomes_only(planned.plan)))
     digest = hashlib.sha256(f"{title}\0{said}".encode()).hexdigest()[:16]
     return f"{text}\n{body_sha_marker(digest)}\n"
 
 
 def _outcomes_only(plan: Plan) -> Plan:
-    """The plan with its verification reduced to what it concluded, check by check."""
+    """The plan with its verification reduced to what it concluded, check by check (and who
+    ran it: the body says so)."""
     recorded = plan.verification
     if recorded is None:
         return plan
@@ -529,46 +638,16 @@ def _outcomes_only(plan: Plan) -> Plan:
         checks=tuple(Check(c.name, c.passed, "") for c in recorded.checks),
         gpu=None if gpu is None else GpuRun(gpu.mode, gpu.conclusion),
         patch_hash=recorded.patch_hash,
+        ran_by=recorded.ran_by,
     )
     return dataclasses.replace(plan, verification=outcomes)
 
 
-def _body_text(
-    planned: PlanDir,
-    *,
-    verified: bool,
-    asks_gpu: bool,
-    rules: ContributionRules,
-    search: DuplicateSearch,
-    submitter: Submitter,
-    review: Review | None,
-    credit: str | None,
-) -> str:
+def _body_text(planned: PlanDir, facts: Facts) -> str:
     plan = planned.plan
-    # The verdict is publish's own (a GPU run GitHub confirms), not the artifact's words.
-    recorded = _claimable(plan.verification or _NOTHING_RECORDED, verified)
-    plan = dataclasses.replace(plan, verification=recorded)
-    if not asks_gpu:
-        said = "local checks recorded; the patch asks for no GPU test"
-    elif verified:
-        said = "local checks recorded, GPU test passed (run confirmed on GitHub)"
-    else:
-        said = "local checks recorded; no confirmed GPU run yet, so this PR is a draft"
-    verdict = dataclasses.replace(recorded, passed=verified, message=said)
-    body = replace_results_section(planned.pr_body, render_results(verdict))
-    blocks = render_blocks(
-        contribution_context(
-            plan=plan,
-            patch=planned.patch,
-            rules=rules,
-            search=search,
-            submitter=submitter,
-            review=review,
-            trailer=credit,
-        )
-    )
-    body = replace_block(body, blocks["contribution"], CONTRIBUTION)
-    body = replace_block(body, blocks["checklist"], CHECKLIST)
+    # The GPU verdict is publish's own (a run GitHub confirms, ``facts.verified``), not the
+    # artifact's word: the results block states a recorded success only when confirmed.
+    body = refresh(planned.pr_body, facts)
     lines = [
         line
         for line in body.rstrip().split("\n")
@@ -753,26 +832,6 @@ def _verified(
     if gpu.mode != "dispatch" or not settings.bot_repo:
         return False
     return confirmed(gpu.to_json(), tested, client, settings.bot_repo)
-
-
-# What the body states for a plan that records no verification (publish refuses one before
-# it composes a body; the draft preview may not).
-_NOTHING_RECORDED = Verification(passed=False, local_passed=False, message="not verified")
-
-
-def _claimable(verification: Verification, verified: bool) -> Verification:
-    """The records the body may state: a green GPU result that GitHub does not confirm for the
-    pushed commit (another commit's run, an older one, a local run inside Actions) is stated
-    as not confirmed, never as passed."""
-    gpu = verification.gpu
-    if verified or gpu is None or gpu.conclusion != "success":
-        return verification
-    unconfirmed = GpuRun(
-        mode=gpu.mode,
-        conclusion="not confirmed",
-        log_excerpt="the recorded run is not a passed gpu-verify run of this commit on GitHub",
-    )
-    return dataclasses.replace(verification, gpu=unconfirmed)
 
 
 def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:

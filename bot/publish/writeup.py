@@ -24,6 +24,11 @@ TEMPLATES_PACKAGE = "bot._templates"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+def code_plain(value: object) -> str:
+    """One line of text without control or format characters (bidi overrides among them)."""
+    return _plain(value)
+
+
 def _plain(value: object) -> str:
     text = "".join(ch for ch in str(value) if unicodedata.category(ch) not in ("Cf", "Cc"))
     return _CONTROL.sub(" ", text).strip()
@@ -81,18 +86,18 @@ def render_pr(
     context: Mapping[str, Any],
     sections: Mapping[str, str],
     style: str,
-    blocks: Mapping[str, str],
+    blocks: Mapping[tuple[str, str], str],
 ) -> str:
     """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections and
-    the contribution and checklist ``blocks`` (:mod:`bot.publish.contribution`)."""
+    the generic blocks (:func:`bot.publish.contribution.render_blocks`: validation,
+    contribution, checklist, each in its markers)."""
+    from bot.publish.contribution import CHECKLIST, CONTRIBUTION, RESULTS
+
     missing = [slot for slot in RECIPE_SECTIONS if slot not in sections]
     if missing:
         raise ValueError(f"the recipe's write-up has no {', '.join(missing)} section")
     env = environment()
     markers = {
-        "reviewer": identity.REVIEWER_MARKER,
-        "results_start": identity.RESULTS_START,
-        "results_end": identity.RESULTS_END,
         "identity": identity.identity_markers(
             context["fingerprint"], context.get("member_fingerprints", ())
         ),
@@ -101,12 +106,34 @@ def render_pr(
         **context,
         "sections": dict(sections),
         "markers": markers,
-        "contribution_block": blocks["contribution"],
-        "checklist_block": blocks["checklist"],
+        "results_block": blocks[RESULTS],
+        "contribution_block": blocks[CONTRIBUTION],
+        "checklist_block": blocks[CHECKLIST],
     }
     body = env.get_template(f"pr_{style}.md.j2").render(values)
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections
     return f"{_plain(title)}\n\n{body}"
+
+
+GROUP_SECTIONS = ("row", "group_claims", "group_root_cause")
+
+
+def render_row(context: Mapping[str, Any], sections: Mapping[str, str]) -> str:
+    """A group member's cells in the group's table (one line: where, evidence)."""
+    text = environment().get_template(sections["row"]).render(dict(context))
+    return " ".join(text.split())
+
+
+def render_group_parts(
+    members: list[dict[str, Any]], sections: Mapping[str, str]
+) -> dict[str, str]:
+    """One recipe's claims and root cause for the members of a group it planned, once."""
+    env = environment()
+    values = {"members": members}
+    return {
+        "claims": env.get_template(sections["group_claims"]).render(values).strip(),
+        "root_cause": env.get_template(sections["group_root_cause"]).render(values).strip(),
+    }
 
 
 def render_sections(context: Mapping[str, Any], sections: Mapping[str, str]) -> dict[str, str]:

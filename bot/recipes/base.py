@@ -201,7 +201,9 @@ class RegistryDecision:
     why_none: str = ""
 
 
-WRITEUP_SLOTS = ("summary", "claims", "root_cause")
+# A single plan's sections, then a group's: a member's row in the group's table, and the
+# recipe's claims and root cause said once for all its members in the group.
+WRITEUP_SLOTS = ("summary", "claims", "root_cause", "row", "group_claims", "group_root_cause")
 
 
 @dataclass(frozen=True)

@@ -108,6 +108,7 @@ def _prepared(loaded: PlanDir, engine: Engine | None = None) -> runtime.RuntimeS
 def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> None:
     from bot.verify.run import _record as record_verification
     from bot.verify.run import _verdict
+    from bot.verify.verification import runner_identity
 
     recorded = loaded.plan.verification
     digest = patch_hash(loaded.patch)
@@ -118,10 +119,14 @@ def _record(plan_dir: Path, loaded: PlanDir, check: Check, journal: bool) -> Non
             checks.append(evidence)
         gpu = recorded.gpu or GpuRun("skip", "skipped")
         ok = all(c.passed is not False for c in checks)
-        verification = _verdict(checks, gpu, ok, digest, bool(loaded.plan.tests.get("gpu")))
+        # One person ran every check only if the recorded ones were theirs too.
+        now = runner_identity()
+        ran_by = now if recorded.ran_by == now else None
+        asks_gpu = bool(loaded.plan.tests.get("gpu"))
+        verification = _verdict(checks, gpu, ok, digest, ran_by, asks_gpu=asks_gpu)
     else:
         verification = dataclasses.replace(
-            _verdict([check], GpuRun("skip", "not_run"), True, digest),
+            _verdict([check], GpuRun("skip", "not_run"), True, digest, runner_identity()),
             passed=False,
             local_passed=False,
             message="only the engine check ran; run `bot verify` for the rest",

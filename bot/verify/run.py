@@ -17,6 +17,7 @@ from bot.content_hash import patch_hash
 from bot.errors import BotError
 from bot.fileio import write_atomic
 from bot.plan import READY, Plan, PlanDir, read_plan_dir, update_plan
+from bot.publish.contribution import preview
 from bot.recipes.base import Finding
 from bot.redact import redact
 from bot.subprocess_env import refuse_beside_credentials
@@ -28,8 +29,7 @@ from bot.verify.dispatch import ActionsClient, GpuTarget, PollSettings, start_gp
 from bot.verify.engine import engine_checkpoints_of
 from bot.verify.evidence import evidence_check
 from bot.verify.junit import TestRun, run_pytest, validate_node_ids
-from bot.verify.render import render_results, replace_results_section
-from bot.verify.verification import GpuRun, Verification
+from bot.verify.verification import GpuRun, Verification, runner_identity
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +130,14 @@ def _finish(item: _Local, options: VerifyOptions, client: ActionsClient | None) 
     else:
         gpu = {"mode": "skip", "conclusion": "skipped", "log_excerpt": ""}
 
+    # Reused local checks keep the name of whoever ran them.
+    recorded = plan.verification
+    ran_by = recorded.ran_by if options.reuse_local and recorded else runner_identity()
     gpu_run = _recorded_gpu(item.loaded, GpuRun.from_json(gpu))
     digest = patch_hash(item.loaded.patch)
-    verification = _verdict(local_checks, gpu_run, local_ok, digest, bool(item.gpu_tests))
+    verification = _verdict(
+        local_checks, gpu_run, local_ok, digest, ran_by, asks_gpu=bool(item.gpu_tests)
+    )
     verification = _unchanged_or(item.loaded, verification)
     _record(item.plan_dir, item.loaded, verification, options.journal)
     return verification
@@ -362,10 +367,17 @@ def _default_branch(client: ActionsClient, repo: str) -> str:
 
 
 def _verdict(
-    local_checks: list[Check], gpu: GpuRun, local_ok: bool, digest: str, asks_gpu: bool = True
+    local_checks: list[Check],
+    gpu: GpuRun,
+    local_ok: bool,
+    digest: str,
+    ran_by: str | None,
+    *,
+    asks_gpu: bool = True,
 ) -> Verification:
-    """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``; a
-    plan that lists no GPU test (``asks_gpu`` False) has passed when its local checks have."""
+    """The verdict over the checks and the GPU run, for the patch whose hash is ``digest``, run
+    by ``ran_by``; a plan that lists no GPU test (``asks_gpu`` False) has passed when its local
+    checks have."""
     gpu = dataclasses.replace(gpu, log_excerpt=redact(gpu.log_excerpt))
     conclusion = gpu.conclusion
     passed = local_ok and (conclusion == "success" or not asks_gpu)
@@ -390,6 +402,7 @@ def _verdict(
         gpu=gpu,
         finished_at=datetime.now(UTC).isoformat(timespec="seconds"),
         patch_hash=digest,
+        ran_by=ran_by,
     )
 
 
@@ -397,8 +410,13 @@ def _record(plan_dir: Path, loaded: PlanDir, verification: Verification, journal
     plan = loaded.plan
     plan.verification = verification
     update_plan(plan_dir, plan)
-    markdown = replace_results_section(loaded.pr_markdown, render_results(verification))
-    write_atomic(plan_dir / "pr.md", markdown)
+    try:
+        repo: Path | None = scratch.resolve_repo(
+            plan.repo_path, plan.vllm_version, plan.base_commit
+        )
+    except BotError:
+        repo = None  # the rules and docs need the tree; the results need only the record
+    write_atomic(plan_dir / "pr.md", preview(loaded.pr_markdown, plan, loaded.patch, repo))
     if journal:
         from bot.pipeline import record_verification
 

@@ -13,6 +13,7 @@ without the modules that run checks.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -71,6 +72,9 @@ class Verification:
     gpu: GpuRun | None = None
     finished_at: str | None = None
     patch_hash: str | None = None
+    # Who ran `bot verify`: the submitter's git identity ("Name <email>") when configured,
+    # "GitHub Actions run N of owner/repo" in Actions; None when nothing named them.
+    ran_by: str | None = None
 
     @classmethod
     def from_json(cls, data: object) -> Verification:
@@ -104,6 +108,8 @@ class Verification:
             data["finished_at"] = self.finished_at
         if self.patch_hash is not None:
             data["patch_hash"] = self.patch_hash
+        if self.ran_by is not None:
+            data["ran_by"] = self.ran_by
         return data
 
     @property
@@ -121,6 +127,18 @@ class Verification:
 
     def check_passed(self, name: str) -> bool:
         return any(c.name == name and c.passed is True for c in self.checks)
+
+
+def runner_identity() -> str | None:
+    """Who is running ``bot verify`` now, as the record names them (see ``ran_by``)."""
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        run, repo = os.environ.get("GITHUB_RUN_ID", ""), os.environ.get("GITHUB_REPOSITORY", "")
+        if run.isdigit() and repo:
+            return f"GitHub Actions run {run} of {repo}"
+        return "GitHub Actions"
+    name = (os.environ.get("BOT_SUBMITTER_NAME") or "").strip()
+    email = (os.environ.get("BOT_SUBMITTER_EMAIL") or "").strip()
+    return f"{name} <{email}>" if name and email else None
 
 
 def _check_from_json(data: object) -> Check:

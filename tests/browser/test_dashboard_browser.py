@@ -127,6 +127,11 @@ def test_review_and_approve_the_seed_proposal(
     second_tab = page.context.new_page()
     second_tab.goto(page.url)
 
+    # The form will not submit until the maintainer ticks that they read every changed line.
+    page.click("#approve")
+    assert page.locator(".title-row .state").inner_text() == "verified"
+    assert len(upstream_standin.pulls(UPSTREAM)) == 0
+    page.check("#read-every-line")
     page.click("#approve")
     assert page.locator(".title-row .state").inner_text() == "pr open"
     assert "Approved and published" in page.locator(".flash").inner_text()
@@ -136,6 +141,7 @@ def test_review_and_approve_the_seed_proposal(
     writes = len(upstream_standin.writes())
 
     # The second tab still shows the button; its approve is refused and publishes nothing.
+    second_tab.check("#read-every-line")
     second_tab.click("#approve")
     assert "already pr_open" in second_tab.locator(".flash").inner_text()
     assert len(upstream_standin.writes()) == writes

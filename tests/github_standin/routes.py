@@ -229,6 +229,10 @@ def list_pulls(state: State, request: Request, match: re.Match[str]) -> Response
     return 200, found, {}
 
 
+# GitHub's limit on an issue or PR body, in characters.
+BODY_LIMIT = 65536
+
+
 def create_pull(state: State, request: Request, match: re.Match[str]) -> Response:
     repo = _require_repo(state, match)
     login = _require_login(request)
@@ -241,6 +245,13 @@ def create_pull(state: State, request: Request, match: re.Match[str]) -> Respons
     head_sha = state.branch_sha(head_repo, ref) if head_repo in state.repos else None
     if head_sha is None:
         raise HttpError(422, "Validation Failed", [{"field": "head", "code": "invalid"}])
+    if len(str(body.get("body") or "")) > BODY_LIMIT:
+        message = f"body is too long (maximum is {BODY_LIMIT} characters)"
+        raise HttpError(
+            422,
+            "Validation Failed",
+            [{"resource": "Issue", "field": "body", "code": "custom", "message": message}],
+        )
     for (item_repo, _), item in state.issues.items():
         pull = item.get("pull")
         if (
@@ -296,6 +307,9 @@ def edit_pull(state: State, request: Request, match: re.Match[str]) -> Response:
     _require_login(request)
     repo, number, item = _pull(state, match)
     body = request.body or {}
+    if len(str(body.get("body") or "")) > BODY_LIMIT:
+        message = f"body is too long (maximum is {BODY_LIMIT} characters)"
+        raise HttpError(422, "Validation Failed", [{"field": "body", "message": message}])
     for key in ("title", "body", "state"):
         if key in body:
             item[key] = body[key]
@@ -328,18 +342,30 @@ def graphql(state: State, request: Request, match: re.Match[str]) -> Response:
 
 
 def search_issues(state: State, request: Request, match: re.Match[str]) -> Response:
+    """GitHub's issue search, as far as the bot uses it: qualifiers (``repo:``, ``is:``,
+    ``label:``, ``author:``, ``state:``, ``in:``), and words that must all appear in the title
+    or body, ``a OR b`` meaning either (``is:merged`` is a closed PR that was merged)."""
     terms = shlex.split(request.query.get("q", ""))
     filters: dict[str, list[str]] = {}
-    words: list[str] = []
+    groups: list[list[str]] = []
+    joined = False
     for term in terms:
         key, sep, value = term.partition(":")
         if sep and key in {"repo", "is", "label", "author", "state", "in"}:
             filters.setdefault(key, []).append(value)
+        elif term == "OR" and groups:
+            joined = True
+        elif joined:
+            groups[-1].append(term.lower())
+            joined = False
         else:
-            words.append(term.lower())
+            groups.append([term.lower()])
     found = []
     for (repo, number), item in sorted(state.issues.items()):
-        kinds = {"pr" if item.get("pull") else "issue", item["state"]}
+        pull = item.get("pull")
+        kinds = {"pr" if pull else "issue", item["state"]}
+        if pull and pull.get("merged_at"):
+            kinds.add("merged")
         if "repo" in filters and repo not in filters["repo"]:
             continue
         if any(kind not in kinds for kind in filters.get("is", [])):
@@ -351,7 +377,7 @@ def search_issues(state: State, request: Request, match: re.Match[str]) -> Respo
         if any(author != item["user"] for author in filters.get("author", [])):
             continue
         text = f"{item['title']}\n{item['body'] or ''}".lower()
-        if any(word not in text for word in words):
+        if any(not any(word in text for word in group) for group in groups):
             continue
         found.append(state.issue_json(repo, number))
     return 200, {"total_count": len(found), "incomplete_results": False, "items": found}, {}
@@ -449,7 +475,7 @@ def run_approvals(state: State, request: Request, match: re.Match[str]) -> Respo
         [
             {
                 "state": a["state"],
-                "comment": "",
+                "comment": a.get("comment", ""),
                 "environments": [{"id": 1, "name": a["environment"]}],
                 "user": {"login": a["user"], "id": 1, "type": "User"},
             }

@@ -311,12 +311,18 @@ class GitHubStandIn:
         return number
 
     def approve_environment(
-        self, run_id: int, login: str, environment: str = "publish", state: str = "approved"
+        self,
+        run_id: int,
+        login: str,
+        environment: str = "publish",
+        state: str = "approved",
+        comment: str = "",
     ) -> None:
-        """A required reviewer's decision on a run's deployment to ``environment``."""
+        """A required reviewer's decision on a run's deployment to ``environment``, with the
+        comment GitHub's review dialog lets them write."""
         with self.state.lock:
             self.state.approvals.setdefault(run_id, []).append(
-                {"user": login, "environment": environment, "state": state}
+                {"user": login, "environment": environment, "state": state, "comment": comment}
             )
 
     def forbid_label(self, name: str) -> None:
