@@ -129,9 +129,11 @@ def test_zamba2_plan_and_publish_take_exactly_the_every_layer_capture(
     plan, before, after, out = zamba2
     assert "for idx, layer in enumerate(self.layers):" in after
     assert "self._maybe_add_hidden_state([], 0, hidden_states, None)" in after
-    # the contributed test's stand-in takes Zamba2's own call; zamba2 has no get_pp_group
+    # 0.34.0 has tests/AGENTS.md: the contributed test goes through LLM, with no stand-in
     test = (out / "patch.diff").read_text()
-    assert "def forward(self, hidden_states, original_hidden_states, positions):" in test
+    assert "+++ b/tests/v1/spec_decode/test_eagle3_targets.py" in test
+    assert '+    "Zamba2ForCausalLM": "final_layernorm",' in test
+    assert "vllm_runner(" in test
     assert "get_pp_group" not in test and "SimpleNamespace" not in test
     # the write-up says why every layer is the one stage's
     assert "`Zamba2ForCausalLM` does not declare `SupportsPP`" in (out / "pr.md").read_text()

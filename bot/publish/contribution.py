@@ -175,12 +175,13 @@ def _gpu_row(gpu: Any, nodes: Sequence[str], verified: bool | None) -> Row:
         return Row(
             command, "not run", "no GPU run is recorded; the PR stays a draft until one passes"
         )
+    before = f"; before the patch: {inline(gpu.before.get('conclusion'))}" if gpu.before else ""
     if gpu.conclusion == "success" and verified is None:
         return Row(
             command,
             "not confirmed yet",
             "the record says passed; the PR states it once GitHub confirms a passed run of the "
-            "pushed commit",
+            "pushed commit" + before,
         )
     if gpu.conclusion == "success" and not verified:
         return Row(
@@ -195,9 +196,7 @@ def _gpu_row(gpu: Any, nodes: Sequence[str], verified: bool | None) -> Row:
         said = "run on the operator's GPU machine (their record; GitHub cannot confirm it)"
     else:
         said = f"{inline(gpu.mode)} run"
-    if gpu.before:
-        said += f"; before the patch: {inline(gpu.before.get('conclusion'))}"
-    return Row(command, outcome, _said(said))
+    return Row(command, outcome, _said(said + before))
 
 
 def _said(text: str) -> str:
