@@ -618,9 +618,11 @@ def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
 )
 def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, read: str) -> None:
     tree, finding = _config_read(tmp_path, read)
+    # (and this synthetic tree has nothing the test through LLM would use: no tests/)
     assert finding.evidence.refused == (
         "needs a human: no contributed forward test: DemoModel.forward reads self.config, "
-        "which a test on stand-in layers does not set up"
+        "which a test on stand-in layers does not set up; no test through LLM either: "
+        "tests/conftest.py does not have the vllm_runner fixture, which the test through LLM uses"
     )
     assert isinstance(_plan(tree, finding), Declined)
 

@@ -84,7 +84,12 @@ from bot.recipes.eagle3_interface.recipe import (
     regression_test_edit,
 )
 from bot.recipes.evidence import At, Bound, BuildsOn, SharedSet
-from bot.recipes.llm_test import example_arch, follows_agents_rules, llm_test_edits
+from bot.recipes.llm_test import (
+    example_arch,
+    follows_agents_rules,
+    llm_test_edits,
+    llm_test_unavailable,
+)
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.drafter_loader import REWRITTEN as _REWRITTEN
 from bot.tree.drafter_loader import Loaders, LoaderSite, loader_sites
@@ -215,28 +220,32 @@ class Eagle3Enable(Recipe):
         variant = platform_variant(finding)
         test_edit, cpu_tests = regression_test_edit(ctx, finding, variant)
         edits.append(test_edit)
-        claims = broken_claims_fixed(ctx, candidate)
-        context = enable_writeup_context(ctx, finding, shape, absolute)
-        if branched := _branched_step(ctx.scan.index, candidate.captured):
-            path = ctx.scan.index.path_of(candidate.captured)
-            context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
-        context["broken_claims"] = [
-            {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
-        ]
         engine_tests: tuple[str, ...] = ()
-        if follows_agents_rules(ctx.root):
+        through_llm = follows_agents_rules(ctx.root)
+        if not through_llm:
+            forward_test = _aux_forward_test(ctx, finding, candidate, shape)
+            if isinstance(forward_test, Declined):  # the test through LLM instead, if it can
+                if (missing := llm_test_unavailable(ctx.root)) is not None:
+                    return Declined(f"{forward_test.reason}; no test through LLM either: {missing}")
+                through_llm = True
+            else:
+                edits.append(forward_test[0])
+                cpu_tests = (*cpu_tests, forward_test[1])
+        if through_llm:
             targets = llm_targets(ctx.scan, [(candidate, shape)])
             contributed = contributed_llm_test(ctx, targets, edits)
             if isinstance(contributed, Declined):
                 return contributed
             edits.extend(contributed[0])
             engine_tests = contributed[1]
-        else:
-            forward_test = _aux_forward_test(ctx, finding, candidate, shape)
-            if isinstance(forward_test, Declined):
-                return forward_test
-            edits.append(forward_test[0])
-            cpu_tests = (*cpu_tests, forward_test[1])
+        claims = broken_claims_fixed(ctx, candidate)
+        context = enable_writeup_context(ctx, finding, shape, absolute, through_llm)
+        if branched := _branched_step(ctx.scan.index, candidate.captured):
+            path = ctx.scan.index.path_of(candidate.captured)
+            context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
+        context["broken_claims"] = [
+            {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
+        ]
         return FixPlan(
             recipe=NAME,
             finding=finding,
@@ -925,15 +934,19 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
 
 
 def _without_forward_test_refused(ctx: ScanContext, candidate: Candidate) -> Candidate:
-    """A candidate whose plan would be declined for want of its contributed forward test is
-    refused by the scan too, so ``fixable`` never promises a plan ``bot propose`` won't write."""
+    """A candidate whose plan would be declined for want of its contributed test (the stand-in
+    forward test cannot be written, nor the test through LLM) is refused by the scan too, so
+    ``fixable`` never promises a plan ``bot propose`` won't write."""
     if not isinstance(candidate.verdict, DecoderShape):
         return candidate
     fields = forward_test_fields(ctx, candidate, candidate.verdict)
     if not isinstance(fields, Declined):
         return candidate
+    missing = llm_test_unavailable(ctx.root)
+    if missing is None:
+        return candidate  # its plan contributes the test through LLM instead
     reason = fields.reason.removeprefix(f"{NEEDS_HUMAN}: ")
-    return replace(candidate, verdict=Refusal(reason))
+    return replace(candidate, verdict=Refusal(f"{reason}; no test through LLM either: {missing}"))
 
 
 def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
@@ -1209,8 +1222,10 @@ def _edits(
 
 
 def enable_writeup_context(
-    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool, through_llm: bool
 ) -> dict[str, Any]:
+    """``through_llm``: the plan's test goes through LLM (a tree with tests/AGENTS.md, or one
+    where the stand-in forward test cannot be written), not on stand-ins."""
     from bot.recipes.eagle3_wrapper.recipe import wrappers_waiting_for
 
     url = ctx.url
@@ -1227,16 +1242,18 @@ def enable_writeup_context(
         "norm_url": url(decoder.path, shape.norm_line),
         "absolute": absolute,
         "pp_flag": has_pp_flag,
-        "unproven": unproven_lines(ctx, finding, shape),
+        "unproven": unproven_lines(ctx, finding, shape, through_llm),
         "follow_ups": wrappers_waiting_for(ctx.scan, finding.class_name),
-        # the tree's own test style: stand-ins, or (tests/AGENTS.md) a test through LLM
-        "stand_in_test": not follows_agents_rules(ctx.root),
+        # the plan's test: on stand-ins (the tree's own style), or through LLM
+        "stand_in_test": not through_llm,
         "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
         "delegates": delegates(decoder.attribute.removeprefix("self."), shape.layers_attr),
     }
 
 
-def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> list[dict[str, str]]:
+def unproven_lines(
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, through_llm: bool
+) -> list[dict[str, str]]:
     """What this plan's tests leave unproven for the class, one line each."""
     decoder = finding.evidence_as(EnableEvidence).decoder
     lines: list[dict[str, str]] = []
@@ -1263,7 +1280,7 @@ def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> l
                 "float32 (CPU tests run float32)",
             }
         )
-    if follows_agents_rules(ctx.root):
+    if through_llm:
         text = (
             "the contributed test runs the model through LLM with dummy weights, one layer "
             "(the registry example's config, shrunk as tests/models/test_initialization.py "
