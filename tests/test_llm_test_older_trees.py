@@ -85,6 +85,11 @@ def test_a_decoder_whose_stand_in_cannot_be_written_gets_the_test_through_llm(sc
     text = _new_file(proposal.patch, LLM_TEST_PATH)
     assert '    "SarvamMLAForCausalLM": "norm",\n' in text
     assert "the contributed test runs the model through LLM" in proposal.pr_markdown
+    assert (
+        "this tree has no tests/AGENTS.md, and its own style of test, the forward on stand-in "
+        "layers, cannot be written here (no contributed forward test: SarvamMLAModel.forward "
+        "reads self.embedding_dropout" in proposal.pr_markdown
+    )
     assert "stand-in layers" not in proposal.pr_markdown
 
     changed = ("vllm/model_executor/models/sarvam.py",)

@@ -85,6 +85,7 @@ from bot.recipes.eagle3_interface.recipe import (
 )
 from bot.recipes.evidence import At, Bound, BuildsOn, SharedSet
 from bot.recipes.llm_test import (
+    AGENTS_RULES,
     example_arch,
     follows_agents_rules,
     llm_test_edits,
@@ -221,13 +222,13 @@ class Eagle3Enable(Recipe):
         test_edit, cpu_tests = regression_test_edit(ctx, finding, variant)
         edits.append(test_edit)
         engine_tests: tuple[str, ...] = ()
-        through_llm = follows_agents_rules(ctx.root)
+        through_llm: bool | str = follows_agents_rules(ctx.root)
         if not through_llm:
             forward_test = _aux_forward_test(ctx, finding, candidate, shape)
             if isinstance(forward_test, Declined):  # the test through LLM instead, if it can
                 if (missing := llm_test_unavailable(ctx.root)) is not None:
                     return Declined(f"{forward_test.reason}; no test through LLM either: {missing}")
-                through_llm = True
+                through_llm = forward_test.reason
             else:
                 edits.append(forward_test[0])
                 cpu_tests = (*cpu_tests, forward_test[1])
@@ -1222,10 +1223,10 @@ def _edits(
 
 
 def enable_writeup_context(
-    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool, through_llm: bool
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool, through_llm: bool | str
 ) -> dict[str, Any]:
-    """``through_llm``: the plan's test goes through LLM (a tree with tests/AGENTS.md, or one
-    where the stand-in forward test cannot be written), not on stand-ins."""
+    """``through_llm``: the plan's test goes through LLM, not on stand-ins (True: the tree has
+    tests/AGENTS.md; a text: why the tree's own stand-in forward test cannot be written)."""
     from bot.recipes.eagle3_wrapper.recipe import wrappers_waiting_for
 
     url = ctx.url
@@ -1245,14 +1246,14 @@ def enable_writeup_context(
         "unproven": unproven_lines(ctx, finding, shape, through_llm),
         "follow_ups": wrappers_waiting_for(ctx.scan, finding.class_name),
         # the plan's test: on stand-ins (the tree's own style), or through LLM
-        "stand_in_test": not through_llm,
+        "stand_in_test": through_llm is False,
         "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
         "delegates": delegates(decoder.attribute.removeprefix("self."), shape.layers_attr),
     }
 
 
 def unproven_lines(
-    ctx: PlanContext, finding: Finding, shape: DecoderShape, through_llm: bool
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, through_llm: bool | str
 ) -> list[dict[str, str]]:
     """What this plan's tests leave unproven for the class, one line each."""
     decoder = finding.evidence_as(EnableEvidence).decoder
@@ -1287,6 +1288,12 @@ def unproven_lines(
             "does) and extract_hidden_states: only the state after the last layer is "
             "compared with what the final norm reads; no draft model is run"
         )
+        if isinstance(through_llm, str):  # a tree whose own style is a stand-in test
+            text += (
+                f"; this tree has no {AGENTS_RULES}, and its own style of test, the forward on "
+                f"stand-in layers, cannot be written here ("
+                f"{through_llm.removeprefix(f'{NEEDS_HUMAN}: ')})"
+            )
     else:
         text = (
             "the contributed CPU test runs the patched forward on stand-in layers; the "

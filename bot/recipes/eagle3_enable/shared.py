@@ -240,13 +240,13 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
     edits.append(regression[0])
     cpu_tests = list(regression[1])
     engine_tests: tuple[str, ...] = ()
-    through_llm = follows_agents_rules(ctx.root)
+    through_llm: bool | str = follows_agents_rules(ctx.root)
     if not through_llm:
         forward = _forward_tests(ctx.scan, found)
         if isinstance(forward, Declined):  # the test through LLM instead, if it can
             if (missing := llm_test_unavailable(ctx.root)) is not None:
                 return Declined(f"{forward.reason}; no test through LLM either: {missing}")
-            through_llm = True
+            through_llm = forward.reason
         else:
             for edit, node_ids in forward:
                 edits.append(edit)
