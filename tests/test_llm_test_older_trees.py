@@ -90,7 +90,7 @@ def test_a_decoder_whose_stand_in_cannot_be_written_gets_the_test_through_llm(sc
         "layers, cannot be written here (no contributed forward test: SarvamMLAModel.forward "
         "reads self.embedding_dropout" in proposal.pr_markdown
     )
-    assert "stand-in layers" not in proposal.pr_markdown
+    assert "the patched forward on stand-in layers" not in proposal.pr_markdown
 
     changed = ("vllm/model_executor/models/sarvam.py",)
     rule = PUBLISH_RULES[LLM_TEST_KIND]
