@@ -462,7 +462,17 @@ def protocol_defaults(root: Path) -> ProtocolDefaults | None:
     except OSError:
         return None
     plain = facts_cache.remembered(
-        "protocol-defaults", _CACHE_VERSION, Path(root), data, lambda: _plain_defaults(data)
+        "protocol-defaults",
+        _CACHE_VERSION,
+        Path(root),
+        data,
+        lambda: _plain_defaults(data),
+        lambda value: (
+            value is None
+            or (
+                isinstance(value, dict) and set(value) == set(ProtocolDefaults.__dataclass_fields__)
+            )
+        ),
     )
     return ProtocolDefaults(**plain) if plain is not None else None
 
@@ -709,7 +719,12 @@ def runtime_guard(ctx: ScanContext) -> Guard | None:
         for module, path, data, owners in candidates
     )
     plain = facts_cache.remembered(
-        "runtime-guard", _CACHE_VERSION, ctx.root, content, lambda: _first_guard(candidates)
+        "runtime-guard",
+        _CACHE_VERSION,
+        ctx.root,
+        content,
+        lambda: _first_guard(candidates),
+        lambda value: value is None or (isinstance(value, list) and len(value) == 7),
     )
     if plain is None:
         return None
