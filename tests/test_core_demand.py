@@ -141,3 +141,20 @@ def test_publish_opens_the_core_pr_only_with_inherited_demand_and_names_it(
     # Demo itself still waits for the core's PR to merge.
     waiting_on = waiting_for(GitHubClient(), read_plan_dir(plans["demo"]).plan)
     assert waiting_on is not None and f"PR #{pull['number']} is open" in waiting_on
+
+
+def test_the_review_dashboard_shows_the_core_findings_demand_through_its_dependent(
+    plans: dict[str, Path],
+) -> None:
+    from bot.dashboard.pages import finding_demand
+
+    journal = Journal()
+    findings = [f.to_json() for f in scan(plans["tree"]).findings]
+    journal.record_findings(findings, plans["tree"], "base", "synthetic")
+    rows = {r.class_name: r for r in journal.findings()}
+    core = next(r for r in rows.values() if r.recipe == LOADER)
+    assert core.id not in finding_demand(journal, list(rows.values()))
+    _triaged(8)
+    shown = finding_demand(journal, list(rows.values()))
+    assert shown[core.id] == f"{DEMO} builds on it: open issue #8"
+    assert shown[rows[DEMO].id] == "open issue #8"
