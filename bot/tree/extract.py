@@ -22,8 +22,8 @@ from bot.tree.decoder_loop import (
 )
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 37  # 9-21, 23-31, 33-36 and 38-40 kept free for parallel branches
-# sharing this cache (issue 37 took 37)
+EXTRACT_VERSION = 35  # 9-21, 23-31, 33-34, 36 and 38-40 kept free for parallel branches
+# sharing this cache (issue 37 took 37, issue 35 then 35)
 
 FileFacts = dict[str, Any]
 
