@@ -428,7 +428,7 @@ CASES = RecipeCases(
             refuses="the two methods reaching self.model.decoder the recipe writes",
         ),
         Invalid(
-            "the capture's mixin on the parent instead of the child decoder",
+            "the child decoder that collects left without the mixin",
             CHILD,
             MODEL,
             (
