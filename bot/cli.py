@@ -66,16 +66,28 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
     demand = {item.finding.class_name: item.demand for item in ranked}
     size = {"max_size": args.max_group_size} if args.max_group_size is not None else {}
     groups = group_findings(chosen, by=args.group_by, **size)
-    asked = 0
-    for group in groups:
-        # What bot publish asks before it opens a PR: a triaged issue or a public draft (or,
-        # later, a maintainer's request on the dashboard issue).
-        wanted = [
+    # What bot publish asks before it opens a PR: a triaged issue or a public draft (or,
+    # later, a maintainer's request on the dashboard issue).
+    wanted = {
+        group.name: [
             d.explain()
             for f in group.findings
             if (d := demand.get(f.class_name)) and (d.issues or d.drafts)
         ]
-        asked += bool(wanted)
+        for group in groups
+    }
+    # A core fix has the demand of the groups that build on it (bot/publish/demand.py).
+    inherited: dict[str, list[str]] = {}
+    for group in groups:
+        for core in group.builds_on if wanted[group.name] else ():
+            named = ", ".join(f.class_name for f in group.findings)
+            for line in dict.fromkeys(wanted[group.name]):
+                inherited.setdefault(core, []).append(f"{named} builds on it: {line}")
+    asked = 0
+    for group in groups:
+        provides = [f"{f.recipe}:{f.class_name}" for f in group.findings]
+        through = [line for key in provides for line in inherited.get(key, [])]
+        asked += bool(wanted[group.name] or through)
         names, count = [], 0
         for finding in group.findings:
             # A set of targets sharing a decoder is one plan fixing each of them: count them all.
@@ -84,7 +96,8 @@ def _print_groups(ranked: list[Any], args: argparse.Namespace) -> None:
             names.append(finding.class_name + (f" (with {', '.join(others)})" if others else ""))
             count += 1 + len(others)
         after = f" [builds on {', '.join(group.builds_on)}]" if group.builds_on else ""
-        why = f"demand: {'; '.join(dict.fromkeys(wanted))}" if wanted else "no demand yet"
+        lines = [*dict.fromkeys(wanted[group.name]), *through]
+        why = f"demand: {'; '.join(lines)}" if lines else "no demand yet"
         print(f"{group.name} ({count}): {', '.join(names)}{after} -- {why}")
     print(
         f"{len(groups)} groups: {asked} with demand (a triaged issue or a public draft) would "

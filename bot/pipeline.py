@@ -118,6 +118,7 @@ def propose(
     """
     from bot.config import github_settings
     from bot.drafts import load_catalogue
+    from bot.github.issues import own_logins
     from bot.propose.proposal import proposal_for
     from bot.triage.issue import triage_issue
 
@@ -128,7 +129,8 @@ def propose(
     catalogue = load_catalogue()
     triage = None
     if issue is not None:  # read against the scan just made, not a second one of the path
-        triage = triage_issue(issue, repo, catalogue, scan=result.context)
+        mine = own_logins(issue)  # the bot's own comments are not the reporter's
+        triage = triage_issue(issue, repo, catalogue, scan=result.context, own_logins=mine)
     proposal = proposal_for(
         repo,
         result,

@@ -84,7 +84,7 @@ def overview(
         summary=journal.summary(),
         proposals=proposals,
         findings=findings,
-        demand=_demand(journal, findings),
+        demand=finding_demand(journal, findings),
         report_only=_report_only_recipes(),
         recipes=recipes,
         versions=versions,
@@ -92,18 +92,39 @@ def overview(
     )
 
 
-def _demand(journal: Journal, findings: list[FindingRow]) -> dict[int, str]:
-    """Finding id -> its demand signal as `bot scan` explains it (bot/scan/priority.py)."""
+def finding_demand(journal: Journal, findings: list[FindingRow]) -> dict[int, str]:
+    """Finding id -> its demand signal as `bot scan` explains it (bot/scan/priority.py); a core
+    finding's is the demand of the findings that build on it, each named
+    (bot/publish/demand.py)."""
     from bot.drafts import load_catalogue
     from bot.scan.priority import demand_for_archs
 
     issues, catalogue = journal.triaged_issues(), load_catalogue()
-    shown: dict[int, str] = {}
+    own: dict[int, str] = {}
     for row in findings:
         demand = demand_for_archs(row.architectures, issues, catalogue)
         if demand.issues or demand.drafts:
-            shown[row.id] = demand.explain()
+            own[row.id] = demand.explain()
+    shown = dict(own)
+    for row in findings:
+        names = set(_dependents(row))
+        through = [f"{r.class_name} builds on it: {own[r.id]}" for r in findings
+                   if r.class_name in names and r.id in own]  # fmt: skip
+        if through:
+            shown[row.id] = "; ".join(dict.fromkeys(through))
     return shown
+
+
+def _dependents(row: FindingRow) -> tuple[str, ...]:
+    """The classes whose fix builds on the finding's (a core finding's dependents)."""
+    from bot.recipes.base import Finding
+
+    data = {"recipe": row.recipe, "class": row.class_name, "module": "", "path": row.path}
+    data |= {"line": row.line or 0, "architectures": row.architectures, "evidence": row.evidence}
+    try:
+        return Finding.from_json(data).evidence.dependents()
+    except BotError:
+        return ()
 
 
 def _report_only_recipes() -> frozenset[str]:

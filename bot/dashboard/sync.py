@@ -167,10 +167,18 @@ def render_dashboard(
         "",
     ]
     pending = journal.proposals(PENDING)
-    wanted = [p for p in pending if has_demand(journal, p)]
+    inherited = {p.id: _inherited(journal, p) for p in pending}
+    wanted = [p for p in pending if inherited[p.id] or has_demand(journal, p)]
     for proposal in wanted:
         box = _box_of(journal, proposal)
         lines.append(_line(proposal, box, ticked=box in keep_ticked))
+        if inherited[proposal.id]:
+            # Its own line stays as rendered (a tick is checked against it); why it is wanted
+            # follows, as the item's continuation.
+            shown = "; ".join(
+                inline(line, limit=200).replace("\\#", "#") for line in inherited[proposal.id]
+            )
+            lines.append(f"  Wanted through the plans that build on it: {shown}")
     if not wanted:
         lines.append("Nothing is waiting.")
     requestable = [p for p in pending if p not in wanted]
@@ -183,7 +191,8 @@ def render_dashboard(
 
 
 def has_demand(journal: Journal, proposal: ProposalRecord) -> bool:
-    """Whether the proposal's PR is wanted: a triaged issue, a public draft, a request."""
+    """Whether the proposal's PR is wanted: a triaged issue, a public draft, a request, or
+    (a core plan) one of these for a plan that builds on it."""
     from bot.plan import Plan
     from bot.publish.pr import demand_of
 
@@ -191,7 +200,19 @@ def has_demand(journal: Journal, proposal: ProposalRecord) -> bool:
         plan = Plan.from_dict(dict(journal.as_published(proposal.id).plan))
     except BotError:
         return False
-    return bool(demand_of(plan, journal.requested_by(proposal.id)))
+    return bool(demand_of(plan, journal.requested_by(proposal.id), _inherited(journal, proposal)))
+
+
+def _inherited(journal: Journal, proposal: ProposalRecord) -> list[str]:
+    """A core proposal's demand through the plans that build on it (bot/publish/demand.py)."""
+    from bot.plan import Plan
+    from bot.publish.demand import inherited_demand
+
+    try:
+        plan = Plan.from_dict(dict(journal.as_published(proposal.id).plan))
+    except BotError:
+        return []
+    return inherited_demand(plan, journal)
 
 
 def _box_of(journal: Journal, proposal: ProposalRecord) -> tuple[str, str]:

@@ -161,6 +161,15 @@ def status_marker(issue_number: int) -> str:
     return f"<!-- bot:status issue={issue_number} -->"
 
 
+_STATUS = re.compile(r"<!--[ \t]*bot:status[ \t]+issue=\d+[ \t]*-->")
+
+
+def is_status_comment(body: str) -> bool:
+    """Whether a comment carries the sticky status comment's marker (:func:`status_marker`):
+    the bot's own words on an issue, never the reporter's."""
+    return bool(_STATUS.search(body))
+
+
 def approve_marker(value: str, review: str) -> str:
     return f"<!-- bot:approve={value} review={review} -->"
 

@@ -14,6 +14,7 @@ the same number.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,6 +74,25 @@ def _fetcher(upstream: str) -> Callable[[int], dict[str, Any]]:
             ) from None
 
     return fetch
+
+
+def own_logins(issue: dict[str, Any]) -> frozenset[str]:
+    """The bot's own logins, whose comments in ``issue``'s thread triage does not read:
+    ``BOT_LOGIN`` (the Action's token cannot read its own user), else the token's user. Asked
+    only when the thread has comments; none without a token or when GitHub does not answer (the
+    status comment's marker still tells the bot's own)."""
+    comments = issue.get("comments_list")
+    if not isinstance(comments, list) or not comments:
+        return frozenset()
+    from bot.github.client import GitHubClient
+
+    try:
+        client = GitHubClient()
+        if not client.authenticated and not os.environ.get("BOT_LOGIN", "").strip():
+            return frozenset()
+        return frozenset({client.login})
+    except BotError:
+        return frozenset()
 
 
 def issue_repository(issue: dict[str, Any]) -> str | None:

@@ -63,6 +63,9 @@ class Facts:
     attestation: Attestation | None = None
     verified: bool | None = None  # None: not asked of GitHub yet (a preview)
     docs: tuple[str, ...] | None = None
+    # A core plan's demand: the lines of the plans that build on it and were asked for
+    # (bot/publish/demand.py), each naming its dependent.
+    inherited: tuple[str, ...] = ()
 
 
 # --- the tests that ran -----------------------------------------------------------------------
@@ -449,6 +452,8 @@ def context(facts: Facts) -> dict[str, Any]:
         "docs": facts.docs,
         "rules": rules,
         "boxes": template_boxes(facts, report),
+        # Mid-sentence, "#8" is GitHub's link to the issue, not a heading: left unescaped.
+        "inherited": [inline(line, limit=200).replace("\\#", "#") for line in facts.inherited],
     }
 
 
@@ -578,6 +583,7 @@ def refresh(markdown: str, facts: Facts) -> str:
 def preview_facts(plan: Plan, patch: str, repo: Path) -> Facts:
     """The facts of a preview (propose, verify): the tree's rules and docs at the plan's base
     commit in ``repo``, the plan's recorded duplicate search, nobody's attestation yet."""
+    from bot.publish.demand import inherited_demand
     from bot.publish.tree_facts import docs_naming, rules_at
 
     names = [n for m in plan.members for n in (m.class_name, *_archs(m.finding))]
@@ -588,6 +594,7 @@ def preview_facts(plan: Plan, patch: str, repo: Path) -> Facts:
         rules=rules_at(repo, plan.base_commit),
         search=plan.duplicate_search,
         docs=docs_naming(repo, plan.base_commit, names),
+        inherited=tuple(inherited_demand(plan)),
     )
 
 

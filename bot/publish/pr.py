@@ -21,7 +21,7 @@ import hashlib
 import html
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -90,6 +90,7 @@ from bot.publish.contrib_rules import (
     read_rules,
 )
 from bot.publish.contribution import Facts, refresh, require_recorded_results
+from bot.publish.demand import dependents, inherited_demand, member_demand
 from bot.publish.dependencies import waiting_for
 from bot.publish.duplicates import keywords_of, run_search
 from bot.publish.evidence import require_evidence
@@ -302,8 +303,9 @@ def publish_plan(
             "so nothing is reopened"
         )
         return _result("closed-by-maintainer", closed, message)
+    inherited = inherited_demand(plan) if plan.status == READY else []
     if not open_pulls:
-        demand = demand_of(plan, requested_by)
+        demand = demand_of(plan, requested_by, inherited)
         if not demand:
             return PublishResult("waiting-for-demand", message=no_demand_message(plan))
     work_dir = work_dir or default_work_dir(settings)
@@ -354,6 +356,7 @@ def publish_plan(
         submitter_identity=f"{settings.git_name} <{settings.git_email}>",
         verified=verified,
         docs=docs_naming(work_dir, plan.base_commit, names),
+        inherited=tuple(inherited),
     )
 
     def body_for(who: Attestation) -> str:
@@ -435,27 +438,29 @@ def _same_as_reviewed(reviewed: str, body: str, attestation: Attestation) -> Non
     )
 
 
-def demand_of(plan: Plan, requested_by: str | None = None) -> list[str]:
+def demand_of(
+    plan: Plan, requested_by: str | None = None, inherited: Sequence[str] = ()
+) -> list[str]:
     """Why a PR for ``plan`` is wanted, one line per signal: a triaged issue it fixes, a public
     draft checkpoint its registry entry tests with, a maintainer's request ticked on the
-    dashboard issue. Empty: nobody asked, and the plan waits on the dashboard issue."""
+    dashboard issue, and (a core plan) the demand of the plans that build on it
+    (``inherited``, :func:`bot.publish.demand.inherited_demand`). Empty: nobody asked, and the
+    plan waits on the dashboard issue."""
     lines = [f"issue #{n}" for n in plan.issues]
-    for member in plan.members:
-        entry = member.registry_entry
-        draft = entry.draft.repo_id if entry is not None else None
-        if draft:
-            lines.append(f"public draft {draft} for {member.class_name}")
+    for name, member_lines in member_demand(plan):
+        lines += [f"{line} for {name}" for line in member_lines if line.startswith("public draft")]
     if requested_by:
         lines.append(f"requested by @{_checked_login(requested_by)} on the dashboard issue")
-    return list(dict.fromkeys(lines))
+    return list(dict.fromkeys([*lines, *inherited]))
 
 
 def no_demand_message(plan: Plan) -> str:
     what = f"group {plan.group}" if plan.is_group else str(plan.class_name)
+    builds = " nor for a plan that builds on it" if dependents(plan) else ""
     return (
-        f"not opening a PR for {what}: nobody asked for it (no triaged issue, no public draft "
-        "checkpoint, no maintainer's request); it waits on the dashboard issue as a "
-        "requestable item (`bot sync`)"
+        f"not opening a PR for {what}: nobody asked for it{builds} (no triaged issue, no "
+        "public draft checkpoint, no maintainer's request); it waits on the dashboard issue as "
+        "a requestable item (`bot sync`)"
     )
 
 

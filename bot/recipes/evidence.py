@@ -91,3 +91,8 @@ class Evidence(JsonRecord):
     def depends_on(self) -> BuildsOn | None:
         """The core finding this one's fix builds on (needs first), if any."""
         return None
+
+    def dependents(self) -> tuple[str, ...]:
+        """The classes whose plans build on this (core) finding's fix and wait for its PR to
+        merge: their demand is this fix's demand (:mod:`bot.publish.demand`)."""
+        return ()

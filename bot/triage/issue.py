@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.drafts import DraftCatalogue, load_catalogue
 from bot.errors import BotError
+from bot.github.identity import is_status_comment
 from bot.hub import Hub
 from bot.tree.known_models import GENERATION_CATEGORIES, KnownModels, load_known_models
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
@@ -174,8 +175,12 @@ def triage_issue(
     lacking: frozenset[str] | None = None,
     scan: ScanContext | None = None,
     checkpoints: Hub | None = None,
+    own_logins: frozenset[str] = frozenset(),
 ) -> Triage:
     """Read ``issue`` against the tree at ``tree_root``.
+
+    ``own_logins``: the bot's own GitHub logins (the token's user, ``BOT_LOGIN``); their
+    comments, and any carrying the bot's status marker, are not the reporter's and are not read.
 
     ``lacking``: the architectures the tree's scan reports without the interface (read from the
     tree when needed and not given); it decides whether a plan may cover a text class and a
@@ -191,7 +196,7 @@ def triage_issue(
     tree = _Tree(root, scan)
     known = load_known_models(root)
     reasons: list[str] = []
-    parts = _issue_parts(issue, reasons)
+    parts = _issue_parts(issue, reasons, own_logins)
     raw_text = "\n".join(parts)
     text = drop_noise(raw_text)
     title = text.split("\n", 1)[0] if isinstance(issue.get("title"), str) else ""
@@ -551,11 +556,38 @@ def clean_text(text: str) -> tuple[str, bool]:
     return _BIDI.sub("", text), truncated
 
 
-def _issue_parts(issue: dict[str, Any], reasons: list[str]) -> list[str]:
+def _reporters_comments(
+    comments: list[Any], own_logins: frozenset[str], reasons: list[str]
+) -> list[Any]:
+    """The thread without the bot's own comments: its sticky status comment (by its marker,
+    whoever's token wrote it) and anything the token's login wrote. A rerun reads what people
+    said, never the bot's own question or status as if the reporter had written it."""
+    logins = {login.lower() for login in own_logins}
+    kept, skipped = [], 0
+    for comment in comments:
+        if isinstance(comment, dict):
+            body = comment.get("body")
+            user = comment.get("user")
+            login = user.get("login") if isinstance(user, dict) else None
+            if (isinstance(body, str) and is_status_comment(body)) or (
+                isinstance(login, str) and login.lower() in logins
+            ):
+                skipped += 1
+                continue
+        kept.append(comment)
+    if skipped:
+        reasons.append(f"{skipped} of the bot's own comments were not read")
+    return kept
+
+
+def _issue_parts(
+    issue: dict[str, Any], reasons: list[str], own_logins: frozenset[str] = frozenset()
+) -> list[str]:
     raw: list[tuple[str, object]] = [("title", issue.get("title")), ("body", issue.get("body"))]
     comments = issue.get("comments_list") or []
     if not isinstance(comments, list):
         comments = []
+    comments = _reporters_comments(comments, own_logins, reasons)
     if len(comments) > MAX_COMMENTS:
         reasons.append(f"only the first {MAX_COMMENTS} of {len(comments)} comments were read")
     for number, comment in enumerate(comments[:MAX_COMMENTS], start=1):

@@ -274,6 +274,19 @@ class GitHubStandIn:
             }
         return number
 
+    def add_comment(self, repo: str, number: int, body: str, user: str) -> int:
+        """A comment ``user`` wrote on issue (or PR) ``number``."""
+        with self.state.lock:
+            comment_id = next(self.state.ids)
+            self.state.comments[comment_id] = {
+                "issue": (repo, number),
+                "body": body,
+                "user": user,
+                "created_at": now_iso(),
+                "updated_at": now_iso(),
+            }
+        return comment_id
+
     def add_pull(
         self,
         repo: str,

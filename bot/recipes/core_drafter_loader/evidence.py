@@ -70,6 +70,10 @@ class LoaderEvidence(Evidence):
     def unblocked(self) -> list[Blocked]:
         return [b for b in self.blocked if b.after is None]
 
+    def dependents(self) -> tuple[str, ...]:
+        """The enable targets ready once the loaders are fixed: their plans build on this."""
+        return tuple(dict.fromkeys(b.name for b in self.unblocked()))
+
 
 def anchor(loaders: Loaders) -> LoaderSite:
     """The site the core finding is named after: the first, in path and line order."""

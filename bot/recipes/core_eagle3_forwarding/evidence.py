@@ -67,6 +67,10 @@ class ForwardingEvidence(Evidence):
         measured so a regression shows."""
         return [d for d in self.declared if d.works_today and d.takes != "unwrap"]
 
+    def dependents(self) -> tuple[str, ...]:
+        """The wrappers whose plan is the declaration alone once the defaults forward."""
+        return tuple(dict.fromkeys(w.name for w in self.declarations))
+
 
 def builds_on(defaults: ProtocolDefaults) -> BuildsOn:
     """What a wrapper whose fix is the declaration alone, once the defaults forward, builds on."""
