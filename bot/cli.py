@@ -24,6 +24,9 @@ def cmd_scan(args: argparse.Namespace) -> int:
 
     if args.propose_top is not None and args.plans is None:
         raise BotError("--propose-top needs --plans DIR (where the plans are written)")
+    from bot.scan.findings import freeze_after_scans
+
+    freeze_after_scans()  # this process ends after the scan (and its plans)
     result = pipeline.scan(Path(args.path), use_cache=not args.no_cache, record=True)
     for problem in result.problems:
         print(f"bot: skipped {problem}", file=sys.stderr)

@@ -86,3 +86,36 @@ def test_a_store_that_cannot_be_written_only_costs_time(tmp_path: Path) -> None:
         store.put({"a": 1})
         store.record_tree(tmp_path, ["a"])
         assert store.get(["a"]) == {}
+
+
+def test_a_remembered_answer_is_computed_once_per_content_and_refused_when_damaged(
+    tmp_path: Path,
+) -> None:
+    """facts_cache.remembered (the loaders, the registry, the protocol's defaults, the guard):
+    computed once per content (this process, then the store), one answer kept per tree, and a
+    damaged answer is recomputed rather than believed."""
+    tree, computed = _tree(tmp_path, "0.34.0"), []
+
+    def ask(content: bytes) -> object:
+        def compute() -> list[int]:
+            computed.append(content)
+            return [len(content)]
+
+        return facts_cache.remembered("toy", 1, tree, content, compute, valid)
+
+    def valid(value: object) -> bool:
+        return isinstance(value, list)
+
+    assert ask(b"abc") == [3] and ask(b"abc") == [3]
+    facts_cache._REMEMBERED.clear()  # a new process: the store answers
+    assert ask(b"abc") == [3]
+    assert computed == [b"abc"]
+    assert ask(b"abcd") == [4]  # the tree changed: its old answer is pruned
+    path = facts_cache.cache_file("toy", 1)
+    assert _stored_keys(path) == {facts_cache.content_key(b"abcd")}
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE facts SET value = ?", (pickle.dumps("garbage"),))
+    db.close()
+    facts_cache._REMEMBERED.clear()
+    assert ask(b"abcd") == [4]  # refused, the store rebuilt, computed again
+    assert computed == [b"abc", b"abcd", b"abcd"]

@@ -7,7 +7,7 @@ write-up's replication and model-evaluation lines). So outside a fix class's own
 (``bot/recipes/<fix class>/``):
 
 - no module imports a fix class's package (the registry, ``bot/recipes/__init__.py``, registers
-  them and is the one exception);
+  them, one line each, and is the one exception; it lists exactly the packages on disk);
 - no file of ``bot/`` outside ``bot/recipes/``, and no template of templates/ (a fix class's own
   templates are in its package), names a registered recipe or one of its edit kinds, and none
   probes a recipe's members with ``getattr``.
@@ -22,7 +22,7 @@ import inspect
 import shutil
 from pathlib import Path
 
-from bot.recipes import RECIPES, fixes
+from bot.recipes import PACKAGES, RECIPES, fixes
 from bot.recipes.base import FixingRecipe, Recipe
 from bot.recipes.evidence import Evidence
 
@@ -118,6 +118,24 @@ def _planted_copy(tmp_path: Path) -> Path:
     copy = tmp_path / "bot"
     shutil.copytree(BOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
+
+
+def unregistered(bot: Path, packages: tuple[str, ...]) -> list[str]:
+    """The fix-class packages on disk the registry does not list, and those it lists that are
+    not on disk."""
+    on_disk = fix_class_packages(bot)
+    return sorted(on_disk.symmetric_difference(packages))
+
+
+def test_the_registry_lists_exactly_the_fix_class_packages_on_disk(tmp_path: Path) -> None:
+    assert unregistered(BOT, PACKAGES) == []
+    assert [type(r).__module__ for r in RECIPES] == [f"bot.recipes.{p}.recipe" for p in PACKAGES]
+    copy = tmp_path / "bot"
+    shutil.copytree(BOT / "recipes", copy / "recipes", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "recipes" / "stray").mkdir()
+    (copy / "recipes" / "stray" / "__init__.py").write_text('"""Never registered."""\n')
+    assert unregistered(copy, PACKAGES) == ["stray"]
+    assert unregistered(BOT, (*PACKAGES, "gone")) == ["gone"]
 
 
 def test_no_generic_module_imports_a_fix_classs_package() -> None:

@@ -1,5 +1,8 @@
 """The fix classes the bot knows. A new recipe is one package here (``<fix class>/recipe.py``,
-beside its cases and publish rules) plus one line below."""
+beside its cases, publish rules, codemods and templates) plus its one line in ``PACKAGES``
+(tests/test_recipe_seams.py compares the list with the packages on disk)."""
+
+import importlib
 
 from bot.recipes.base import (
     Declined,
@@ -11,20 +14,19 @@ from bot.recipes.base import (
     ScanContext,
     fixes,
 )
-from bot.recipes.core_drafter_loader import recipe as core_drafter_loader
-from bot.recipes.core_eagle3_forwarding import recipe as core_eagle3_forwarding
-from bot.recipes.eagle3_broken_claim import recipe as eagle3_broken_claim
-from bot.recipes.eagle3_enable import recipe as eagle3_enable
-from bot.recipes.eagle3_interface import recipe as eagle3_interface
-from bot.recipes.eagle3_wrapper import recipe as eagle3_wrapper
 
-RECIPES: tuple[Recipe, ...] = (
-    eagle3_interface.RECIPE,
-    eagle3_wrapper.RECIPE,
-    eagle3_enable.RECIPE,
-    eagle3_broken_claim.RECIPE,
-    core_drafter_loader.RECIPE,
-    core_eagle3_forwarding.RECIPE,
+# The fix classes' packages under bot/recipes/, one line each, in the order `bot scan` runs
+# them; each package's ``recipe`` module defines its ``RECIPE``.
+PACKAGES: tuple[str, ...] = (
+    "eagle3_interface",
+    "eagle3_wrapper",
+    "eagle3_enable",
+    "eagle3_broken_claim",
+    "core_drafter_loader",
+    "core_eagle3_forwarding",
+)
+RECIPES: tuple[Recipe, ...] = tuple(
+    importlib.import_module(f"{__name__}.{package}.recipe").RECIPE for package in PACKAGES
 )
 
 
@@ -39,6 +41,7 @@ def fixer_named(name: str) -> FixingRecipe | None:
 
 
 __all__ = [
+    "PACKAGES",
     "RECIPES",
     "Declined",
     "Finding",

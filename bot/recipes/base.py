@@ -36,9 +36,19 @@ class ScanContext:
     root: Path
     index: ClassIndex
     registry: ModelRegistry
+    # What analyses answered once for this scan (one tree state), by key: several recipes ask
+    # the same questions (the wrappers' assessments, the loaders). See :meth:`remembered`.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def remembered(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()``'s answer, computed once per scan context (callers only read it)."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]  # type: ignore[no-any-return]
 
 
 E = TypeVar("E", bound=Evidence)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from bot.recipes.eagle3_analysis import (
     is_multimodal,
     mixin_chain,
 )
+from bot.tree import facts_cache
 from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef
 from bot.tree.model_registry import GENERATION_CATEGORIES
 
@@ -38,6 +39,9 @@ SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's
 INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
 PROTOCOL_METHODS = ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")
 SUPPORTS_EAGLE3_CHECK = "supports_eagle3"  # the check a forwarding default asks
+# Bumped whenever what the cached answers below (the protocol's defaults, the tree's guard)
+# hold changes; older cache entries are then ignored.
+_CACHE_VERSION = 1
 
 # Fix shapes.
 INTERFACE_ONLY = "interface"  # the protocol's default methods reach the decoder
@@ -169,7 +173,7 @@ def pinned_language_models(ctx: ScanContext, lm: LanguageModel) -> list[Language
     """The language models a run-time construction is pinned to by the wrapper's own code:
     ``<x>.text_config.architectures = ["A"]`` or ``architectures=<name>`` with ``<name> =
     ["A"]`` in the method building it. Empty when nothing is pinned."""
-    archs = _pinned_architectures(ctx.root / ctx.index.path_of(lm.owner), lm.owner.name, lm.line)
+    archs = pinned_architectures(ctx.index.class_facts(lm.owner), lm.line)
     return [
         LanguageModel(lm.attribute, cls, lm.owner, lm.line, f'pinned: ["{arch}"]', arch)
         for arch in archs
@@ -177,45 +181,27 @@ def pinned_language_models(ctx: ScanContext, lm: LanguageModel) -> list[Language
     ]
 
 
-def _pinned_architectures(path: Path, class_name: str, line: int) -> list[str]:
-    method = _method_at(path, class_name, line)
-    if method is None:
+def pinned_architectures(class_facts: dict[str, Any] | None, line: int) -> list[str]:
+    """The architectures the class's method spanning ``line`` pins (from the index's ``pins``
+    facts, :func:`bot.tree.extract._pins`): the last ``architectures=<name>`` keyword of a call
+    spanning ``line`` names the list, or the method sets ``text_config.architectures``."""
+    methods = class_facts["methods"] if class_facts else {}
+    pins = next(
+        (
+            m["pins"]
+            for m in methods.values()
+            if "pins" in m and m["line"] <= line <= m["pins"]["end_line"]
+        ),
+        None,
+    )
+    if pins is None:
         return []
-    passed: str | None = None
-    for node in ast.walk(method):
-        if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno):
-            for keyword in node.keywords:
-                if keyword.arg == "architectures" and isinstance(keyword.value, ast.Name):
-                    passed = keyword.value.id
-    archs: list[str] = []
-    for node in ast.walk(method):
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-            continue
-        target = node.targets[0]
-        sets_text_config = (
-            isinstance(target, ast.Attribute)
-            and target.attr == "architectures"
-            and isinstance(target.value, ast.Attribute)
-            and target.value.attr == "text_config"
-        )
-        names_passed = isinstance(target, ast.Name) and target.id == passed
-        if (sets_text_config or names_passed) and isinstance(node.value, ast.List):
-            archs += [
-                e.value
-                for e in node.value.elts
-                if isinstance(e, ast.Constant) and isinstance(e.value, str)
-            ]
+    passed = None
+    for start, end, name in pins["keywords"]:
+        if start <= line <= end:
+            passed = name
+    archs = [a for target, values in pins["lists"] if target in (None, passed) for a in values]
     return list(dict.fromkeys(archs))
-
-
-def _method_at(path: Path, class_name: str, line: int) -> ast.FunctionDef | None:
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            for item in node.body:
-                end = item.end_lineno or item.lineno
-                if isinstance(item, ast.FunctionDef) and item.lineno <= line <= end:
-                    return item
-    return None
 
 
 def _assess_class(
@@ -469,12 +455,34 @@ class ProtocolDefaults:
 
 def protocol_defaults(root: Path) -> ProtocolDefaults | None:
     """This tree's protocol defaults; None without a readable ``SupportsEagle3`` that has
-    ``set_aux_hidden_state_layers``."""
+    ``set_aux_hidden_state_layers`` (read from the user cache when this interfaces.py was seen
+    before)."""
     try:
-        source = (Path(root) / INTERFACES_PATH).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = (Path(root) / INTERFACES_PATH).read_bytes()
+    except OSError:
         return None
-    return _read_defaults(source)
+    plain = facts_cache.remembered(
+        "protocol-defaults",
+        _CACHE_VERSION,
+        Path(root),
+        data,
+        lambda: _plain_defaults(data),
+        lambda value: (
+            value is None
+            or (
+                isinstance(value, dict) and set(value) == set(ProtocolDefaults.__dataclass_fields__)
+            )
+        ),
+    )
+    return ProtocolDefaults(**plain) if plain is not None else None
+
+
+def _plain_defaults(data: bytes) -> dict[str, Any] | None:
+    try:
+        defaults = _read_defaults(facts_cache.decoded(data))
+    except UnicodeDecodeError:
+        return None
+    return asdict(defaults) if defaults is not None else None
 
 
 def protocol_follows_language_model(root: Path) -> bool:
@@ -686,23 +694,54 @@ def _raised_class(path: Path, line: int) -> str | None:
 
 
 def runtime_guard(ctx: ScanContext) -> Guard | None:
-    """The first such guard in the tree (by module), or None when the tree has none."""
+    """The first such guard in the tree (by module), or None when the tree has none (read from
+    the user cache when the files that could hold one were seen before)."""
     index = ctx.index
+    candidates: list[tuple[str, str, bytes, list[str]]] = []  # module, path, text, owners
     for module in sorted(index.modules):
         path = index.modules[module].path
         try:
-            source = (ctx.root / path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            data = (ctx.root / path).read_bytes()
+        except OSError:
             continue
-        if "supports_eagle3(self." not in source:
+        if b"supports_eagle3(self." not in data:
             continue
-        for name in index.modules[module].facts["classes"]:
-            owner = ClassRef(module, name)
-            if not (is_multimodal(index, owner) and declares_eagle3(index, owner)):
-                continue
-            found = _guard_in(source, owner, path)
+        owners = [
+            name
+            for name in index.modules[module].facts["classes"]
+            if is_multimodal(index, ClassRef(module, name))
+            and declares_eagle3(index, ClassRef(module, name))
+        ]
+        if owners:
+            candidates.append((module, path, data, owners))
+    content = b"".join(
+        f"{module}\0{path}\0{','.join(owners)}\0{len(data)}\0".encode() + data
+        for module, path, data, owners in candidates
+    )
+    plain = facts_cache.remembered(
+        "runtime-guard",
+        _CACHE_VERSION,
+        ctx.root,
+        content,
+        lambda: _first_guard(candidates),
+        lambda value: value is None or (isinstance(value, list) and len(value) == 7),
+    )
+    if plain is None:
+        return None
+    name, attribute, source, module, owner, path, line = plain
+    return Guard(name, attribute, source, ClassRef(module, owner), path, line)
+
+
+def _first_guard(candidates: list[tuple[str, str, bytes, list[str]]]) -> list[Any] | None:
+    for module, path, data, owners in candidates:
+        try:
+            source = facts_cache.decoded(data)
+        except UnicodeDecodeError:
+            continue
+        for name in owners:
+            found = _guard_in(source, ClassRef(module, name), path)
             if found is not None:
-                return found
+                return [found.name, found.attribute, found.source, module, name, path, found.line]
     return None
 
 

@@ -9,6 +9,7 @@ these facts and the layer's own ``forward``.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from typing import Any
 
 
@@ -568,7 +569,9 @@ def _float32_cast(stmt: ast.stmt) -> dict[str, Any] | None:
     return None
 
 
-def delegation(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any] | None:
+def delegation(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, fors: list[ast.For] | None = None
+) -> dict[str, Any] | None:
     """For a ``forward`` without a layer loop: the top-level calls of a child module that
     assign names (``hidden_states, residual = self.layers(...)``: a nested decoder, whose loop
     lives in the child) with the statements after each, or that are returned whole
@@ -616,7 +619,7 @@ def delegation(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any] |
     looped = sorted(
         {
             (attr, loop.lineno)
-            for loop in ast.walk(func)
+            for loop in (ast.walk(func) if fors is None else fors)  # `fors`: the caller's walk
             if isinstance(loop, ast.For)
             for node in ast.walk(loop)
             if isinstance(node, ast.Call) and (attr := _self_attr(node.func)) is not None
@@ -633,10 +636,14 @@ def delegation(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any] |
 
 
 def layer_returns(
-    func: ast.FunctionDef | ast.AsyncFunctionDef, returns: list[ast.Return]
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    returns: list[ast.Return],
+    loads: Counter[str] | None = None,
 ) -> dict[str, Any]:
     """What a layer's ``forward`` returns: the tuple arity of each return, and for a returned
-    tuple whether its first name was last assigned from a sum (the stream already summed)."""
+    tuple whether its first name was last assigned from a sum (the stream already summed).
+    ``returns`` are every ``return`` in ``func``; ``loads`` (optional) counts the names it
+    reads, as :func:`loaded_names` would."""
     arities: set[int] = set()
     summed_first = False
     sums: dict[str, bool] = {}  # name -> whether its last top-level assignment is a sum
@@ -673,7 +680,7 @@ def layer_returns(
         "summed_first": summed_first,
         "delegates": sorted(delegates),
         "second_none": bool(none_second) and all(none_second) and not opaque and not delegates,
-        **parameter_use(func),
+        **parameter_use(func, returns, loads),
     }
 
 
@@ -690,57 +697,87 @@ def _annotated_arity(func: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None
     return None
 
 
-def parameter_use(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, list[str]]:
+def parameter_use(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    returns: list[ast.Return] | None = None,
+    loads: Counter[str] | None = None,
+) -> dict[str, list[str]]:
     """The forward's parameters (without ``self``) in order; those it rebinds before reading
     (``residual = hidden_states`` first: what the caller passes is ignored); and those it only
-    hands back as an element of a returned tuple (a norm passing its residual through)."""
+    hands back as an element of a returned tuple (a norm passing its residual through).
+    ``returns`` and ``loads`` are what the caller's walk of ``func`` already found (every
+    ``return``; :func:`loaded_names`), else they are found here."""
     args = func.args
     params = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
     if params and params[0] == "self":
         params = params[1:]
-    dead = [p for p in params if _rebound_before_read(func.body, p)]
-    passthrough = [p for p in params if _only_returned(func, p)]
-    return {"params": params, "dead_params": dead, "passthrough_params": passthrough}
+    if not params:
+        return {"params": [], "dead_params": [], "passthrough_params": []}
+    if returns is None:
+        returns = [n for n in ast.walk(func) if isinstance(n, ast.Return)]
+    if loads is None:
+        loads = loaded_names(func)
+    dead = _rebound_before_read(func.body, params, loads)
+    # Read only as a bare element of `return a, name`: never computed with.
+    returned: Counter[str] = Counter(
+        e.id
+        for node in returns
+        if isinstance(node.value, ast.Tuple)
+        for e in node.value.elts
+        if isinstance(e, ast.Name)
+    )
+    passthrough = [p for p in params if returned[p] > 0 and loads[p] == returned[p]]
+    return {
+        "params": params,
+        "dead_params": [p for p in params if p in dead],
+        "passthrough_params": passthrough,
+    }
 
 
-def _reads(node: ast.AST, name: str) -> bool:
-    return any(
-        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-        for n in ast.walk(node)
+def loaded_names(node: ast.AST) -> Counter[str]:
+    """How many times each name is read (``Load``) in ``node``."""
+    return Counter(
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
     )
 
 
-def _rebound_before_read(body: list[ast.stmt], name: str) -> bool:
+def _rebound_before_read(
+    body: list[ast.stmt], names: list[str], loads: Counter[str] | None = None
+) -> set[str]:
+    """Those of ``names`` that ``body`` assigns (from a value not reading them) before any
+    statement reads them. One walk per statement, for every name at once, and only until each
+    name is decided (with ``loads``, the body's read names: a name neither read nor assigned
+    at the top is decided at once)."""
+    undecided, dead = set(names), set()
+    if loads is not None:
+        top_assigned = {
+            t.id
+            for stmt in body
+            if isinstance(stmt, ast.Assign)
+            for target in stmt.targets
+            for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+            if isinstance(t, ast.Name)
+        }
+        undecided = {n for n in undecided if loads[n] or n in top_assigned}
     for stmt in body:
+        if not undecided:
+            break
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
             continue  # the docstring
-        if (
-            isinstance(stmt, ast.Assign)
-            and not _reads(stmt.value, name)
-            and any(
-                isinstance(t, ast.Name) and t.id == name
+        read = loaded_names(stmt)
+        if isinstance(stmt, ast.Assign):
+            assigned = {
+                t.id
                 for target in stmt.targets
                 for t in (target.elts if isinstance(target, ast.Tuple) else [target])
-            )
-        ):
-            return True
-        if _reads(stmt, name):
-            return False
-    return False
-
-
-def _only_returned(func: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> bool:
-    """Read only as a bare element of ``return a, name``: never computed with."""
-    returned = 0
-    for node in ast.walk(func):
-        if isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple):
-            returned += sum(1 for e in node.value.elts if isinstance(e, ast.Name) and e.id == name)
-    reads = sum(
-        1
-        for n in ast.walk(func)
-        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-    )
-    return returned > 0 and reads == returned
+                if isinstance(t, ast.Name)
+            } & undecided
+            if assigned:
+                rebound = assigned - set(loaded_names(stmt.value))
+                dead |= rebound
+                undecided -= rebound
+        undecided -= set(read)
+    return dead
 
 
 def built_from(
@@ -796,16 +833,40 @@ def _helper_classes(helper: ast.FunctionDef, refs: dict[str, str]) -> set[str]:
     return names
 
 
-def speculative_refusals(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[dict[str, Any]]:
+def speculative_refusals(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, ifs: list[ast.If] | None = None
+) -> list[dict[str, Any]]:
     """The ``raise`` statements of a target's ``__init__`` under a test that reads the
     speculative configuration (Zaya's ``if vllm_config.num_speculative_tokens: raise
     NotImplementedError("ZAYA1 does not support speculative decoding.")``): the model refuses
-    to run with a drafter at all. Each with its line, the test and the message as written."""
+    to run with a drafter at all. Each with its line, the test and the message as written.
+    ``ifs``: the ``if`` statements of ``func`` in ``ast.walk`` order, when the caller has them."""
     found: list[dict[str, Any]] = []
-    for node in ast.walk(func):
-        if not (isinstance(node, ast.If) and "speculative" in ast.unparse(node.test)):
+    if ifs is None:
+        ifs = [node for node in ast.walk(func) if isinstance(node, ast.If)]
+    for node in ifs:
+        if not (_may_say(node.test, "speculative") and "speculative" in ast.unparse(node.test)):
             continue
         for raised in (n for s in node.body for n in ast.walk(s) if isinstance(n, ast.Raise)):
             exc = _short(raised.exc, 120) if raised.exc is not None else "the active exception"
             found.append({"line": raised.lineno, "test": _short(node.test), "raises": exc})
     return found
+
+
+def _may_say(node: ast.expr, word: str) -> bool:
+    """Whether ``ast.unparse(node)`` can contain ``word`` (letters only): only a name, an
+    attribute, a keyword, a parameter or a string can (cheaper than unparsing every test)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            text = n.id
+        elif isinstance(n, ast.Attribute):
+            text = n.attr
+        elif isinstance(n, ast.keyword | ast.arg):
+            text = n.arg or ""
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str | bytes):
+            text = repr(n.value)
+        else:
+            continue
+        if word in text:
+            return True
+    return False

@@ -19,7 +19,8 @@ some refuse a target whose decoder is not ``.model`` or whose embedding has anot
 Read from the tree, never assumed: the loaders are the files under ``vllm/`` whose path names
 ``spec_decode``; the language model is any name bound to a ``.get_language_model()`` call (and
 a parameter of that name in another loader function); the decoder, any name bound to a decoder
-read (and a parameter of that name). Only files mentioning ``language_model`` are parsed.
+read (and a parameter of that name). Only files mentioning ``language_model`` are parsed, and
+the answer is cached by those files' content (a warm scan parses none of them).
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from __future__ import annotations
 import ast
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
+from typing import Any
+
+from bot.tree import facts_cache
 
 DECODER_ATTRIBUTE = "model"
 BY_TYPE = "VocabParallelEmbedding"  # a lookup that walks the modules for one finds it by type
@@ -40,6 +44,8 @@ EMBEDDING = "embedding"
 # one such getattr; `if hasattr(d, "embed_tokens"): v = d.embed_tokens elif ...`.
 REWRITTEN = ("attribute", "none-guard", "or-getattr", "getattr", "hasattr-chain")
 OTHER = "other"
+# Bumped whenever what loader_sites finds changes; older cache entries are then ignored.
+_CACHE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,47 @@ class Loaders:
 
 
 def loader_sites(root: Path) -> Loaders:
-    """Every decoder and embedding site of the tree's speculative-decoding loaders."""
-    parsed = [(rel, tree) for rel, tree in _loader_modules(root)]
+    """Every decoder and embedding site of the tree's speculative-decoding loaders (read from
+    the user cache when these loader files were seen before)."""
+    files = list(_loader_files(root))
+    content = b"".join(f"{rel}\0{len(data)}\0".encode() + data for rel, data in files)
+    plain = facts_cache.remembered(
+        "loaders",
+        _CACHE_VERSION,
+        root,
+        content,
+        lambda: _plain(_loader_sites(files)),
+        _is_plain,
+    )
+    return _from_plain(plain)
+
+
+def _plain(loaders: Loaders) -> dict[str, Any]:
+    return {
+        "sites": [astuple(site) for site in loaders.sites],
+        "language_models": list(loaders.language_models),
+        "decoders": list(loaders.decoders),
+    }
+
+
+def _from_plain(data: dict[str, Any]) -> Loaders:
+    return Loaders(
+        tuple(LoaderSite(*fields[:5], tuple(fields[5]), fields[6]) for fields in data["sites"]),
+        tuple(data["language_models"]),
+        tuple(data["decoders"]),
+    )
+
+
+def _is_plain(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and all(isinstance(value.get(k), list) for k in ("sites", "language_models", "decoders"))
+        and all(isinstance(s, tuple | list) and len(s) == 7 for s in value["sites"])
+    )
+
+
+def _loader_sites(files: list[tuple[str, bytes]]) -> Loaders:
+    parsed = [(rel, tree) for rel, data in files if (tree := _parsed(data, rel)) is not None]
     lm_names: set[str] = set()
     for _, tree in parsed:
         lm_names |= _language_model_names(tree)
@@ -137,7 +182,8 @@ def loader_dirs(root: Path) -> tuple[str, ...]:
 # -- reading the loader files -----------------------------------------------------------------
 
 
-def _loader_modules(root: Path) -> Iterator[tuple[str, ast.Module]]:
+def _loader_files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """The loader files that mention ``language_model``, by path: (relative path, content)."""
     vllm = root / "vllm"
     if not vllm.is_dir():
         return
@@ -149,18 +195,18 @@ def _loader_modules(root: Path) -> Iterator[tuple[str, ast.Module]]:
             if not name.endswith(".py"):
                 continue
             path = Path(folder, name)
-            rel = path.relative_to(root).as_posix()
-            tree = _parsed(path, rel)
-            if tree is not None:
-                yield rel, tree
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if b"language_model" in data:
+                yield path.relative_to(root).as_posix(), data
 
 
-def _parsed(path: Path, rel: str) -> ast.Module | None:
+def _parsed(data: bytes, rel: str) -> ast.Module | None:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if "language_model" not in text:
+        text = facts_cache.decoded(data)
+    except UnicodeDecodeError:
         return None
     try:
         return ast.parse(text, filename=rel)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from functools import cache
 from typing import Any
@@ -22,8 +22,8 @@ from bot.tree.decoder_loop import (
 )
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 35  # 9-21, 23-31, 33-34, 36 and 38-40 kept free for parallel branches
-# sharing this cache (issue 37 took 37, issue 35 then 35)
+EXTRACT_VERSION = 36  # 9-21, 23-31, 33-34 and 39-40 kept free for parallel branches
+# sharing this cache (issue 37 took 37, issue 38 then 38, issue 35 then 35 and, merged, 36)
 
 FileFacts = dict[str, Any]
 
@@ -285,10 +285,9 @@ def _self_target(node: ast.expr) -> str | None:
     return None
 
 
-# The node types _method_facts reads; every other node is only walked through.
-_METHOD_NODES = frozenset(
-    {ast.Call, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Attribute, ast.Name}
-)
+# The node types _method_facts reads; every other node is only walked through (a `Name` and an
+# `Attribute` are read first).
+_METHOD_NODES = frozenset({ast.Call, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return})
 
 
 def _walk(node: ast.AST) -> Iterator[ast.AST]:
@@ -349,18 +348,45 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     local_calls: dict[str, list[Any]] = {}  # `lm = init_vllm_registered_model(...)`
     pending: list[tuple[str, str, int]] = []  # `self.x = lm`, resolved after the walk
     calls: set[str] = set()  # `self.a.b(...)` -> "a.b"; `super().<this method>(...)` -> "super()"
-    fors: list[ast.For] = []  # for the decoder-loop facts, collected in this one walk
+    # What the decoder-loop facts, the layer facts and the pinned architectures read, collected
+    # in this one walk (ast.walk's order) rather than by a walk of their own each
+    fors: list[ast.For] = []
+    ifs: list[ast.If] = []
     return_nodes: list[ast.Return] = []
     self_assigns: list[ast.Assign] = []
+    names: list[ast.Name] = []
+    call_nodes: list[ast.Call] = []
+    arch_keywords: list[list[Any]] = []  # `architectures=<name>` in a call: [line, end, name]
+    arch_lists: list[list[Any]] = []  # `<x>.text_config.architectures = [...]`, `<name> = [...]`
     for node in _walk(func):
         node_type = type(node)
         if node_type is ast.For:
             fors.append(node)
             continue
+        if node_type is ast.If:
+            ifs.append(node)
+            continue
+        if node_type is ast.Name:  # the commonest nodes first, each read in one place below
+            names.append(node)
+            if "aux_hidden_state" in node.id:
+                aux["aux_names"].append(node.lineno)
+            continue
+        if node_type is ast.Attribute:
+            if node.attr == _AUX_HELPER:
+                aux["helper"].append(node.lineno)
+            elif node.attr == _AUX_LAYERS_ATTR:
+                aux["layers_attr"].append(node.lineno)
+            continue
         if node_type not in _METHOD_NODES:
             continue
         if node_type is ast.Return:
             return_nodes.append(node)
+        elif node_type is ast.Call:
+            call_nodes.append(node)
+            if node.keywords:
+                arch_keywords += _architectures_keyword(node)
+        elif node_type is ast.Assign and type(node.value) is ast.List:
+            arch_lists += _architectures_list(node)
         if (
             node_type is ast.Assign
             and isinstance(node.value, ast.Call)
@@ -414,16 +440,12 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
             returned_names.append(node.value.id)
             if node.value.id == "self":
                 returned_self.append("")
-        elif isinstance(node, ast.Return) and node.value is not None:
-            if (path := _self_path(node.value)) is not None:
-                returned_self.append(path)
-        elif isinstance(node, ast.Attribute):
-            if node.attr == _AUX_HELPER:
-                aux["helper"].append(node.lineno)
-            elif node.attr == _AUX_LAYERS_ATTR:
-                aux["layers_attr"].append(node.lineno)
-        elif isinstance(node, ast.Name) and "aux_hidden_state" in node.id:
-            aux["aux_names"].append(node.lineno)
+        elif (
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and (path := _self_path(node.value)) is not None
+        ):
+            returned_self.append(path)
     assigns += [
         [attr, local_calls[name], line] for attr, name, line in pending if name in local_calls
     ]
@@ -443,22 +465,77 @@ def _method_facts(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, Any
     }
     if any(aux.values()):
         facts["aux"] = {key: sorted(set(lines)) for key, lines in aux.items()}
+    if pins := _pins(func, arch_keywords, arch_lists):
+        facts["pins"] = pins
     if func.name == "forward":
         # The decoder loop's shape (bot/tree/decoder_loop.py), cached with the file's facts.
         if fors and (shape := forward_shape(func, fors)) is not None:
             facts["shape"] = shape
-        elif (delegated := delegation(func)) is not None:
+        elif (delegated := delegation(func, fors)) is not None:
             facts["delegation"] = delegated  # a nested decoder: the loop is in a child module
-        facts["layer_returns"] = layer_returns(func, return_nodes)
+        facts["layer_returns"] = layer_returns(func, return_nodes, _loads(names))
     elif func.name.startswith("_") and not func.name.startswith("__"):
         # A private helper a layer's forward may return through (`return self._post(...)`).
-        facts["layer_returns"] = layer_returns(func, return_nodes)
+        facts["layer_returns"] = layer_returns(func, return_nodes, _loads(names))
     elif func.name == "__init__":
         helpers = {s.name: s for s in func.body if isinstance(s, ast.FunctionDef)}
-        facts["built_from"] = _built_from(self_assigns, local_refs, helpers, _appended(func))
-        if refusals := speculative_refusals(func):
+        appended = _appended(call_nodes)
+        facts["built_from"] = _built_from(self_assigns, local_refs, helpers, appended)
+        if refusals := speculative_refusals(func, ifs):
             facts["refuses_speculative"] = refusals
     return facts
+
+
+def _loads(names: list[ast.Name]) -> Counter[str]:
+    return Counter(n.id for n in names if type(n.ctx) is ast.Load)
+
+
+def _architectures_keyword(call: ast.Call) -> list[list[Any]]:
+    return [
+        [call.lineno, call.end_lineno or call.lineno, k.value.id]
+        for k in call.keywords
+        if k.arg == "architectures" and isinstance(k.value, ast.Name)
+    ]
+
+
+def _architectures_list(node: ast.Assign) -> list[list[Any]]:
+    """``[None, names]`` for ``<x>.text_config.architectures = [...]``, ``[name, names]`` for
+    ``<name> = [...]`` (the string elements, when there are any)."""
+    if len(node.targets) != 1:
+        return []
+    target = node.targets[0]
+    assert isinstance(node.value, ast.List)
+    values = [
+        e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+    ]
+    if not values:
+        return []
+    if (
+        isinstance(target, ast.Attribute)
+        and target.attr == "architectures"
+        and isinstance(target.value, ast.Attribute)
+        and target.value.attr == "text_config"
+    ):
+        return [[None, values]]
+    return [[target.id, values]] if isinstance(target, ast.Name) else []
+
+
+def _pins(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    keywords: list[list[Any]],
+    lists: list[list[Any]],
+) -> dict[str, Any] | None:
+    """Where a method may pin the architectures of a model it builds (a wrapper's language
+    model, :func:`bot.recipes.wrapper_analysis.pinned_language_models`): its ``architectures=
+    <name>`` keywords and the lists assigned to ``<x>.text_config.architectures`` or to a name a
+    keyword passes, in walk order; None when it has none (or is ``async``)."""
+    if isinstance(func, ast.AsyncFunctionDef):
+        return None
+    passed = {name for _, _, name in keywords}
+    lists = [entry for entry in lists if entry[0] is None or entry[0] in passed]
+    if not (keywords or lists):
+        return None
+    return {"end_line": func.end_lineno or func.lineno, "keywords": keywords, "lists": lists}
 
 
 def _built_from(
@@ -476,7 +553,7 @@ def _built_from(
             for element in target.elts if isinstance(target, ast.Tuple) else [target]:
                 attr = _self_target(element)
                 names = set(built_from(node.value, refs, helpers)) if attr else set()
-                for name in ast.walk(node.value):
+                for name in ast.walk(node.value) if appended else ():
                     if isinstance(name, ast.Name) and name.id in appended:
                         names |= appended[name.id]
                 if attr is not None and names:
@@ -484,13 +561,13 @@ def _built_from(
     return found
 
 
-def _appended(func: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, set[str]]:
-    """Local name -> the class-like names called in what ``name.append(...)`` adds to it."""
+def _appended(calls: list[ast.Call]) -> dict[str, set[str]]:
+    """Local name -> the class-like names called in what ``name.append(...)`` adds to it
+    (``calls``: the method's calls)."""
     found: dict[str, set[str]] = {}
-    for node in ast.walk(func):
+    for node in calls:
         if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
+            isinstance(node.func, ast.Attribute)
             and node.func.attr == "append"
             and isinstance(node.func.value, ast.Name)
             and len(node.args) == 1

@@ -8,6 +8,10 @@ entries that no recorded tree uses any more, and trees that no longer exist, are
 tree's set changes. So a warm scan costs what the tree costs, however many releases the cache
 has seen.
 
+:func:`remembered` keeps one answer per tree the same way (an analysis of a few files that
+are not class facts: the model registry, the speculative-decoding loaders), keyed by the
+content it reads.
+
 Values are pickles of plain data only (dicts, lists, strings, numbers, tuples, sets): an entry
 that names any class or function is refused, so a planted cache cannot run code. A damaged
 store is reported and rebuilt.
@@ -30,6 +34,7 @@ from bot.config import cache_dir
 
 log = logging.getLogger(__name__)
 
+_REMEMBERED: dict[tuple[str, str], Any] = {}  # this process's answers of remembered()
 _BATCH = 500  # keys per query (SQLite's default limit on parameters is 999)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, value BLOB NOT NULL)",
@@ -41,6 +46,44 @@ _SCHEMA = (
 
 def content_key(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def decoded(data: bytes) -> str:
+    """A file's bytes as ``Path.read_text(encoding="utf-8")`` reads them (universal newlines);
+    UnicodeDecodeError as it does."""
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def remembered(
+    kind: str,
+    version: int,
+    tree: Path,
+    content: bytes,
+    compute: Callable[[], Any],
+    valid_entry: Callable[[Any], bool] | None = None,
+) -> Any:
+    """What ``compute()`` answers about ``tree``, as plain data, cached by ``content`` (every
+    byte the answer depends on: the files it reads, with their paths): from this process's
+    memory, else from the store ``kind`` (bump ``version`` when the answer's shape or meaning
+    changes), else computed and stored. One answer per tree and kind: the tree's key is
+    recorded, and answers no tree uses any more are pruned, as the index's are. Callers must
+    not change the value (it is shared)."""
+    key = content_key(content)
+    memo = (str(cache_file(kind, version)), key)
+    if memo in _REMEMBERED:
+        return _REMEMBERED[memo]
+    with open_store(kind, version, valid_entry) as store:
+        found = store.get([key])
+        if key in found:
+            value = found[key]
+        else:
+            value = compute()
+            store.put({key: value})
+        store.record_tree(tree, [key])
+    if len(_REMEMBERED) >= 64:
+        _REMEMBERED.clear()
+    _REMEMBERED[memo] = value
+    return value
 
 
 def cache_file(kind: str, version: int) -> Path:

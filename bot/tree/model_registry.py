@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from bot.errors import BotError
+from bot.tree import facts_cache
 
 REGISTRY_PATH = "vllm/model_executor/models/registry.py"
 MODELS_PACKAGE = "vllm.model_executor.models"
@@ -21,6 +22,9 @@ _DICT_NAME = re.compile(r"^_([A-Z_]+)_MODELS$")
 # Dicts that merely re-list others, or list models that are no longer (or not yet) in the tree.
 _NOT_CATEGORIES = {"VLLM", "PREVIOUSLY_SUPPORTED", "OOT_SUPPORTED"}
 _SECTION = re.compile(r"^\s*#\s*\[(?P<name>[^\]]+)\]\s*$")
+
+# Bumped whenever what load_model_registry reads changes; older cache entries are then ignored.
+_CACHE_VERSION = 1
 
 # Categories whose models generate text and can be speculative-decoding targets.
 GENERATION_CATEGORIES = frozenset({"text_generation", "multimodal"})
@@ -49,11 +53,32 @@ class ModelRegistry:
 
 
 def load_model_registry(root: Path) -> ModelRegistry:
+    """The tree's registry, read from the user cache when this registry file was seen before."""
     path = root / REGISTRY_PATH
     try:
-        source = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BotError(f"cannot read vLLM's model registry {REGISTRY_PATH}: {exc}") from None
+    # the path is part of the key: a syntax error's message names it
+    content = str(path).encode() + b"\0" + data
+    plain = facts_cache.remembered(
+        "registry", _CACHE_VERSION, root, content, lambda: _read_registry(path, data), _is_plain
+    )
+    return ModelRegistry(path=path, entries=tuple(RegistryEntry(*e) for e in plain))
+
+
+def _is_plain(value: object) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(e, tuple | list) and len(e) == len(RegistryEntry.__dataclass_fields__)
+        for e in value
+    )
+
+
+def _read_registry(path: Path, data: bytes) -> list[tuple[object, ...]]:
+    try:
+        source = facts_cache.decoded(data)
         tree = ast.parse(source, filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+    except (SyntaxError, UnicodeDecodeError) as exc:
         raise BotError(f"cannot read vLLM's model registry {REGISTRY_PATH}: {exc}") from None
     lines = source.splitlines()
     entries: list[RegistryEntry] = []
@@ -68,7 +93,7 @@ def load_model_registry(root: Path) -> ModelRegistry:
         entries.extend(_dict_entries(value, category, lines))
     if not entries:
         raise BotError(f"{REGISTRY_PATH} lists no models; is this a vLLM tree?")
-    return ModelRegistry(path=path, entries=tuple(entries))
+    return [astuple(entry) for entry in entries]
 
 
 def _assignment(node: ast.stmt) -> tuple[str | None, ast.expr | None]:

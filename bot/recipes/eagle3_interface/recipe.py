@@ -297,7 +297,12 @@ def _writeup_context(
 
 
 def registered_targets(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
-    """Classes the registry loads for text generation that lack SupportsEagle3, not pooling."""
+    """Classes the registry loads for text generation that lack SupportsEagle3, not pooling
+    (once per scan: every recipe asks)."""
+    return dict(ctx.remembered(f"{__name__}.registered_targets", lambda: _registered(ctx)))
+
+
+def _registered(ctx: ScanContext) -> dict[ClassRef, list[RegistryEntry]]:
     by_class: dict[ClassRef, list[RegistryEntry]] = defaultdict(list)
     for entry in ctx.registry.entries:
         for resolved in ctx.index.resolve(entry.module, entry.class_name):

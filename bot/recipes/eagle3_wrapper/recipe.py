@@ -296,7 +296,12 @@ def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
 
     A declaration is inherited: a wrapper is only ready when every registered wrapper below it
     is ready the same way, or the fix would make a subclass claim what it cannot do.
+    Assessed once per scan (the wrapper and forwarding recipes both ask).
     """
+    return dict(ctx.remembered(f"{__name__}.assess_all", lambda: _assess_all(ctx)))
+
+
+def _assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
     assessments = {ref: assess(ctx, ref) for ref in wrapper_targets(ctx)}
     checked: dict[ClassRef, Assessment] = {}
     for ref, assessment in assessments.items():
@@ -327,6 +332,11 @@ def wrappers_waiting_for(ctx: ScanContext, class_name: str) -> list[str]:
 
 
 def findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
+    """The wrapper findings, each with its assessment (once per scan)."""
+    return list(ctx.remembered(f"{__name__}.findings", lambda: _findings_with_assessments(ctx)))
+
+
+def _findings_with_assessments(ctx: ScanContext) -> list[tuple[Finding, Assessment]]:
     targets = wrapper_targets(ctx)
     assessments = assess_all(ctx)
     groups: dict[ClassRef, list[ClassRef]] = defaultdict(list)
