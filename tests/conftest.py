@@ -49,6 +49,8 @@ def github_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     standin = GitHubStandIn(tmp_path / "standin").start()
     standin.state.page_size = 2
     standin.add_token(STANDIN_TOKEN, STANDIN_BOT_LOGIN)
+    standin.add_user(STANDIN_BOT_LOGIN, SUBMITTER_NAME)
+    standin.add_user(MAINTAINER, MAINTAINER_NAME)  # who the dashboard tests approve as
     monkeypatch.setenv("GITHUB_TOKEN", STANDIN_TOKEN)
     monkeypatch.setenv("GITHUB_API_URL", standin.api_url)
     monkeypatch.setenv("BOT_FORK_OWNER", STANDIN_FORK_OWNER)
@@ -69,6 +71,9 @@ UPSTREAM = "vllm-project/vllm"
 SUBMITTER_NAME = "Ada Submitter"
 SUBMITTER_EMAIL = "ada@example.org"
 FORK = f"{STANDIN_FORK_OWNER}/vllm"
+# A maintainer known to GitHub, who approves on the dashboard (not the token's user).
+MAINTAINER = "alice"
+MAINTAINER_NAME = "Alice Approver"
 
 
 @pytest.fixture(scope="session")

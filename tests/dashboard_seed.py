@@ -215,13 +215,24 @@ _APPROVE_FORM = re.compile(
     r'<form method="post" action="/proposals/\d+/approve">(.*?)</form>', re.S
 )
 _HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
+_TYPED = re.compile(r'<input type="(?:text|email)" name="(signoff_[a-z]+)"[^>]*? value="([^"]*)"')
+# The maintainer the dashboard tests approve as (``--as alice``), and the sign-off they type.
+ALICE_SIGNOFF = {
+    "signoff_name": "Alice Approver",
+    "signoff_email": "alice@users.noreply.github.com",
+}
 
 
-def approve_form(html: str, read_every_line: bool = True) -> dict[str, str]:
-    """The approve form as the browser submits it: its hidden fields, and the maintainer's
+def approve_form(
+    html: str, read_every_line: bool = True, signoff: dict[str, str] | None = ALICE_SIGNOFF
+) -> dict[str, str]:
+    """The approve form as the browser submits it: its hidden fields, the sign-off fields as
+    the page filled them in, overwritten by what the maintainer types (``signoff``), and their
     "I read every changed line" box ticked (or not)."""
     found = _APPROVE_FORM.search(html)
     assert found, "no approve form on the page"
     assert 'name="read_every_line"' in found.group(1), "no read-every-line box on the form"
+    typed = dict(_TYPED.findall(found.group(1)))
+    assert set(typed) == {"signoff_name", "signoff_email"}, "no sign-off fields on the form"
     ticked = {"read_every_line": "yes"} if read_every_line else {}
-    return {**dict(_HIDDEN.findall(found.group(1))), **ticked}
+    return {**dict(_HIDDEN.findall(found.group(1))), **typed, **(signoff or {}), **ticked}

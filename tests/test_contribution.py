@@ -26,6 +26,7 @@ from bot.publish.attestation import (
     APPROVER,
     DASHBOARD,
     Attestation,
+    Signer,
     body_sha,
     given,
 )
@@ -252,6 +253,17 @@ def test_who_did_what_is_said_only_as_far_as_the_records_go(seed_plan):
     assert "@maintainer2 read every changed line of the patch (`sha256:111111111111`)" in text
     assert "no record shows a person running them" in text
     assert not re.search(r"\bI (read|ran|did)\b", text)
+    # Their sign-off is claimed only where the branch's commits carry it.
+    signer = Signer("Maintainer Two", "maintainer2@users.noreply.github.com")
+    signed = dataclasses.replace(approver, signer=signer)
+    mine_signed = (signer.identity,)
+    theirs = _contribution(dataclasses.replace(by_me, attestation=signed, authors=mine_signed))
+    assert "and signed the commit off as its author (`Signed-off-by`" in theirs
+    assert f"opens this PR with @{STANDIN_BOT_LOGIN}'s token" in theirs
+    kept = (f"{SUBMITTER_NAME} <{SUBMITTER_EMAIL}>",)
+    earlier = _contribution(dataclasses.replace(by_me, attestation=signed, authors=kept))
+    assert "signed the commit off" not in earlier
+    assert "its commit keeps the sign-off it was pushed with" in earlier
     # Nobody attested yet: the preview says so and claims no reading at all.
     text = _contribution(dataclasses.replace(mine, attestation=None))
     assert "Not attested yet" in text and "read every changed line of the patch" not in text
@@ -331,7 +343,12 @@ def test_in_actions_the_environment_approval_comment_is_the_attestation(
         publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work")
     assert upstream_standin.pulls(UPSTREAM) == []
 
-    comment = f"I read every changed line of {digest[:19]}"
+    # Their own sign-off goes with it (tests/test_publish_signoff.py: without one, nothing).
+    comment = (
+        f"I read every changed line of {digest[:19]}\n"
+        "Signed-off-by: Maintainer Four <maintainer4@users.noreply.github.com>"
+    )
+    upstream_standin.add_user("maintainer4", "Maintainer Four")
     upstream_standin.approve_environment(77, "maintainer4", comment=comment)
     assert publish_plan(seed_plan, reviewer=None, work_dir=tmp_path / "work").action == "opened"
     (pull,) = upstream_standin.pulls(UPSTREAM)

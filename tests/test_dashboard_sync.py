@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import git
 import pytest
 
 from bot.content_hash import review_hash
@@ -11,7 +12,7 @@ from bot.dashboard.sync import DASHBOARD_MARKER, sync, ticked_boxes, who_ticked
 from bot.github.client import BodyRevision, GitHubClient
 from bot.journal.store import FOUND, PR_OPEN, VERIFIED, Journal
 from bot.tree.fetch import release_tree
-from tests.conftest import UPSTREAM
+from tests.conftest import FORK, SUBMITTER_EMAIL, UPSTREAM
 from tests.dashboard_seed import EXTRA_HUNK, HOSTILE_TITLE, populate
 from tests.github_standin import STANDIN_BOT_LOGIN, GitHubStandIn
 
@@ -76,6 +77,14 @@ def test_dashboard_issue_lists_pending_and_a_maintainers_tick_approves_once(
     pulls = upstream_standin.pulls(UPSTREAM)
     assert len(pulls) == 1  # published once, however often sync runs
     assert "@alice read every changed line of the patch" in pulls[0]["body"]  # who ticked it
+    # The tick signs the commit off as alice (her profile's name, her noreply address), as
+    # its line says; the operator only commits it.
+    fork = git.Repo(upstream_standin.state.repos[FORK].git_dir)
+    head = fork.commit(f"refs/heads/{seed.plan['branch']}")
+    noreply = f"{upstream_standin.state.user_json('alice')['id']}+alice@users.noreply.github.com"
+    assert (head.author.name, head.author.email) == ("Alice Approver", noreply)
+    assert f"Signed-off-by: Alice Approver <{noreply}>" in head.message
+    assert SUBMITTER_EMAIL not in head.message and head.committer.email == SUBMITTER_EMAIL
     issue = _dashboard_issue(github)
     assert seed.fingerprint not in issue["body"]
     assert journal.proposal(ids["hostile"]).state == FOUND
@@ -107,6 +116,30 @@ def test_a_tick_by_someone_not_in_bot_maintainers_publishes_nothing(
     issue = _dashboard_issue(github)
     github.edit_issue(dashboard_repo, issue["number"], body=_tick(issue["body"], seed.fingerprint))
     assert sync(journal, github).approved == []
+    assert journal.proposal(ids["seed"]).state == VERIFIED
+
+
+def test_a_tick_by_a_maintainer_github_knows_no_name_for_publishes_nothing(
+    tmp_path: Path, upstream_standin: GitHubStandIn, dashboard_repo: str
+) -> None:
+    upstream_standin.add_user("alice", "")  # no name on her profile: nothing to sign with
+    journal = Journal(tmp_path / "journal.sqlite3")
+    ids = populate(journal, tmp_path, release_tree("0.23.0"))
+    github = GitHubClient()
+    sync(journal, github)
+    issue = _dashboard_issue(github)
+    seed = journal.proposal(ids["seed"])
+    _as(ALICE_TOKEN).edit_issue(
+        dashboard_repo, issue["number"], body=_tick(issue["body"], seed.fingerprint)
+    )
+    report = sync(journal, github)
+    assert report.approved == []
+    assert report.refused == [
+        f"{seed.fingerprint}: not approved: @alice's GitHub profile has no name to sign the "
+        "commit off with (DCO); set one there, or approve on the review dashboard; nothing was "
+        "published"
+    ]
+    assert upstream_standin.pulls(UPSTREAM) == []
     assert journal.proposal(ids["seed"]).state == VERIFIED
 
 

@@ -18,6 +18,8 @@ from tests.conftest import UPSTREAM
 from tests.github_standin import GitHubStandIn
 
 pytestmark = pytest.mark.vllm_tree
+# The name and address maintainer1 confirms on the approve form.
+MAINTAINER1_SIGNOFF = ("Maintainer One", "maintainer1@users.noreply.github.com", ())
 
 
 def test_scan_and_propose_record_what_the_dashboard_shows(tmp_path: Path) -> None:
@@ -64,6 +66,7 @@ def test_a_merged_pr_approved_from_the_dashboard_is_shown_as_merged(
         "maintainer1",
         approved_hash=_shown(journal, proposal_id),
         read_every_line=True,
+        signoff=MAINTAINER1_SIGNOFF,
     )
 
     assert outcome.done, outcome.message
@@ -87,6 +90,7 @@ def test_a_publish_that_reaches_no_pr_hands_the_approval_back(
         "maintainer1",
         approved_hash=_shown(journal, proposal_id),
         read_every_line=True,
+        signoff=MAINTAINER1_SIGNOFF,
     )
 
     assert not outcome.done and "not opening a PR now" in outcome.message

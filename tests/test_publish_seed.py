@@ -13,7 +13,7 @@ from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
 from bot.pipeline import refresh_duplicate_search
 from bot.plan import NEEDS_INFO, read_plan_dir, update_plan, write_plan_dir
-from bot.publish.attestation import APPROVER, DASHBOARD, Attestation, given
+from bot.publish.attestation import APPROVER, DASHBOARD, Attestation, Signer, given
 from bot.publish.pr import PublishBudget, publish_plan
 from tests.attest import READS
 from tests.claimed import claimed
@@ -170,7 +170,11 @@ def test_body_change_updates_in_place_and_verification_marks_ready(
     refresh_duplicate_search(plan_dir)
     planned = read_plan_dir(plan_dir)
     approved = review_hash(planned.patch, planned.pr_markdown, planned.plan)
-    attestation = Attestation("maintainer2", APPROVER, DASHBOARD, True, patch_hash(planned.patch))
+    github_standin.add_user("maintainer2", "Maintainer Two")
+    signer = Signer("Maintainer Two", "maintainer2@users.noreply.github.com")
+    attestation = Attestation(
+        "maintainer2", APPROVER, DASHBOARD, True, patch_hash(planned.patch), signer=signer
+    )
     changed = publish_plan(
         plan_dir,
         reviewer="maintainer2",
@@ -182,6 +186,11 @@ def test_body_change_updates_in_place_and_verification_marks_ready(
     body = github_standin.pulls(UPSTREAM)[0]["body"]
     assert "@maintainer2 read every changed line of the patch" in body
     assert "I read every changed line" not in body
+    # The branch already held this change, signed off by the submitter: kept, and said so.
+    head = _fork_branch(github_standin)
+    assert (head.author.email, head.committer.email) == (SUBMITTER_EMAIL, SUBMITTER_EMAIL)
+    assert "signed the commit off as its author" not in body
+    assert "its commit keeps the sign-off it was pushed with" in body
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,14 @@ from bot.journal.store import (
     Journal,
 )
 from bot.plan import read_plan_dir
-from bot.publish.attestation import APPROVER, DASHBOARD, READ_EVERY_LINE, Attestation, given
+from bot.publish.attestation import (
+    APPROVER,
+    DASHBOARD,
+    READ_EVERY_LINE,
+    Attestation,
+    Signer,
+    given,
+)
 from bot.publish.contrib_rules import quote
 from bot.redact import redact
 
@@ -65,6 +72,7 @@ def approve(
     approved_hash: str,
     read_every_line: bool = False,
     via: str = DASHBOARD,
+    signoff: tuple[str, str, tuple[str, ...]] = ("", "", ()),
 ) -> Outcome:
     """Claim the approval atomically; only the request that wins the claim publishes.
 
@@ -73,7 +81,10 @@ def approve(
     published still has exactly that hash. ``login``, a GitHub login, is recorded as the actor;
     with ``read_every_line`` (the form's box, or the dashboard issue's line that says so) it is
     their attestation the PR states, bound to the patch they read. Without it nothing is
-    published.
+    published. ``signoff`` is the name and e-mail address the maintainer confirmed on the form
+    (and the addresses GitHub listed as verified when they signed in): the commit is theirs,
+    author and ``Signed-off-by`` (:mod:`bot.publish.signoff`); without them nothing is
+    published either.
     """
     if not approved_hash:
         return Outcome(False, "Not approved: the form did not say what you reviewed; reload.")
@@ -82,6 +93,11 @@ def approve(
             False,
             f"Not approved: tick that you read every changed line first ({quote(READ_EVERY_LINE)})",
         )
+    name, email, verified = signoff
+    try:
+        signer = Signer(name, email, verified)
+    except BotError as exc:
+        return Outcome(False, f"Not approved: {exc}")
     note = f"approved for publishing: review {approved_hash[:80]}"
     left = journal.claim(proposal_id, APPROVABLE, APPROVED, login, note)
     if left is None:
@@ -98,7 +114,9 @@ def approve(
                 "Not published: the patch or write-up changed after you loaded the page. "
                 "Review it again.",
             )
-        attestation = Attestation(login, APPROVER, via, True, patch_hash(shipping.patch))
+        attestation = Attestation(
+            login, APPROVER, via, True, patch_hash(shipping.patch), signer=signer
+        )
         result = publish(
             plan_dir,
             login,

@@ -7,6 +7,7 @@ import ipaddress
 import os
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import HTTPException, Request
 
@@ -53,12 +54,16 @@ def viewer_of(request: Request) -> Viewer:
 # The session cookie is signed, not stored: a copy taken before a logout would stay valid for
 # its whole max_age. So each sign-in also gets a random id, kept here while it is signed in;
 # logging out (or restarting the dashboard) forgets it, and every copy of the cookie with it.
-def start_session(request: Request, login: str) -> None:
+def start_session(request: Request, account: GitHubAccount) -> None:
     sid = secrets.token_urlsafe(32)
     _live_sessions(request).add(sid)
     request.session.clear()
-    request.session["login"] = login
+    request.session["login"] = account.login
     request.session["sid"] = sid
+    # What the approve form offers to sign off with, and the addresses GitHub vouched for.
+    request.session["name"] = account.name
+    request.session["email"] = account.email
+    request.session["verified"] = list(account.verified)
 
 
 def end_session(request: Request) -> None:
@@ -101,8 +106,38 @@ def require_maintainer(request: Request) -> Viewer:
     return viewer
 
 
-def login_for_token(api_url: str, token: str) -> str:
-    """Ask GitHub whose token this is. The token is used for this one call and then dropped."""
+@dataclass(frozen=True)
+class GitHubAccount:
+    """Whose token signed in: the login, the profile's name, and the e-mail addresses GitHub
+    lists as verified for the account (empty when the token may not read them)."""
+
+    login: str
+    name: str = ""
+    noreply: str = ""  # ID+login@users.noreply.github.com
+    verified: tuple[str, ...] = ()
+    primary: str | None = None
+
+    @property
+    def email(self) -> str:
+        """The address the approve form offers: the primary verified one, else the noreply."""
+        return self.primary or self.noreply
+
+
+def signoff_of(request: Request) -> dict[str, Any]:
+    """The signed-in account's name and address for the approve form, and the addresses
+    GitHub listed as verified for it (nothing is known in ``--as`` mode)."""
+    session = request.session
+    verified = session.get("verified")
+    return {
+        "name": str(session.get("name") or ""),
+        "email": str(session.get("email") or ""),
+        "verified": tuple(str(v) for v in verified) if isinstance(verified, list) else (),
+    }
+
+
+def login_for_token(api_url: str, token: str) -> GitHubAccount:
+    """Ask GitHub whose token this is, with the account's name and verified e-mail addresses
+    (when the token may read them). The token is used for these calls and then dropped."""
     from github import Auth, Github, GithubException
 
     from bot.redact import detach_library_handlers
@@ -110,7 +145,13 @@ def login_for_token(api_url: str, token: str) -> str:
     detach_library_handlers("github")  # PyGithub's own stderr handler: unredacted
     client = Github(auth=Auth.Token(token), base_url=api_url, timeout=15, retry=None)
     try:
-        return str(client.get_user().login)
+        user = client.get_user()
+        login = str(user.login)
+        name, user_id = str(user.name or ""), user.id
+        try:
+            emails = [e for e in user.get_emails() if e.verified]
+        except GithubException:  # a token without the e-mail scope: the noreply address
+            emails = []
     except GithubException as exc:
         raise BotError(f"GitHub did not accept that token (HTTP {exc.status})") from None
     except Exception as exc:  # noqa: BLE001 - network errors must not leak the token
@@ -119,3 +160,11 @@ def login_for_token(api_url: str, token: str) -> str:
         ) from None
     finally:
         client.close()
+    primary = next((e.email for e in emails if e.primary), None)
+    return GitHubAccount(
+        login=login,
+        name=name,
+        noreply=f"{user_id}+{login}@users.noreply.github.com" if user_id else "",
+        verified=tuple(e.email for e in emails),
+        primary=primary,
+    )

@@ -18,6 +18,7 @@ from bot.dashboard.auth import (
     end_session,
     login_for_token,
     require_maintainer,
+    signoff_of,
     start_session,
     viewer_of,
 )
@@ -166,6 +167,7 @@ def proposal_page(request: Request, proposal_id: int) -> HTMLResponse:
         can_approve=proposal.state in APPROVABLE,
         can_reject=proposal.state in REJECTABLE,
         can_reverify=proposal.state in REVERIFIABLE,
+        signoff=signoff_of(request),
     )
 
 
@@ -188,8 +190,12 @@ async def approve(
     csrf: str = Form(""),
     review_hash: str = Form(""),
     read_every_line: str = Form(""),
+    signoff_name: str = Form(""),
+    signoff_email: str = Form(""),
 ) -> RedirectResponse:
     publish = request.app.state.publish
+    # The login is the session's, never the form's; the addresses GitHub vouched for too.
+    verified = signoff_of(request)["verified"]
 
     def approve_reviewed(journal: Journal, proposal_id: int, login: str) -> Outcome:
         return actions.approve(
@@ -199,6 +205,7 @@ async def approve(
             publish,
             approved_hash=review_hash,
             read_every_line=read_every_line == "yes",
+            signoff=(signoff_name, signoff_email, verified),
         )
 
     return await _act(request, proposal_id, csrf, approve_reviewed)
@@ -229,13 +236,14 @@ async def login(
     if not token.strip():
         return render(request, "login.html", status_code=400, error="Paste a GitHub token.")
     try:
-        login_name = await run_in_threadpool(
+        account = await run_in_threadpool(
             login_for_token, request.app.state.settings.api_url, token.strip()
         )
     except BotError as exc:
         return render(request, "login.html", status_code=403, error=str(exc))
-    # The token was used for that one call: it is not stored in the session, nor echoed.
-    start_session(request, login_name)
+    # The token was used for those calls: it is not stored in the session, nor echoed.
+    start_session(request, account)
+    login_name = account.login
     maintainer = login_name.lower() in request.app.state.settings.maintainers
     request.session["flash"] = (
         f"Signed in as {login_name}."

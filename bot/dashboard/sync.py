@@ -158,7 +158,8 @@ def render_dashboard(
     lines = [
         DASHBOARD_MARKER,
         'This issue lists the bot\'s proposals. Tick a box under "Pending approval" to attest '
-        "that you read every changed line of that patch and its write-up and to publish it; "
+        "that you read every changed line of that patch and its write-up and to publish it, "
+        "its commit signed off as you; "
         'tick one under "Requestable" to ask for that PR. `bot sync` acts on maintainers\' '
         "ticks only. The review dashboard (`bot dashboard`) shows diffs, write-ups and "
         "verification.",
@@ -232,8 +233,26 @@ def _line(proposal: ProposalRecord, box: tuple[str, str], *, ticked: bool) -> st
     mark = "x" if ticked else " "
     return (
         f"- [{mark}] {title} — `{proposal.state}`{issue}; ticking this attests that you read "
-        f"every changed line of its patch and its write-up {approve_marker(*box)}"
+        "every changed line of its patch and its write-up, and signs its commit off as you "
+        f"(your GitHub profile's name, your noreply address) {approve_marker(*box)}"
     )
+
+
+def _signoff_of(github: GitHubClient, login: str) -> tuple[str, str, tuple[str, ...]] | str:
+    """What a tick signs the commit off with, as its line says: the maintainer's GitHub profile
+    name and noreply address (bot/publish/signoff.py). A refusal, in one line, when GitHub has
+    no name for them."""
+    try:
+        profile = github.user_profile(login)
+    except BotError as exc:
+        return f"not approved: {exc}"
+    name, user_id = str(profile.get("name") or "").strip(), profile.get("id")
+    if not name or not isinstance(user_id, int):
+        return (
+            f"not approved: @{login}'s GitHub profile has no name to sign the commit off with "
+            "(DCO); set one there, or approve on the review dashboard; nothing was published"
+        )
+    return name, f"{user_id}+{login}@users.noreply.github.com", ()
 
 
 def request_line(proposal: ProposalRecord, *, ticked: bool) -> str:
@@ -345,6 +364,11 @@ def _dashboard_issue(
                 report.refused.append(f"{fingerprint}: {why}")
                 journal.add_event(proposal.id, "sync", "tick ignored", why)
                 continue
+            signoff = _signoff_of(github, editor)
+            if isinstance(signoff, str):
+                report.refused.append(f"{fingerprint}: {signoff}")
+                journal.add_event(proposal.id, "sync", "tick ignored", signoff)
+                continue
             outcome = actions.approve(
                 journal,
                 proposal.id,
@@ -353,6 +377,7 @@ def _dashboard_issue(
                 approved_hash=approved_hash,
                 read_every_line=True,  # the ticked line says so, in the maintainer's edit
                 via="by ticking its line on the bot's dashboard issue, which says so",
+                signoff=signoff,
             )
             if outcome.done:
                 report.approved.append(fingerprint)

@@ -326,6 +326,14 @@ class GitHubClient:
         with _github_errors("reading the authenticated user"):
             return self._gh.get_user().login
 
+    def user_profile(self, login: str) -> dict[str, Any]:
+        """``GET /users/{login}``: the account's public profile (id, name, public e-mail)."""
+        with _github_errors(f"reading GitHub's profile of @{login}"):
+            _, data = self._gh.requester.requestJsonAndCheck(
+                "GET", f"/users/{quote(login, safe='')}"
+            )
+        return data if isinstance(data, dict) else {}
+
     # --- issues -------------------------------------------------------------------------
 
     def get_issue(self, number: int, repo: str | None = None) -> dict[str, Any]:

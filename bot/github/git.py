@@ -121,6 +121,7 @@ def prepare_branch(
     message: str,
     check_tree: TreeCheck,
     steps: list[CommitStep] | None = None,
+    author: tuple[str, str] | None = None,
 ) -> CommitInfo:
     """The commit the fork's ``plan.branch`` should carry: reused if already there, else new.
 
@@ -129,7 +130,9 @@ def prepare_branch(
     re-run: when the fork already has a bot commit with the same tree on the same base, that
     commit is returned and nothing new is created. With ``steps`` (a group plan), the branch
     is one commit per step instead, each step's changes checked by its own check, and
-    together they must make the tree of ``patch``.
+    together they must make the tree of ``patch``. ``author`` (name, e-mail) authors each new
+    commit (the person who signs it off); ``settings``' identity commits it, and a branch is
+    the bot's own while every commit on it down to its base was committed so.
     """
     settings = settings or github_settings()
     branch, base = _checked_branch(plan), _checked_base(plan)
@@ -156,7 +159,7 @@ def prepare_branch(
             return CommitInfo(branch, remote_sha, base, True, False, remote_sha)
     sha = base
     for step_tree, step_message in chain:
-        sha = _commit(repo, step_tree, sha, step_message, settings)
+        sha = _commit(repo, step_tree, sha, step_message, settings, author)
     return CommitInfo(branch, sha, base, False, False, remote_sha)
 
 
@@ -432,10 +435,11 @@ def _stdin(text: str, scratch: str) -> BinaryIO:
 
 def _only_bot_commits(repo: git.Repo, tip: str, settings: GitHubSettings) -> bool:
     """Whether the fork's branch is the bot's own: from its tip, one or more commits that we
-    authored and committed, one parent each, down to the first commit that is not ours, the
-    upstream commit the branch was built on (any base: the plan's, or an older one when the
-    upstream has moved since). A commit of anyone else's on top, or a merge, makes it theirs;
-    history that ends before a commit not ours is reached is not taken as ours either."""
+    committed (an approving maintainer may have authored them), one parent each, down to the
+    first commit that is not ours, the upstream commit the branch was built on (any base: the
+    plan's, or an older one when the upstream has moved since). A commit of anyone else's on
+    top, or a merge, makes it theirs; history that ends before a commit not ours is reached is
+    not taken as ours either."""
     commit = repo.commit(tip)
     for depth in range(_BRANCH_DEPTH):
         if not _made_by(commit, settings.git_email):
@@ -447,13 +451,21 @@ def _only_bot_commits(repo: git.Repo, tip: str, settings: GitHubSettings) -> boo
 
 
 def _made_by(commit: git.Commit, email: str) -> bool:
-    return commit.author.email == email and commit.committer.email == email
+    return commit.committer.email == email
 
 
-def _commit(repo: git.Repo, tree: str, base: str, message: str, settings: GitHubSettings) -> str:
+def _commit(
+    repo: git.Repo,
+    tree: str,
+    base: str,
+    message: str,
+    settings: GitHubSettings,
+    author: tuple[str, str] | None = None,
+) -> str:
+    author_name, author_email = author or (settings.git_name, settings.git_email)
     identity = {
-        "GIT_AUTHOR_NAME": settings.git_name,
-        "GIT_AUTHOR_EMAIL": settings.git_email,
+        "GIT_AUTHOR_NAME": author_name,
+        "GIT_AUTHOR_EMAIL": author_email,
         "GIT_COMMITTER_NAME": settings.git_name,
         "GIT_COMMITTER_EMAIL": settings.git_email,
     }

@@ -14,10 +14,17 @@ Three paths, one record:
 - the CLI (``bot propose`` / ``bot publish``): the submitter, at the confirmation prompt or with
   ``--read-every-line --body-sha SHA`` after reading ``bot publish --preview``;
 - the review dashboard: the approving maintainer, ticking "I read every changed line" under the
-  body shown to them (the form carries that body's hash);
+  body shown to them (the form carries that body's hash) and confirming the name and e-mail
+  address they sign the commit off with;
 - GitHub Actions: the required reviewer who approved the run's ``publish`` environment, whose
-  approval comment says ``read every changed line`` and names the patch hash (GitHub records the
-  comment with the approval; the Action shows no body before that approval, so none is bound).
+  approval comment says ``read every changed line``, names the patch hash and carries their own
+  ``Signed-off-by: Name <email>`` line (GitHub records the comment with the approval; the Action
+  shows no body before that approval, so none is bound).
+
+An approver's attestation carries their :class:`Signer`: the commit is theirs (its author and its
+``Signed-off-by``, the DCO being the signer's own statement), never the operator's sign-off on
+someone else's approval (:mod:`bot.publish.signoff` checks the address is one GitHub ties to
+their login).
 
 Whether the person ran the tests is not asked: it is read from the verification record, which
 names who ran ``bot verify`` (``Verification.ran_by``).
@@ -45,6 +52,45 @@ _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
 # What an approval comment must say (case and spacing aside) and the patch hash it names.
 _COMMENT_READ = re.compile(r"(?i)\bread\s+every\s+changed\s+line\b")
 _COMMENT_HASH = re.compile(r"sha256:([0-9a-f]{12,64})")
+_COMMENT_SIGNOFF = re.compile(
+    r"(?im)^[ \t]*signed-off-by:[ \t]*([^<\n]*?)[ \t]*<([^<>\n]*)>[ \t]*$"
+)
+# A DCO signer as git writes them: a name on one line without <, > or @, and an e-mail address.
+_SIGNER_NAME = re.compile(r"[^<>@]{1,100}")
+_SIGNER_EMAIL = re.compile(r"[A-Za-z0-9._+-]{1,64}@[A-Za-z0-9.-]{1,190}")
+
+
+@dataclass(frozen=True)
+class Signer:
+    """Who signs the commit off (``Signed-off-by: name <email>``) and authors it: the person
+    who attested, in their own words. ``verified`` holds the addresses GitHub listed as this
+    person's verified e-mails when they signed in with their own token (the dashboard), if it
+    could read them."""
+
+    name: str
+    email: str
+    verified: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        name, email = self.name.strip(), self.email.strip()
+        if not name or not email:
+            raise BotError(
+                "give the name and e-mail address you sign the commit off with "
+                "(`Signed-off-by`, the DCO: your own statement); nothing was published"
+            )
+        if not name.isprintable() or not _SIGNER_NAME.fullmatch(name):
+            raise BotError(
+                f"not a name to sign off with (one line, no <, > or @): {name[:60]!r}; "
+                "nothing was published"
+            )
+        if not _SIGNER_EMAIL.fullmatch(email):
+            raise BotError(f"not an e-mail address: {email[:60]!r}; nothing was published")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "email", email)
+
+    @property
+    def identity(self) -> str:
+        return f"{self.name} <{self.email}>"
 
 
 @dataclass(frozen=True)
@@ -55,6 +101,7 @@ class Attestation:
     read_every_line: bool
     patch_hash: str  # "sha256:..." of the patch.diff they read
     body_sha: str | None = None  # sha256 of the body they saw; None where none was shown
+    signer: Signer | None = None  # an approver's own sign-off (a submitter's is configured)
 
     def __post_init__(self) -> None:
         if not _LOGIN.match(self.login):
@@ -115,27 +162,43 @@ def require(attestation: Attestation | None, patch_hash: str, body: str) -> Atte
     return attestation
 
 
+@dataclass(frozen=True)
+class Given:
+    """An attester that answers with an attestation made beforehand (the dashboard's form, the
+    Action's environment approval). Publish reads it before it commits: an approver's
+    attestation decides who authors and signs off the commit."""
+
+    attestation: Attestation | None
+
+    def __call__(self, _: Preview) -> Attestation | None:
+        return self.attestation
+
+
 def given(attestation: Attestation | None) -> Attester:
-    """An attester that answers with an attestation made beforehand (the dashboard's form)."""
+    return Given(attestation)
 
-    def attest(_: Preview) -> Attestation | None:
-        return attestation
 
-    return attest
+def in_advance(attest: Attester) -> Attestation | None:
+    """The attestation ``attest`` answers with whatever it is shown, if made beforehand."""
+    return attest.attestation if isinstance(attest, Given) else None
 
 
 def from_approval_comment(
     login: str, comment: str, via: str, patch_hash: str
 ) -> Attestation | None:
     """A required reviewer's approval comment as an attestation: it must say "read every
-    changed line" and name the patch hash (at least its first 12 hex digits); else None."""
+    changed line" and name the patch hash (at least its first 12 hex digits); else None. Its
+    ``Signed-off-by: Name <email>`` line, if any, is the reviewer's :class:`Signer` (publish
+    refuses an approval without one)."""
     if not _COMMENT_READ.search(comment or ""):
         return None
     named = _COMMENT_HASH.findall(comment or "")
     digest = patch_hash.removeprefix("sha256:")
     if not any(digest.startswith(prefix) for prefix in named):
         return None
-    return Attestation(login, APPROVER, via, True, patch_hash)
+    signoffs = _COMMENT_SIGNOFF.findall(comment or "")
+    signer = Signer(*signoffs[-1]) if signoffs else None
+    return Attestation(login, APPROVER, via, True, patch_hash, signer=signer)
 
 
 def as_submitter(preview: Preview, via: str) -> Attestation:

@@ -59,7 +59,9 @@ class Facts:
     rules: ContributionRules
     search: DuplicateSearch | None
     submitter: str | None = None
-    submitter_identity: str | None = None  # "Name <email>" the commits carry
+    submitter_identity: str | None = None  # "Name <email>" that commits (the operator's)
+    # "Name <email>" of each commit's author (its Signed-off-by) on the branch as pushed
+    authors: tuple[str, ...] = ()
     attestation: Attestation | None = None
     verified: bool | None = None  # None: not asked of GitHub yet (a preview)
     docs: tuple[str, ...] | None = None
@@ -523,9 +525,15 @@ def _who(facts: Facts) -> dict[str, Any]:
     ran_by_person = bool(
         first_person and ran_by and facts.submitter_identity and ran_by == facts.submitter_identity
     )
+    signer = attestation.signer if attestation is not None else None
     return {
         "bot": BOT_NAME,
         "attestation": attestation,
+        # The approver's own sign-off is on every commit (a commit the fork already held with
+        # the same change keeps the sign-off it was pushed with).
+        "approver_signed": signer is not None
+        and bool(facts.authors)
+        and all(a == signer.identity for a in facts.authors),
         "first_person": first_person,
         "submitter": facts.submitter,
         "patch_hash": attestation.patch_hash.removeprefix("sha256:")[:12] if attestation else "",

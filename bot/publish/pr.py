@@ -73,7 +73,8 @@ from bot.plan import (
     read_plan_dir,
 )
 from bot.publish import attestation as attesting
-from bot.publish.attestation import Attestation, Attester, Preview
+from bot.publish import signoff
+from bot.publish.attestation import Attestation, Attester, Preview, Signer
 from bot.publish.checks import (
     check_approval,
     check_hashes,
@@ -250,8 +251,11 @@ def publish_plan(
     Nothing is pushed before ``attest`` (:mod:`bot.publish.attestation`) has answered, for the
     exact body that would be posted, with a person's attestation that they read every changed
     line of this patch; in GitHub Actions without one, the approval of the run's ``publish``
-    environment is asked instead. A new PR also needs demand (:func:`demand_of`; a maintainer's
-    request is ``requested_by``) and room under the caps, the contributing guide's among them.
+    environment is asked instead. The commit is authored and signed off by the person who
+    attests (:mod:`bot.publish.signoff`): an approver's attestation, made beforehand, makes
+    them its author and ``Signed-off-by``, never the operator. A new PR also needs demand
+    (:func:`demand_of`; a maintainer's request is ``requested_by``) and room under the caps, the
+    contributing guide's among them.
     """
     planned = read_plan_dir(plan_dir)
     plan = planned.plan
@@ -326,6 +330,12 @@ def publish_plan(
     _refuse_covered(plan, search, rules)
     submitter = _checked_login(client.login)
     credit = _credit(rules)
+    digest = patch_hash(planned.patch)
+    if attest is None:
+        attest = attesting.given(_environment_attestation(client, settings, digest))
+    # An approver's attestation, made beforehand, makes the commit theirs (author and
+    # Signed-off-by); the operator's identity only commits it.
+    signer = signoff.signer_of(attesting.in_advance(attest), client, settings)
     # An earlier PR keeps its own branch, which may carry an older slug of the class name.
     branch_plan = _on_branch_of(plan, open_pulls[0], settings) if open_pulls else plan
     commit = prepare_branch(
@@ -333,9 +343,10 @@ def publish_plan(
         planned.patch,
         work_dir,
         settings,
-        message=commit_message(planned, settings.git_name, settings.git_email, credit),
+        message=commit_message(planned, signer.name, signer.email, credit),
         check_tree=lambda changes: check_confined(planned, changes),
-        steps=_member_commits(planned, settings, credit) if plan.is_group else None,
+        steps=_member_commits(planned, signer, credit) if plan.is_group else None,
+        author=(signer.name, signer.email),
     )
     if commit.human_edited and not open_pulls:
         # Its commits are not ours and were never checked: a PR from it would propose them.
@@ -354,6 +365,7 @@ def publish_plan(
         search=search,
         submitter=submitter,
         submitter_identity=f"{settings.git_name} <{settings.git_email}>",
+        authors=_authors(commit, work_dir, settings),
         verified=verified,
         docs=docs_naming(work_dir, plan.base_commit, names),
         inherited=tuple(inherited),
@@ -362,10 +374,7 @@ def publish_plan(
     def body_for(who: Attestation) -> str:
         return compose_body(planned, title, dataclasses.replace(facts, attestation=who))
 
-    digest = patch_hash(planned.patch)
     preview = Preview(planned.patch, digest, submitter, body_for, title)
-    if attest is None:
-        attest = attesting.given(_environment_attestation(client, settings, digest))
     attestation = attest(preview)
     if attestation is None:
         return PublishResult(
@@ -374,6 +383,7 @@ def publish_plan(
         )
     body = body_for(attestation)
     attesting.require(attestation, digest, body)
+    signoff.check_signed_by(attestation, signer, settings)
     if attestation.body_sha is None:
         # No body was shown on this path (the dashboard shows pr.md, the Action its
         # artifact): what was reviewed is pr.md's records, the duplicate search among them; a
@@ -499,11 +509,9 @@ def _refuse_covered(plan: Plan, search: DuplicateSearch, rules: ContributionRule
     raise BotError(f"{listed}; {rule} Nothing was published.{again}")
 
 
-def _member_commits(
-    planned: PlanDir, settings: GitHubSettings, credit: str | None
-) -> list[CommitStep]:
+def _member_commits(planned: PlanDir, signer: Signer, credit: str | None) -> list[CommitStep]:
     """A group's branch: one commit per member, each checked by its own recipe's rules."""
-    messages = member_commit_messages(planned, settings.git_name, settings.git_email, credit)
+    messages = member_commit_messages(planned, signer.name, signer.email, credit)
     return [
         CommitStep(member.patch, message, partial(check_member_confined, member))
         for member, message in zip(planned.plan.members, messages, strict=True)
@@ -597,8 +605,8 @@ def _environment_attestation(
                 return found
     raise BotError(
         f"no approval of run {int(run_id)}'s `{PUBLISH_ENVIRONMENT}` environment says "
-        f'"read every changed line" of {digest[:19]}: approve it with that comment; nothing '
-        "was published"
+        f'"read every changed line" of {digest[:19]}: approve it with that comment (and your '
+        "own `Signed-off-by: Name <email>` line); nothing was published"
     )
 
 
@@ -836,6 +844,22 @@ def _verified(
     if gpu.mode != "dispatch" or not settings.bot_repo:
         return False
     return confirmed(gpu.to_json(), tested, client, settings.bot_repo)
+
+
+def _authors(commit: CommitInfo, work_dir: Path, settings: GitHubSettings) -> tuple[str, ...]:
+    """Who authored (and signed off) each of the bot's commits on the branch as it will be
+    pushed: from its head down to the first commit the operator's identity did not commit."""
+    if commit.human_edited:
+        return ()
+    found = []
+    with Repo(work_dir) as repo:
+        head = repo.commit(commit.sha)
+        while head.committer.email == settings.git_email and len(found) < 64:
+            found.append(f"{head.author.name} <{head.author.email}>")
+            if len(head.parents) != 1:
+                break
+            head = head.parents[0]
+    return tuple(found)
 
 
 def _tested_commit(plan: Plan, commit: CommitInfo, work_dir: Path) -> TestedCommit:

@@ -694,25 +694,29 @@ def _raised_class(path: Path, line: int) -> str | None:
 
 
 def runtime_guard(ctx: ScanContext) -> Guard | None:
-    """The first such guard in the tree (by module), or None when the tree has none (read from
-    the user cache when the files that could hold one were seen before)."""
+    """The first such guard in the tree (by module), or None when the tree has none (once per
+    scan; read from the user cache when the files that could hold one were seen before)."""
+    return ctx.remembered(f"{__name__}.runtime_guard", lambda: _runtime_guard(ctx))
+
+
+def _runtime_guard(ctx: ScanContext) -> Guard | None:
     index = ctx.index
     candidates: list[tuple[str, str, bytes, list[str]]] = []  # module, path, text, owners
     for module in sorted(index.modules):
-        path = index.modules[module].path
-        try:
-            data = (ctx.root / path).read_bytes()
-        except OSError:
-            continue
-        if b"supports_eagle3(self." not in data:
-            continue
         owners = [
             name
             for name in index.modules[module].facts["classes"]
             if is_multimodal(index, ClassRef(module, name))
             and declares_eagle3(index, ClassRef(module, name))
         ]
-        if owners:
+        if not owners:  # only a module with a candidate owner is read
+            continue
+        path = index.modules[module].path
+        try:
+            data = (ctx.root / path).read_bytes()
+        except OSError:
+            continue
+        if b"supports_eagle3(self." in data:
             candidates.append((module, path, data, owners))
     content = b"".join(
         f"{module}\0{path}\0{','.join(owners)}\0{len(data)}\0".encode() + data

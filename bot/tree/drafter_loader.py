@@ -187,9 +187,10 @@ def _loader_files(root: Path) -> Iterator[tuple[str, bytes]]:
     vllm = root / "vllm"
     if not vllm.is_dir():
         return
+    prefix = len(str(root))  # os.walk's folders start with it (parts by string: ~1000 folders)
     for folder, subfolders, files in os.walk(vllm):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
-        if "spec_decode" not in Path(folder).relative_to(root).parts:
+        if "spec_decode" not in folder[prefix:].split(os.sep):
             continue
         for name in sorted(files):
             if not name.endswith(".py"):

@@ -74,7 +74,23 @@ def new_number(state: State, repo: str) -> int:
 
 
 def get_user(state: State, request: Request, match: re.Match[str]) -> Response:
-    return 200, state.user_json(_require_login(request)), {}
+    return 200, state.profile_json(_require_login(request)), {}
+
+
+def get_named_user(state: State, request: Request, match: re.Match[str]) -> Response:
+    login = match["login"]
+    if login not in state.profiles and login not in state.tokens.values():
+        raise HttpError(404, "Not Found")
+    return 200, state.profile_json(login), {}
+
+
+def get_user_emails(state: State, request: Request, match: re.Match[str]) -> Response:
+    """The token user's addresses; 404 for a user whose token may not read them (GitHub
+    answers 404 to a token without the ``user:email`` scope)."""
+    emails = state.profiles.get(_require_login(request), {}).get("emails")
+    if emails is None:
+        raise HttpError(404, "Not Found")
+    return 200, [{"visibility": None, **e} for e in emails], {}
 
 
 def get_repo(state: State, request: Request, match: re.Match[str]) -> Response:
@@ -534,6 +550,8 @@ ROUTES: list[Route] = [
     (m, re.compile(p + r"$"), f)
     for m, p, f in [
         ("GET", "/user", get_user),
+        ("GET", "/user/emails", get_user_emails),
+        ("GET", r"/users/(?P<login>[A-Za-z0-9-]+)", get_named_user),
         ("GET", _REPO, get_repo),
         ("GET", _REPO + r"/issues", list_issues),
         ("POST", _REPO + r"/issues", create_issue),

@@ -219,6 +219,24 @@ class GitHubStandIn:
         with self.state.lock:
             self.state.tokens[token] = login
 
+    def add_user(
+        self,
+        login: str,
+        name: str = "",
+        public_email: str | None = None,
+        emails: list[tuple[str, bool]] | None = None,
+    ) -> None:
+        """A GitHub account's profile: its name, its public e-mail, and (``emails``: address,
+        verified; the first is primary) the addresses its own token can list; None: its token
+        may not list them."""
+        listed = None
+        if emails is not None:
+            listed = [
+                {"email": e, "verified": v, "primary": i == 0} for i, (e, v) in enumerate(emails)
+            ]
+        with self.state.lock:
+            self.state.profiles[login] = {"name": name, "email": public_email, "emails": listed}
+
     def add_repo(
         self,
         full_name: str,

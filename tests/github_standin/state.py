@@ -70,6 +70,8 @@ class State:
         self.ids = itertools.count(1000)
         self.repos: dict[str, Repo] = {}
         self.tokens: dict[str, str] = {}  # token -> login
+        # login -> {"name", "email" (public), "emails" ([{email, verified, primary}])}
+        self.profiles: dict[str, dict[str, Any]] = {}
         self.numbers: dict[str, itertools.count[int]] = {}
         self.issues: dict[tuple[str, int], dict[str, Any]] = {}  # issues and PRs share numbers
         self.comments: dict[int, dict[str, Any]] = {}
@@ -181,6 +183,15 @@ class State:
             "type": "User",
             "url": f"{self.base_url}/users/{login}",
             "html_url": f"{self.web_url}/{login}",
+        }
+
+    def profile_json(self, login: str) -> dict[str, Any]:
+        """``GET /users/{login}`` (and ``/user``): the user with its name and public e-mail."""
+        profile = self.profiles.get(login, {})
+        return {
+            **self.user_json(login),
+            "name": profile.get("name"),
+            "email": profile.get("email"),
         }
 
     def repo_json(self, full_name: str) -> dict[str, Any]:

@@ -303,9 +303,10 @@ def assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
 
 def _assess_all(ctx: ScanContext) -> dict[ClassRef, Assessment]:
     assessments = {ref: assess(ctx, ref) for ref in wrapper_targets(ctx)}
+    ancestors = {ref: set(ctx.index.ancestors(ref)) for ref in assessments}
     checked: dict[ClassRef, Assessment] = {}
     for ref, assessment in assessments.items():
-        below = [r for r in assessments if r != ref and ref in ctx.index.ancestors(r)]
+        below = [r for r in assessments if r != ref and ref in ancestors[r]]
         unready = [r for r in below if not _same_fix(assessments[r], assessment)]
         if assessment.shape is not None and unready:
             other = assessments[unready[0]]
