@@ -14,9 +14,9 @@ import pytest
 
 from bot.drafts import load_catalogue
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
-from bot.recipes.eagle3_enable.analysis import DecoderShape
+from bot.recipes.eagle3_enable.analysis import DecoderShape, decoder_shape
 from bot.recipes.eagle3_enable.recipe import _edits, candidates
-from bot.scan.findings import scan
+from bot.scan.findings import scan, scan_context
 from tests.synthetic import dedent, make_tree
 
 TEXT = "_TEXT_GENERATION_MODELS"
@@ -266,8 +266,20 @@ BRANCHED = (
 READY.append(
     ("islice", "residual-stream", LAYER_PAIR, decoder(ISLICE + BRANCHED, FUSED_NORM)),
 )
+# OPT's and ChatGLM's child decoders: a finishing step under a flag of the module, after a loop
+# whose layers return the one full stream
+FLAGGED_NORM = (
+    "        if self.final_norm is not None:\n"
+    "            hidden_states = self.final_norm(hidden_states)\n"
+)
 
 REFUSED = [
+    (
+        "a finishing step under a flag after a loop of (stream, residual) pairs",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL, FUSED_NORM + FLAGGED_NORM),
+        "branches on `self.final_norm is not None`",
+    ),
     (
         "a different layer call in each branch of an if",
         LAYER_PAIR,
@@ -782,3 +794,18 @@ def test_a_pair_carried_beside_the_stream_is_named(tmp_path: Path) -> None:
         "decoder adds back, and the layer's forward does not show that hidden_states alone is "
         "the whole stream"
     ) in refused
+
+
+def test_a_flagged_finishing_step_after_one_tensor_layers_is_read(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, LAYER_ONE, decoder(ISLICE + ONE_CALL, FLAGGED_NORM, False))
+    index = scan_context(tree, use_cache=False).index
+    (ref,) = [r for r in index.classes() if r.name == "DemoModel"]
+    shape = decoder_shape(index, ref)
+    assert isinstance(shape, DecoderShape), shape
+    assert (shape.residual, shape.final_norm) == ("no-residual", "conditional")
+    # without tests/AGENTS.md the stand-in forward test cannot set the flagged module up: the
+    # finding is refused, and says so (on a tree with it, the test through LLM: CHILD's case)
+    (finding,) = _enable_findings(tree)
+    assert "reads self.final_norm, which a test on stand-in layers does not set up" in (
+        finding.evidence.refused
+    )

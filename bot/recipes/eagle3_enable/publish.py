@@ -77,7 +77,7 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         spans += [ClassHeader(name), ClassBody(name)]
     allowed_imports = {MIXIN: from_interfaces}
     allowed_classes: dict[str, type[ast.stmt]] = dict.fromkeys(classes, ast.ClassDef)
-    delegation = delegates(capture.candidate.attribute, capture.shape.layers_attr)
+    delegation = delegates(capture.candidate.reached, capture.shape.layers_attr)
     if declares:
         spans.append(ClassHeader(class_name))
         if delegation:
@@ -93,13 +93,13 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         expected = add_decoder_delegation(
             append_base_class(before, class_name, INTERFACE),
             class_name,
-            capture.candidate.attribute,
+            capture.candidate.reached,
             capture.shape.layers_attr,
         )
         if dump(module_class(expected, class_name)) != dump(module_class(after, class_name)):
             raise CodemodRefused(
                 f"the change to {class_name} is not {INTERFACE} and the two methods reaching "
-                f"self.{capture.candidate.attribute} the recipe writes"
+                f"self.{capture.candidate.reached} the recipe writes"
             )
     elif declares:
         old, new = module_class(before, class_name), module_class(after, class_name)

@@ -134,7 +134,21 @@ class Candidate:
 
     @property
     def captured(self) -> ClassRef:
+        """The class whose ``forward`` gains the capture: the decoder, the class it inherits
+        ``forward`` from, or the child decoder it hands back whole (OPTModel -> OPTDecoder)."""
+        shape = self.model_verdict or self.verdict
+        if isinstance(shape, DecoderShape) and shape.inner:
+            return ClassRef((self.owner or self.decoder).module, shape.inner)
         return self.owner or self.decoder
+
+    @property
+    def reached(self) -> str:
+        """What the target's two methods reach: its decoder attribute, and for the
+        child-decoder form the child under it (``model.decoder``)."""
+        shape = self.model_verdict or self.verdict
+        if isinstance(shape, DecoderShape) and shape.inner_attr:
+            return f"{self.attribute}.{shape.inner_attr}"
+        return self.attribute
 
 
 class Eagle3Enable(Recipe):
@@ -201,10 +215,7 @@ class Eagle3Enable(Recipe):
         if capture is None:
             return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
         candidate, shape, absolute = capture.candidate, capture.shape, capture.absolute
-        if (
-            delegates(candidate.attribute, shape.layers_attr)
-            and capture.decoder_path != finding.path
-        ):
+        if delegates(candidate.reached, shape.layers_attr) and capture.decoder_path != finding.path:
             return Declined(
                 f"needs a human: {finding.class_name} needs the two delegating methods and is "
                 f"not in its decoder's file ({capture.decoder_path}): the recipe writes them in "
@@ -827,8 +838,8 @@ def _norm_attribute(path: Path, decoder: str, shape: DecoderShape) -> str | None
     ``self.<x>(...)`` called on the norm's line, or, for a norm picked by whether the residual
     is ``None``, on the lines of its two branches (each calls the same one); None where the
     decoder has no final norm (the target applies it)."""
-    if shape.final_norm == "target":
-        return None
+    if shape.final_norm in ("target", "conditional"):
+        return None  # no norm, or one the config may skip: the test checks the output alone
     last = shape.return_line if shape.final_norm == "when-residual" else shape.norm_line
     forward = _forward_of(path, decoder)
     called = {
@@ -1018,7 +1029,8 @@ def _delegation_refusal(attribute: str, shape: DecoderShape | Refusal) -> Refusa
 
 def delegates(attribute: str, layers_attr: str) -> bool:
     """Whether the target gets the two delegating methods: the interface's defaults reach
-    only ``self.model`` and count only ``self.model.layers``."""
+    only ``self.model`` and count only ``self.model.layers`` (``attribute`` is what the methods
+    reach: ``model.decoder`` for a child decoder)."""
     return attribute != DECODER_ATTRIBUTE or layers_attr != "layers"
 
 
@@ -1170,11 +1182,12 @@ def _edits(
     from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports
 
     index = ctx.scan.index
-    decoder = candidate.decoder
+    decoder = candidate.captured if shape.inner else candidate.decoder
     path = index.path_of(decoder)
     source = (ctx.root / path).read_text(encoding="utf-8")
     module = interfaces_import_module(source, path)
-    # A nested decoder's child (Plamo3Decoder) takes the mixin too and does the collecting.
+    # A nested decoder's child (Plamo3Decoder) takes the mixin too and does the collecting; a
+    # child decoder handed back whole (OPTDecoder) takes it alone (its parent is unchanged).
     classes = [decoder.name, *([shape.child] if shape.child else [])]
     steps = [
         step(add_import_name, module=module, name=MIXIN),
@@ -1188,12 +1201,17 @@ def _edits(
     description = (
         f"{decoder.name} takes {MIXIN} and collects the aux hidden states in forward "
         f"({shape.loop} loop, {shape.residual})"
+        + (
+            f", which {candidate.decoder.name} hands back whole from self.{shape.inner_attr}"
+            if shape.inner
+            else ""
+        )
         if not shape.child
         else f"{decoder.name} and its child {shape.child} take {MIXIN}: {shape.child} collects "
         f"the aux hidden states in its loop ({shape.loop}, {shape.residual}) and hands them "
         f"back, {decoder.name} passes the aux layers down"
     )
-    delegation = delegates(candidate.attribute, shape.layers_attr)
+    delegation = delegates(candidate.reached, shape.layers_attr)
     if path != finding.path:
         return [
             FileEdit(path, kind, description, tuple(steps), tuple(spans)),
@@ -1210,14 +1228,14 @@ def _edits(
             step(
                 add_decoder_delegation,
                 class_name=finding.class_name,
-                attribute=candidate.attribute,
+                attribute=candidate.reached,
                 layers=shape.layers_attr,
             )
         )
         spans += [ClassBody(finding.class_name), AfterClassBody(finding.class_name)]
         description += (
-            f" and reaches self.{candidate.attribute} (layers at "
-            f"self.{candidate.attribute}.{shape.layers_attr}) in the interface's two methods"
+            f" and reaches self.{candidate.reached} (layers at "
+            f"self.{candidate.reached}.{shape.layers_attr}) in the interface's two methods"
         )
     return [FileEdit(path, "enable-decoder-and-declare", description, tuple(steps), tuple(spans))]
 
@@ -1248,8 +1266,16 @@ def enable_writeup_context(
         # the plan's test: on stand-ins (the tree's own style), or through LLM
         "stand_in_test": through_llm is False,
         "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
-        "delegates": delegates(decoder.attribute.removeprefix("self."), shape.layers_attr),
+        "delegates": delegates(_reached(decoder.attribute, shape), shape.layers_attr),
+        "reached": "self." + _reached(decoder.attribute, shape),
+        "collector": shape.inner or decoder.name,  # the class that collects
     }
+
+
+def _reached(attribute: str, shape: DecoderShape) -> str:
+    """What the target's two methods reach (:attr:`Candidate.reached`), from the evidence."""
+    bare = attribute.removeprefix("self.")
+    return f"{bare}.{shape.inner_attr}" if shape.inner_attr else bare
 
 
 def unproven_lines(
@@ -1282,11 +1308,22 @@ def unproven_lines(
             }
         )
     if through_llm:
+        compared = (
+            "only the state after the last layer is compared with what the final norm reads"
+            if shape.final_norm not in ("target", "conditional")
+            else "no captured state is compared with the model's output (the decoder's "
+            + (
+                "finishing steps depend on the config"
+                if shape.final_norm == "conditional"
+                else "final norm is the target's"
+            )
+            + "), only that the model loads with the aux states requested and keeps its "
+            "greedy output"
+        )
         text = (
             "the contributed test runs the model through LLM with dummy weights, one layer "
             "(the registry example's config, shrunk as tests/models/test_initialization.py "
-            "does) and extract_hidden_states: only the state after the last layer is "
-            "compared with what the final norm reads; no draft model is run"
+            f"does) and extract_hidden_states: {compared}; no draft model is run"
         )
         if isinstance(through_llm, str):  # a tree whose own style is a stand-in test
             text += (
