@@ -61,13 +61,11 @@ def main() -> None:
         tests = engine_tests.plan_engine_tests(tree, node_ids, touched)
         if isinstance(tests, str):
             raise SystemExit(f"not checked: {tests}")
-        for when, only in (("before", "tests/*"), ("after", None)):
-            if when == "after":
-                scratch.apply_patch(tree, patch, only="tests/*", reverse=True)
+        for when, only in (("before", "tests/*"), ("after", "vllm/*")):
             failure = scratch.apply_patch(tree, patch, only=only)
             if failure:
                 raise SystemExit(f"the patch does not apply: {failure}")
-            if args.drop_entry:
+            if args.drop_entry and when == "before":
                 _drop_entry(tree, args.drop_entry)
             engine_tests.run(engine, tests, tree, work, when)
     verdict = engine_tests.check(tests, engine)
