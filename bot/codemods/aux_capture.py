@@ -557,7 +557,27 @@ _OPTIONAL_NORM = _SLICE.replace(
     "            hidden_states, _ = self.norm(hidden_states, residual)\n",
 )
 
+# OPT's and ChatGLM's child decoders: the stream's finishing steps under flags of the config
+_FLAGGED = """\
+        if self.final_layer_norm is not None:
+            hidden_states = self.final_layer_norm(hidden_states)
+        if self.project_out is not None:
+            hidden_states, _ = self.project_out(hidden_states)
+"""
+
 CASES += [
+    Case(
+        "finishing steps under config flags: the capture between layers, the return guarded "
+        "after them",
+        _capture("M", None, absolute=False),
+        _PLAIN.replace("        hidden_states = self.norm(hidden_states)\n", _FLAGGED),
+        _PLAIN_RELATIVE.replace("        hidden_states = self.norm(hidden_states)\n", _FLAGGED),
+    ),
+    Case(
+        "finishing steps under config flags, already collecting: no change",
+        _capture("M", None, absolute=False),
+        _PLAIN_RELATIVE.replace("        hidden_states = self.norm(hidden_states)\n", _FLAGGED),
+    ),
     Case(
         "every layer, with bookkeeping before the call: this stage's slice and the capture",
         _capture("M", None, stage_slice=True),

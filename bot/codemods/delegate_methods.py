@@ -24,6 +24,10 @@ another name (``self.h``), gets the two methods on the decoder itself instead
         num_layers = len(self.transformer.h)
         return (2, num_layers // 2, num_layers - 3)
 
+A decoder that hands back whole what a child decoder returns (``OPTModel`` and its
+``self.decoder``) is reached through it: ``attribute`` is then the dotted path
+(``model.decoder``), each part an identifier.
+
 Methods the class already defines are left alone (that is also what makes a second run a
 no-op); they are appended at the end of the class body.
 """
@@ -96,7 +100,8 @@ def add_decoder_delegation(source: str, class_name: str, attribute: str, layers:
     ``self.<attribute>`` (which has ``EagleModelMixin``) and counting ``self.<attribute>.
     <layers>``: what the interface's defaults do for a decoder at ``self.model.layers``."""
     require_identifier(class_name, "class name")
-    require_identifier(attribute, "decoder attribute")
+    for part in attribute.split("."):  # `model.decoder`: the child decoder under self.model
+        require_identifier(part, "decoder attribute")
     require_identifier(layers, "layers attribute")
 
     def written(defined: set[str]) -> list[cst.BaseStatement]:
@@ -247,6 +252,26 @@ def _to_decoder(attribute: str = "transformer", layers: str = "h") -> Callable[[
     return lambda source: add_decoder_delegation(source, "GPT2LMHeadModel", attribute, layers)
 
 
+_CHILD_DECODER = """\
+class OPTForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
+    def forward(self, input_ids, positions):
+        return self.model(input_ids, positions)
+"""
+
+_TO_CHILD = """
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        self.model.decoder._set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_default_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        num_layers = len(self.model.decoder.layers)
+        return (2, num_layers // 2, num_layers - 3)
+"""
+
+
+def _to_child(attribute: str = "model.decoder") -> Callable[[str], str]:
+    return lambda source: add_decoder_delegation(source, "OPTForCausalLM", attribute, "layers")
+
+
 CASES: list[Case] = [
     Case(
         "a decoder at self.transformer with its layers at h: both methods reach it",
@@ -258,6 +283,23 @@ CASES: list[Case] = [
         "the decoder's methods already there: no change",
         _to_decoder(),
         _TRANSFORMER + _TO_DECODER,
+    ),
+    Case(
+        "a child decoder handed back whole (self.model.decoder): both methods reach the child",
+        _to_child(),
+        _CHILD_DECODER,
+        _CHILD_DECODER + _TO_CHILD,
+    ),
+    Case(
+        "the child decoder's methods already there: no change",
+        _to_child(),
+        _CHILD_DECODER + _TO_CHILD,
+    ),
+    Case(
+        "a hostile part of the dotted decoder path: refuse",
+        _to_child("model.decoder; import os"),
+        _CHILD_DECODER,
+        refuses="decoder attribute is not a Python identifier",
     ),
     Case(
         "a hostile layers attribute: refuse",

@@ -103,6 +103,9 @@ def validation_rows(plan: Plan, verified: bool | None = None) -> list[Row]:
     cpu = verification.check("cpu-tests")
     if cpu is not None:
         rows.append(_cpu_row(cpu, plan.tests.cpu))
+    through_llm = verification.check("engine-tests")
+    if through_llm is not None:
+        rows.append(_engine_tests_row(through_llm, plan.tests.engine))
     smoke = verification.check("smoke")
     if smoke is not None:
         rows.append(
@@ -144,6 +147,54 @@ def _cpu_row(check: Check, nodes: Sequence[str]) -> Row:
     return Row(f"{command}, without the fix, then with it", _OUTCOME[check.passed], _said(said))
 
 
+def _engine_tests_row(check: Check, nodes: Sequence[str]) -> Row:
+    """The test through ``LLM`` as the CI step runs it, in the CPU engine, without the fix and
+    with it; members the engine could not judge are counted here and listed under the table
+    (:func:`unjudged_members`)."""
+    record = check.record or {}
+    step = record.get("step")
+    command = step.get("command") if isinstance(step, Mapping) else None
+    cases = f"{len(nodes)} cases" if len(nodes) != 1 else "1 case"
+    what = (
+        f"{_code(str(command))} from `tests/`, narrowed to the plan's {cases}, in "
+        f"{inline(record.get('engine') or 'the CPU engine')}, without the fix, then with it"
+        if command
+        else f"the contributed test through `LLM` ({cases}), without the fix, then with it"
+    )
+    said = check.detail
+    before, after = record.get("before"), record.get("after")
+    if check.passed is not None and isinstance(before, Mapping) and isinstance(after, Mapping):
+        said = f"without the fix: {_run_said(before)}; with it: {_run_said(after)}"
+        if record.get("failed_because"):
+            said += f"; {record['failed_because']}"
+        steps = ci_steps(check)
+        if steps:
+            said += "; CI runs it in " + ", ".join(steps)
+        left_out = record.get("unjudged")
+        if isinstance(left_out, Mapping) and left_out:
+            said += f"; {len(left_out)} unjudged (listed below)"
+        if record.get("engine"):
+            said += "; the example models' configs and tokenizers from a local Hub stand-in"
+    return Row(what, _OUTCOME[check.passed], _said(said))
+
+
+def unjudged_members(plan: Plan) -> list[dict[str, str]]:
+    """The members the engine-tests record names unjudged, one line per reason (a group's
+    multimodal members share theirs): Markdown, the reason cut short."""
+    verification = plan.verification
+    check = verification.check("engine-tests") if verification is not None else None
+    left_out = (check.record or {}).get("unjudged") if check is not None else None
+    if not isinstance(left_out, Mapping):
+        return []
+    by_reason: dict[str, list[str]] = {}
+    for arch, why in left_out.items():
+        by_reason.setdefault(str(why), []).append(str(arch))
+    return [
+        {"members": ", ".join(_code(a) for a in archs), "why": _said(why)}
+        for why, archs in by_reason.items()
+    ]
+
+
 def _run_said(run: Mapping[str, Any]) -> str:
     text = str(run.get("summary") or run.get("conclusion") or "")
     error = run.get("error")
@@ -151,14 +202,15 @@ def _run_said(run: Mapping[str, Any]) -> str:
 
 
 def ci_steps(check: Check | None) -> list[str]:
-    """The CI steps the cpu-tests record says select the contributed tests (issue 34's
-    record: ``ci`` entries naming a step and the file and line it is defined at)."""
+    """The CI steps a check's record says select the contributed tests (the engine-tests
+    record: ``ci`` entries naming a step and the file and line it is defined at), as plain
+    text."""
     record = (check.record if check is not None else None) or {}
     steps = []
     for step in record.get("ci") or []:
         if isinstance(step, Mapping) and step.get("step"):
             where = f" ({step.get('file')}:{step.get('line')})" if step.get("file") else ""
-            steps.append(f"{inline(step['step'])}{inline(where)}")
+            steps.append(f"{step['step']}{where}")  # plain text: the row's cell escapes it
     return steps
 
 
@@ -395,7 +447,12 @@ def template_boxes(facts: Facts, report: ChecklistReport | None) -> list[Box]:
             ok = report is not None and report.low_complexity and not report.core_touched
             why = "Low complexity, no core component" if ok else "not Low complexity, or core"
         elif low.startswith("**testing and validation"):
-            ok = regression and bool(ci_steps(cpu))
+            through_llm = verification.check("engine-tests") if verification else None
+            ok = (regression and bool(ci_steps(cpu))) or (
+                through_llm is not None
+                and through_llm.passed is True
+                and bool(ci_steps(through_llm))
+            )
             why = (
                 "the regression test failed without the fix and passed with it, and a CI step "
                 "runs it"
@@ -445,6 +502,7 @@ def context(facts: Facts) -> dict[str, Any]:
             "model evaluation" in item.lower() for item in rules.description_must_include
         ),
         "rows": validation_rows(plan, facts.verified),
+        "unjudged": unjudged_members(plan),
         "asks_gpu": bool(plan.tests.gpu),
         "engine": engine,
         "logs": _logs(verification),
@@ -468,8 +526,13 @@ def _logs(verification: Verification | None) -> list[dict[str, str]]:
         return []
     logs = []
     for check in verification.checks:
-        if check.log_excerpt and check.name in ("cpu-tests", "smoke"):
+        if check.log_excerpt and check.name in ("cpu-tests", "engine-tests", "smoke"):
             parts = check.log_excerpt.strip().split("\n\nafter the patch:\n")
+            said = check.log_excerpt.replace("before the patch:", "").replace(
+                "after the patch:", ""
+            )
+            if not said.strip():
+                continue  # the runs printed nothing worth quoting (their record says why)
             text = "\n\nafter the patch:\n".join(_tail(part) for part in parts)
             logs.append({"name": inline(check.name), "block": code_block(text)})
     gpu = verification.gpu

@@ -45,6 +45,34 @@ def follows_agents_rules(root: Path) -> bool:
     return (root / AGENTS_RULES).is_file()
 
 
+# What the test through LLM uses from a tree: each file, the text that shows it there, and
+# what that is.
+_LLM_TEST_NEEDS = (
+    ("tests/conftest.py", "def vllm_runner", "the vllm_runner fixture"),
+    ("tests/models/registry.py", "def check_transformers_version", "the example models' checks"),
+    ("tests/models/utils.py", "def dummy_hf_overrides", "dummy_hf_overrides"),
+    ("vllm/config/speculative.py", '"extract_hidden_states"', "the extract_hidden_states method"),
+    ("vllm/model_executor/models/interfaces.py", "class EagleModelMixin", "EagleModelMixin"),
+    ("vllm/entrypoints/llm.py", "def apply_model", "LLM.apply_model"),
+)
+
+
+def llm_test_unavailable(root: Path) -> str | None:
+    """Why the test through LLM cannot be contributed to this tree, or None when it can: the
+    tree has what it uses and a per-pull-request CI step runs its file. On a tree without
+    ``tests/AGENTS.md`` it is the test where the tree's own style (a stand-in forward test)
+    cannot be written: a decoder is never refused for want of a generated test alone."""
+    for path, text, what in _LLM_TEST_NEEDS:
+        try:
+            found = text in (root / path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            found = False
+        if not found:
+            return f"{path} does not have {what}, which the test through LLM uses"
+    where = placement(root, [])
+    return where.reason.removeprefix("needs a human: ") if isinstance(where, Declined) else None
+
+
 def example_arch(root: Path, archs: Sequence[str]) -> str | Declined:
     """The first of ``archs`` with an example model in ``tests/models/registry.py`` that is
     available online (the test builds that model's config through ``LLM``)."""
@@ -153,11 +181,16 @@ def llm_test_edits(
 TargetsOf = Callable[[PublishedEdit], "dict[str, str | None]"]
 
 
-def llm_test_rule(targets_of: TargetsOf) -> PublishRule:
+def llm_test_rule(
+    targets_of: TargetsOf, stand_in_refused: Callable[[PublishedEdit], str | None] | None = None
+) -> PublishRule:
     """The rule for the ``llm-test`` kind: the file is what :func:`bot.codemods.
     llm_target_test.add_llm_targets` makes of its text before the commit (a new file, or
     the test an earlier commit wrote) with exactly the targets ``targets_of`` derives from
-    the base commit for the plan's class: each architecture and its decoder's final norm."""
+    the base commit for the plan's class: each architecture and its decoder's final norm.
+    On a base without ``tests/AGENTS.md`` the file is allowed only where the recipe's own
+    test in the tree's style cannot be written (``stand_in_refused`` says why, from the base;
+    None: it can, so that test is the one to contribute)."""
     from bot.codemods.base import CodemodRefused
     from bot.codemods.llm_target_test import LLM_TEST_PATH, add_llm_targets
     from bot.recipes.publish_rules import require_written_file
@@ -167,7 +200,11 @@ def llm_test_rule(targets_of: TargetsOf) -> PublishRule:
             raise CodemodRefused(f"the test through LLM goes in {LLM_TEST_PATH}")
         root = _base_root(edit)
         if not follows_agents_rules(root):
-            raise CodemodRefused(f"the base has no {AGENTS_RULES}: the tree's own tests apply")
+            refused = stand_in_refused(edit) if stand_in_refused is not None else None
+            if refused is None:
+                raise CodemodRefused(f"the base has no {AGENTS_RULES}: the tree's own tests apply")
+            if (missing := llm_test_unavailable(root)) is not None:
+                raise CodemodRefused(missing)
         where = placement(root, [p for p in edit.changed if p.startswith("vllm/")])
         if isinstance(where, Declined):
             raise CodemodRefused(where.reason)

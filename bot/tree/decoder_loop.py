@@ -574,10 +574,29 @@ def delegation(
 ) -> dict[str, Any] | None:
     """For a ``forward`` without a layer loop: the top-level calls of a child module that
     assign names (``hidden_states, residual = self.layers(...)``: a nested decoder, whose loop
-    lives in the child) with the statements after each, and the child calls made inside a loop
-    (HrmText's stacks run in cycles); None when there are neither."""
+    lives in the child) with the statements after each, or that are returned whole
+    (``return self.decoder(...)``, ``returned``: no targets, nothing after), and the child
+    calls made inside a loop (HrmText's stacks run in cycles); None when there are neither."""
     calls: list[dict[str, Any]] = []
     for position, stmt in enumerate(func.body):
+        if (
+            isinstance(stmt, ast.Return)
+            and isinstance(value := stmt.value, ast.Call)
+            and (attr := _self_attr(value.func)) is not None
+        ):
+            # `return self.decoder(...)`: the child's output handed back whole (OPT)
+            calls.append(
+                {
+                    "attr": attr,
+                    "targets": [],
+                    "args": [_text(a) for a in value.args],
+                    "keywords": {k.arg or "**": _text(k.value) for k in value.keywords},
+                    "line": stmt.lineno,
+                    "after": [],
+                    "returned": True,
+                }
+            )
+            continue
         if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
             continue
         value, target = stmt.value, stmt.targets[0]

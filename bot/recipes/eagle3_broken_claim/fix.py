@@ -74,9 +74,11 @@ def repairs(ctx: ScanContext, candidate: Candidate, holder: ClassRef) -> bool:
     """Whether ``candidate``'s enablement gives ``holder`` the mixin and the capture: ``holder``
     is its decoder, or a subclass of the class whose ``forward`` it captures in that runs that
     very ``forward`` (the mixin and the capture are inherited)."""
-    if candidate.decoder == holder:
-        return True
     owner = candidate.captured
+    if candidate.decoder == holder:
+        # unless the capture goes into a child decoder it hands back whole (OPTDecoder):
+        # then the holder itself gains nothing
+        return owner in (holder, forward_owner(ctx.index, holder))
     return owner != holder and forward_owner(ctx.index, holder) == owner
 
 

@@ -31,9 +31,19 @@ num_attn += 1``, counting into a name nothing reads) before the layer call.
 
 A decoder whose ``forward`` has no loop of its own and calls a child module once as
 ``hidden_states, residual = self.layers(...)`` (Plamo3) is read as the child's loop with what
-follows the call in the decoder: the two-module form. Other decoders without a loop are refused
-with how they reach their layers (in a loop of their own, through their own methods, or by
-handing a child's output back whole).
+follows the call in the decoder: the two-module form. A decoder whose ``forward`` hands one
+looping child's output back whole (OPT's ``return self.decoder(...)``, ChatGLM's
+``hidden_states = self.encoder(...)`` then ``return hidden_states``) is the child-decoder form:
+the child is a whole decoder of its own (loop, final norm, return), read as any decoder, and
+it is the child that collects (``inner``; the target's two methods reach it). Other decoders
+without a loop are refused with how they reach their layers (in a loop of their own, through
+their own methods, or several children).
+
+After the loop, a step the stream takes only under a flag of the module
+(``if self.post_layer_norm: hidden_states = self.final_layernorm(hidden_states)``, OPT's
+optional ``project_out``) is read where the layers return the one full stream: what is
+captured between layers does not depend on it (``final_norm`` is then ``conditional``: which
+norm the returned stream went through depends on the config).
 
 Residual kinds (what the stream after a layer is, decided from the layer's ``forward`` and the
 final norm's call):
@@ -54,6 +64,7 @@ final norm's call):
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -81,12 +92,17 @@ class DecoderShape(JsonRecord):
     layer_classes: tuple[str, ...]
     # "decoder": `h = self.norm(...)` before the return; "when-residual": the norm takes the
     # residual when there is one (`if residual is None: ... else: ...`); "target": no norm in
-    # the decoder, the target applies it (Step-3.5's compute_logits)
+    # the decoder, the target applies it (Step-3.5's compute_logits); "conditional": the
+    # stream's finishing steps run under flags of the module (`if self.post_layer_norm: ...`)
     final_norm: str = "decoder"
     # A nested decoder (Plamo3): the loop lives in the class `child`, built at
     # `self.<child_attr>` and called once by this decoder's forward
     child: str | None = None
     child_attr: str | None = None
+    # The child-decoder form (OPT): the decoder hands `self.<inner_attr>`'s output back whole,
+    # and the class `inner` built there is the whole decoder this shape is of (it collects)
+    inner: str | None = None
+    inner_attr: str | None = None
     # The lines of the capture the loop wrote itself before EagleModelMixin
     # (``if i in self.aux_hidden_state_layers: aux_hidden_states.append(...)``): the plan
     # replaces it with the mixin's (bot.codemods.legacy_capture)
@@ -94,6 +110,8 @@ class DecoderShape(JsonRecord):
 
     def to_json(self) -> dict[str, Any]:
         nested = {"child": self.child, "child_attr": self.child_attr} if self.child else {}
+        if self.inner:
+            nested |= {"inner": self.inner, "inner_attr": self.inner_attr}
         legacy = {"legacy_capture": list(self.legacy_capture)} if self.legacy_capture else {}
         return {
             **nested,
@@ -137,6 +155,9 @@ def decoder_shape(
         )
     shape = forward.get("shape")
     if shape is None:
+        inner = _inner_shape(index, decoder, forward.get("delegation"), staged)
+        if inner is not None:
+            return inner
         nested = _nested_shape(index, decoder, forward.get("delegation"))
         if isinstance(nested, Refusal) and nested.reason.endswith(_NO_CHILD):
             return _unnested_refusal(index, decoder, forward) or nested
@@ -243,7 +264,13 @@ def _loop_shape(
         return_line=return_line,
         layer_classes=tuple(c.name for c in layer_classes),
         final_norm=(
-            "target" if norm is None else "when-residual" if norm.get("optional") else "decoder"
+            "target"
+            if norm is None
+            else "when-residual"
+            if norm.get("optional")
+            else "conditional"
+            if norm.get("conditional")
+            else "decoder"
         ),
         legacy_capture=tuple(loop.get("legacy_capture", ())),
     )
@@ -323,6 +350,44 @@ def _nested_shape(
 
 
 _NO_CHILD = " has no loop over its layers and calls no child module that has one"
+
+
+def _inner_shape(
+    index: ClassIndex, decoder: ClassRef, delegated: dict[str, Any] | None, staged: bool
+) -> DecoderShape | Refusal | None:
+    """The child-decoder form: ``decoder.forward`` has no loop, calls one looping child once
+    and hands its output back whole (``return self.decoder(...)``, or ``h = self.encoder(...)``
+    then ``return h``). The child is read as a whole decoder (its loop and what follows it);
+    None when the form does not apply (the two-module form and the refusals are asked then)."""
+    if delegated is None or delegated["yields"] or delegated["looped"]:
+        return None
+    children = [
+        (call, child)
+        for call in delegated["calls"]
+        for child in [_looping_child(index, decoder, call)]
+        if child is not None
+    ]
+    if len(children) != 1 or delegated["returns"] != 1:
+        return None
+    call, child = children[0]
+    after = [s for s in call["after"] if s["kind"] != "docstring"]
+    whole = call.get("returned") or (
+        len(call["targets"]) == 1
+        and len(after) == 1
+        and after[0]["kind"] == "return-name"
+        and after[0]["name"] == call["targets"][0]
+    )
+    if not whole:
+        return None
+    where = f"{decoder.name}.forward hands self.{call['attr']}'s output back whole"
+    if index.path_of(child) != index.path_of(decoder):
+        return Refusal(f"{where}, and {child.name} is not in {decoder.name}'s module")
+    child_facts = index.class_facts(child)
+    assert child_facts is not None  # _looping_child found its forward
+    shape = _loop_shape(index, child, child_facts["methods"]["forward"]["shape"], staged=staged)
+    if isinstance(shape, Refusal):
+        return Refusal(f"{where}: {shape.reason}")
+    return replace(shape, inner=child.name, inner_attr=call["attr"])
 
 
 def _unnested_refusal(
@@ -510,15 +575,18 @@ def _after_loop(
     exits = 0
     final: dict[str, Any] | None = None
     problems: list[str] = []
+    flagged: list[dict[str, Any]] = []  # steps under a flag of the module (no residual only)
     for stmt in shape["after"]:
         kind, line = stmt["kind"], stmt["line"]
         if final is not None:
             problems.append(f"it has code after its return (line {line})")
             break
         if kind == "pp-exit":
-            if norm is not None or adds:
+            if norm is not None or adds or flagged:
                 problems.append(f"the pipeline exit at line {line} follows the final norm")
             exits += stmt["returns"]
+        elif kind == "if" and residual is None and _flagged_step(stmt, stream):
+            flagged.append(stmt)
         elif kind == "add" and norm is None and stmt["targets"] == [stream]:
             adds.append(stmt)
         elif (
@@ -552,7 +620,47 @@ def _after_loop(
             "the standard capture: " + "; ".join(dict.fromkeys(problems))
         )
     assert final is not None
+    if flagged:
+        # the stream alone goes through whichever steps the config turns on
+        return (
+            {"line": flagged[0]["line"], "args": [stream], "conditional": True},
+            final["line"],
+            adds,
+        )
     return norm, final["line"], adds
+
+
+def _flagged_step(stmt: dict[str, Any], stream: str) -> bool:
+    """``if <flag of self>: <stream> = self.<m>(<stream>)`` (or ``<stream>, _ = ...``), with
+    no ``else`` and no return: a finishing step of the stream chosen by the module's config
+    (ChatGLM's ``if self.post_layer_norm:``, OPT's ``if self.project_out is not None:``)."""
+    if stmt["returns"] or stmt.get("else") or len(stmt.get("then", [])) != 1:
+        return False
+    try:
+        test = ast.parse(stmt["test"], mode="eval").body
+        (then,) = ast.parse(stmt["then"][0]).body
+    except (SyntaxError, ValueError):
+        return False  # quoted cut short
+    if any(isinstance(n, ast.Name) and n.id != "self" for n in ast.walk(test)) or any(
+        isinstance(n, ast.Call) for n in ast.walk(test)
+    ):
+        return False
+    if not (isinstance(then, ast.Assign) and len(then.targets) == 1):
+        return False
+    target, value = then.targets[0], then.value
+    names = target.elts if isinstance(target, ast.Tuple) else [target]
+    first = names[0]
+    return (
+        isinstance(first, ast.Name)
+        and first.id == stream
+        and all(isinstance(n, ast.Name) and n.id == "_" for n in names[1:])
+        and isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == "self"
+        and [ast.unparse(a) for a in value.args] == [stream]
+        and not value.keywords
+    )
 
 
 def _unread_statement(stmt: dict[str, Any], stream: str) -> str:

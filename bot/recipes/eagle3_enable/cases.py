@@ -313,8 +313,67 @@ SHARED_THROUGH_LLM = Valid(
     ),
 )
 
+# OPT's and ChatGLM's form: the decoder hands a child decoder's output back whole, the child
+# has the loop, a final norm under a flag of its config, and the return. The child takes the
+# mixin and collects; the target's two methods reach it (self.model.decoder).
+ONE_LAYER = """
+
+class OneLayer(nn.Module):
+    def forward(self, positions, hidden_states):
+        hidden_states = self.mlp(hidden_states)
+        return hidden_states
+"""
+CHILD_DECODER = """
+
+class DemoDecoder(nn.Module):
+    def __init__(self, config, prefix=""):
+        super().__init__()
+        self.start_layer, self.end_layer, self.layers = make_layers(
+            4, lambda prefix: OneLayer(prefix=prefix), prefix=prefix
+        )
+        self.final_norm = RMSNorm(8) if config.final_norm else None
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        hidden_states = self.embed_tokens(input_ids)
+        for layer in islice(self.layers, self.start_layer, self.end_layer):
+            hidden_states = layer(positions, hidden_states)
+        if not get_pp_group().is_last_rank:
+            return IntermediateTensors({"hidden_states": hidden_states})
+        if self.final_norm is not None:
+            hidden_states = self.final_norm(hidden_states)
+        return hidden_states
+
+
+class DemoModel(nn.Module):
+    def __init__(self, *, vllm_config, prefix=""):
+        super().__init__()
+        self.decoder = DemoDecoder(vllm_config.model_config.hf_config, prefix=prefix)
+
+    def forward(self, input_ids, positions, intermediate_tensors=None):
+        return self.decoder(input_ids, positions, intermediate_tensors)
+"""
+REACHES_CHILD = "        self.model.decoder._set_aux_hidden_state_layers(layers)"
+CHILD = Valid(
+    "tests/AGENTS.md, a child decoder handed back whole: the child collects, the target reaches it",
+    with_agents_rules(
+        demo_tree(HEADER + ONE_LAYER + CHILD_DECODER + TARGET), {"DemoForCausalLM": "example/demo"}
+    ),
+    "DemoForCausalLM",
+    reports="DemoModel",
+    adds=(
+        "class DemoDecoder(nn.Module, EagleModelMixin):",
+        "class DemoForCausalLM(nn.Module, SupportsPP, SupportsEagle3):",
+        "                aux_hidden_states, idx + 1, hidden_states, None",
+        REACHES_CHILD,
+        "        num_layers = len(self.model.decoder.layers)",
+        # the final norm runs only under a flag: the test checks the output, not the norm
+        '    "DemoForCausalLM": None,',
+    ),
+    omits=("class DemoModel(nn.Module, EagleModelMixin):",),
+)
+
 CASES = RecipeCases(
-    valid=(STANDARD, SHARED, SUBCLASS, LEGACY, ELSEWHERE, THROUGH_LLM, SHARED_THROUGH_LLM),
+    valid=(STANDARD, SHARED, SUBCLASS, LEGACY, ELSEWHERE, THROUGH_LLM, SHARED_THROUGH_LLM, CHILD),
     invalid=(
         Invalid(
             "the mixin added to the decoder, its import missing",
@@ -360,6 +419,23 @@ CASES = RecipeCases(
             MODEL,
             (REACHES_DECODER, "        self.h._set_aux_hidden_state_layers(layers)"),
             refuses="the two methods reaching self.transformer the recipe writes",
+        ),
+        Invalid(
+            "a child decoder's target reaching the parent, not the child that collects",
+            CHILD,
+            MODEL,
+            (REACHES_CHILD, "        self.model._set_aux_hidden_state_layers(layers)"),
+            refuses="the two methods reaching self.model.decoder the recipe writes",
+        ),
+        Invalid(
+            "the child decoder that collects left without the mixin",
+            CHILD,
+            MODEL,
+            (
+                "class DemoDecoder(nn.Module, EagleModelMixin):",
+                "class DemoDecoder(nn.Module):",
+            ),
+            refuses="is not the mixin and the aux capture the recipe writes",
         ),
         Invalid(
             "the target left undeclared",

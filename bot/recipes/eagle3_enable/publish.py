@@ -77,7 +77,7 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         spans += [ClassHeader(name), ClassBody(name)]
     allowed_imports = {MIXIN: from_interfaces}
     allowed_classes: dict[str, type[ast.stmt]] = dict.fromkeys(classes, ast.ClassDef)
-    delegation = delegates(capture.candidate.attribute, capture.shape.layers_attr)
+    delegation = delegates(capture.candidate.reached, capture.shape.layers_attr)
     if declares:
         spans.append(ClassHeader(class_name))
         if delegation:
@@ -93,13 +93,13 @@ def _enable(edit: PublishedEdit, declares: bool) -> None:
         expected = add_decoder_delegation(
             append_base_class(before, class_name, INTERFACE),
             class_name,
-            capture.candidate.attribute,
+            capture.candidate.reached,
             capture.shape.layers_attr,
         )
         if dump(module_class(expected, class_name)) != dump(module_class(after, class_name)):
             raise CodemodRefused(
                 f"the change to {class_name} is not {INTERFACE} and the two methods reaching "
-                f"self.{capture.candidate.attribute} the recipe writes"
+                f"self.{capture.candidate.reached} the recipe writes"
             )
     elif declares:
         old, new = module_class(before, class_name), module_class(after, class_name)
@@ -273,9 +273,31 @@ def _llm_targets(edit: PublishedEdit) -> dict[str, str | None]:
     return targets
 
 
+def _stand_in_refused(edit: PublishedEdit) -> str | None:
+    """Why the recipe's stand-in forward test cannot be written for the plan at the base (on a
+    tree without tests/AGENTS.md the test through LLM then takes its place), or None."""
+    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.shared import shared_forward_tests
+
+    scan = _base_scan(edit)
+    if _is_shared(edit):
+        planned = shared_forward_tests(scan, _shared(edit))
+        if isinstance(planned, Declined):
+            return planned.reason
+        paths = list(planned)
+    else:
+        capture = _capture(edit)
+        fields = forward_test_fields(scan, capture.candidate, capture.shape)
+        if isinstance(fields, Declined):
+            return fields.reason
+        paths = [aux_test_path(fields["module"])]
+    existing = [path for path in paths if (scan.root / path).exists()]
+    return f"no contributed forward test ({existing[0]} exists)" if existing else None
+
+
 PUBLISH_RULES: dict[str, PublishRule] = {
     "aux-forward-test": aux_forward_test,
-    LLM_TEST_KIND: llm_test_rule(_llm_targets),
+    LLM_TEST_KIND: llm_test_rule(_llm_targets, _stand_in_refused),
     CI_STEP_KIND: ci_step_dependency,
     "enable-decoder": enable_decoder,
     "enable-decoder-and-declare": enable_decoder_and_declare,

@@ -84,7 +84,13 @@ from bot.recipes.eagle3_interface.recipe import (
     regression_test_edit,
 )
 from bot.recipes.evidence import At, Bound, BuildsOn, SharedSet
-from bot.recipes.llm_test import example_arch, follows_agents_rules, llm_test_edits
+from bot.recipes.llm_test import (
+    AGENTS_RULES,
+    example_arch,
+    follows_agents_rules,
+    llm_test_edits,
+    llm_test_unavailable,
+)
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.drafter_loader import REWRITTEN as _REWRITTEN
 from bot.tree.drafter_loader import Loaders, LoaderSite, loader_sites
@@ -128,7 +134,21 @@ class Candidate:
 
     @property
     def captured(self) -> ClassRef:
+        """The class whose ``forward`` gains the capture: the decoder, the class it inherits
+        ``forward`` from, or the child decoder it hands back whole (OPTModel -> OPTDecoder)."""
+        shape = self.model_verdict or self.verdict
+        if isinstance(shape, DecoderShape) and shape.inner:
+            return ClassRef((self.owner or self.decoder).module, shape.inner)
         return self.owner or self.decoder
+
+    @property
+    def reached(self) -> str:
+        """What the target's two methods reach: its decoder attribute, and for the
+        child-decoder form the child under it (``model.decoder``)."""
+        shape = self.model_verdict or self.verdict
+        if isinstance(shape, DecoderShape) and shape.inner_attr:
+            return f"{self.attribute}.{shape.inner_attr}"
+        return self.attribute
 
 
 class Eagle3Enable(Recipe):
@@ -195,10 +215,7 @@ class Eagle3Enable(Recipe):
         if capture is None:
             return Declined(f"needs a human: {finding.class_name} is no longer a clear candidate")
         candidate, shape, absolute = capture.candidate, capture.shape, capture.absolute
-        if (
-            delegates(candidate.attribute, shape.layers_attr)
-            and capture.decoder_path != finding.path
-        ):
+        if delegates(candidate.reached, shape.layers_attr) and capture.decoder_path != finding.path:
             return Declined(
                 f"needs a human: {finding.class_name} needs the two delegating methods and is "
                 f"not in its decoder's file ({capture.decoder_path}): the recipe writes them in "
@@ -215,28 +232,32 @@ class Eagle3Enable(Recipe):
         variant = platform_variant(finding)
         test_edit, cpu_tests = regression_test_edit(ctx, finding, variant)
         edits.append(test_edit)
-        claims = broken_claims_fixed(ctx, candidate)
-        context = enable_writeup_context(ctx, finding, shape, absolute)
-        if branched := _branched_step(ctx.scan.index, candidate.captured):
-            path = ctx.scan.index.path_of(candidate.captured)
-            context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
-        context["broken_claims"] = [
-            {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
-        ]
         engine_tests: tuple[str, ...] = ()
-        if follows_agents_rules(ctx.root):
+        through_llm: bool | str = follows_agents_rules(ctx.root)
+        if not through_llm:
+            forward_test = _aux_forward_test(ctx, finding, candidate, shape)
+            if isinstance(forward_test, Declined):  # the test through LLM instead, if it can
+                if (missing := llm_test_unavailable(ctx.root)) is not None:
+                    return Declined(f"{forward_test.reason}; no test through LLM either: {missing}")
+                through_llm = forward_test.reason
+            else:
+                edits.append(forward_test[0])
+                cpu_tests = (*cpu_tests, forward_test[1])
+        if through_llm:
             targets = llm_targets(ctx.scan, [(candidate, shape)])
             contributed = contributed_llm_test(ctx, targets, edits)
             if isinstance(contributed, Declined):
                 return contributed
             edits.extend(contributed[0])
             engine_tests = contributed[1]
-        else:
-            forward_test = _aux_forward_test(ctx, finding, candidate, shape)
-            if isinstance(forward_test, Declined):
-                return forward_test
-            edits.append(forward_test[0])
-            cpu_tests = (*cpu_tests, forward_test[1])
+        claims = broken_claims_fixed(ctx, candidate)
+        context = enable_writeup_context(ctx, finding, shape, absolute, through_llm)
+        if branched := _branched_step(ctx.scan.index, candidate.captured):
+            path = ctx.scan.index.path_of(candidate.captured)
+            context |= {"branched": branched, "branched_url": ctx.url(path, branched["line"])}
+        context["broken_claims"] = [
+            {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
+        ]
         return FixPlan(
             recipe=NAME,
             finding=finding,
@@ -817,8 +838,8 @@ def _norm_attribute(path: Path, decoder: str, shape: DecoderShape) -> str | None
     ``self.<x>(...)`` called on the norm's line, or, for a norm picked by whether the residual
     is ``None``, on the lines of its two branches (each calls the same one); None where the
     decoder has no final norm (the target applies it)."""
-    if shape.final_norm == "target":
-        return None
+    if shape.final_norm in ("target", "conditional"):
+        return None  # no norm, or one the config may skip: the test checks the output alone
     last = shape.return_line if shape.final_norm == "when-residual" else shape.norm_line
     forward = _forward_of(path, decoder)
     called = {
@@ -925,15 +946,19 @@ def _candidates(ctx: ScanContext) -> list[Candidate]:
 
 
 def _without_forward_test_refused(ctx: ScanContext, candidate: Candidate) -> Candidate:
-    """A candidate whose plan would be declined for want of its contributed forward test is
-    refused by the scan too, so ``fixable`` never promises a plan ``bot propose`` won't write."""
+    """A candidate whose plan would be declined for want of its contributed test (the stand-in
+    forward test cannot be written, nor the test through LLM) is refused by the scan too, so
+    ``fixable`` never promises a plan ``bot propose`` won't write."""
     if not isinstance(candidate.verdict, DecoderShape):
         return candidate
     fields = forward_test_fields(ctx, candidate, candidate.verdict)
     if not isinstance(fields, Declined):
         return candidate
+    missing = llm_test_unavailable(ctx.root)
+    if missing is None:
+        return candidate  # its plan contributes the test through LLM instead
     reason = fields.reason.removeprefix(f"{NEEDS_HUMAN}: ")
-    return replace(candidate, verdict=Refusal(reason))
+    return replace(candidate, verdict=Refusal(f"{reason}; no test through LLM either: {missing}"))
 
 
 def forward_owner(index: ClassIndex, decoder: ClassRef) -> ClassRef:
@@ -1004,7 +1029,8 @@ def _delegation_refusal(attribute: str, shape: DecoderShape | Refusal) -> Refusa
 
 def delegates(attribute: str, layers_attr: str) -> bool:
     """Whether the target gets the two delegating methods: the interface's defaults reach
-    only ``self.model`` and count only ``self.model.layers``."""
+    only ``self.model`` and count only ``self.model.layers`` (``attribute`` is what the methods
+    reach: ``model.decoder`` for a child decoder)."""
     return attribute != DECODER_ATTRIBUTE or layers_attr != "layers"
 
 
@@ -1156,11 +1182,12 @@ def _edits(
     from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports
 
     index = ctx.scan.index
-    decoder = candidate.decoder
+    decoder = candidate.captured if shape.inner else candidate.decoder
     path = index.path_of(decoder)
     source = (ctx.root / path).read_text(encoding="utf-8")
     module = interfaces_import_module(source, path)
-    # A nested decoder's child (Plamo3Decoder) takes the mixin too and does the collecting.
+    # A nested decoder's child (Plamo3Decoder) takes the mixin too and does the collecting; a
+    # child decoder handed back whole (OPTDecoder) takes it alone (its parent is unchanged).
     classes = [decoder.name, *([shape.child] if shape.child else [])]
     steps = [
         step(add_import_name, module=module, name=MIXIN),
@@ -1174,12 +1201,17 @@ def _edits(
     description = (
         f"{decoder.name} takes {MIXIN} and collects the aux hidden states in forward "
         f"({shape.loop} loop, {shape.residual})"
+        + (
+            f", which {candidate.decoder.name} hands back whole from self.{shape.inner_attr}"
+            if shape.inner
+            else ""
+        )
         if not shape.child
         else f"{decoder.name} and its child {shape.child} take {MIXIN}: {shape.child} collects "
         f"the aux hidden states in its loop ({shape.loop}, {shape.residual}) and hands them "
         f"back, {decoder.name} passes the aux layers down"
     )
-    delegation = delegates(candidate.attribute, shape.layers_attr)
+    delegation = delegates(candidate.reached, shape.layers_attr)
     if path != finding.path:
         return [
             FileEdit(path, kind, description, tuple(steps), tuple(spans)),
@@ -1196,21 +1228,23 @@ def _edits(
             step(
                 add_decoder_delegation,
                 class_name=finding.class_name,
-                attribute=candidate.attribute,
+                attribute=candidate.reached,
                 layers=shape.layers_attr,
             )
         )
         spans += [ClassBody(finding.class_name), AfterClassBody(finding.class_name)]
         description += (
-            f" and reaches self.{candidate.attribute} (layers at "
-            f"self.{candidate.attribute}.{shape.layers_attr}) in the interface's two methods"
+            f" and reaches self.{candidate.reached} (layers at "
+            f"self.{candidate.reached}.{shape.layers_attr}) in the interface's two methods"
         )
     return [FileEdit(path, "enable-decoder-and-declare", description, tuple(steps), tuple(spans))]
 
 
 def enable_writeup_context(
-    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, absolute: bool, through_llm: bool | str
 ) -> dict[str, Any]:
+    """``through_llm``: the plan's test goes through LLM, not on stand-ins (True: the tree has
+    tests/AGENTS.md; a text: why the tree's own stand-in forward test cannot be written)."""
     from bot.recipes.eagle3_wrapper.recipe import wrappers_waiting_for
 
     url = ctx.url
@@ -1227,16 +1261,26 @@ def enable_writeup_context(
         "norm_url": url(decoder.path, shape.norm_line),
         "absolute": absolute,
         "pp_flag": has_pp_flag,
-        "unproven": unproven_lines(ctx, finding, shape),
+        "unproven": unproven_lines(ctx, finding, shape, through_llm),
         "follow_ups": wrappers_waiting_for(ctx.scan, finding.class_name),
-        # the tree's own test style: stand-ins, or (tests/AGENTS.md) a test through LLM
-        "stand_in_test": not follows_agents_rules(ctx.root),
+        # the plan's test: on stand-ins (the tree's own style), or through LLM
+        "stand_in_test": through_llm is False,
         "builds_on": ev.builds_on.to_json() if ev.builds_on else None,
-        "delegates": delegates(decoder.attribute.removeprefix("self."), shape.layers_attr),
+        "delegates": delegates(_reached(decoder.attribute, shape), shape.layers_attr),
+        "reached": "self." + _reached(decoder.attribute, shape),
+        "collector": shape.inner or decoder.name,  # the class that collects
     }
 
 
-def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> list[dict[str, str]]:
+def _reached(attribute: str, shape: DecoderShape) -> str:
+    """What the target's two methods reach (:attr:`Candidate.reached`), from the evidence."""
+    bare = attribute.removeprefix("self.")
+    return f"{bare}.{shape.inner_attr}" if shape.inner_attr else bare
+
+
+def unproven_lines(
+    ctx: PlanContext, finding: Finding, shape: DecoderShape, through_llm: bool | str
+) -> list[dict[str, str]]:
     """What this plan's tests leave unproven for the class, one line each."""
     decoder = finding.evidence_as(EnableEvidence).decoder
     lines: list[dict[str, str]] = []
@@ -1263,13 +1307,30 @@ def unproven_lines(ctx: PlanContext, finding: Finding, shape: DecoderShape) -> l
                 "float32 (CPU tests run float32)",
             }
         )
-    if follows_agents_rules(ctx.root):
+    if through_llm:
+        compared = (
+            "only the state after the last layer is compared with what the final norm reads"
+            if shape.final_norm not in ("target", "conditional")
+            else "no captured state is compared with the model's output (the decoder's "
+            + (
+                "finishing steps depend on the config"
+                if shape.final_norm == "conditional"
+                else "final norm is the target's"
+            )
+            + "), only that the model loads with the aux states requested and keeps its "
+            "greedy output"
+        )
         text = (
             "the contributed test runs the model through LLM with dummy weights, one layer "
             "(the registry example's config, shrunk as tests/models/test_initialization.py "
-            "does) and extract_hidden_states: only the state after the last layer is "
-            "compared with what the final norm reads; no draft model is run"
+            f"does) and extract_hidden_states: {compared}; no draft model is run"
         )
+        if isinstance(through_llm, str):  # a tree whose own style is a stand-in test
+            text += (
+                f"; this tree has no {AGENTS_RULES}, and its own style of test, the forward on "
+                f"stand-in layers, cannot be written here ("
+                f"{through_llm.removeprefix(f'{NEEDS_HUMAN}: ')})"
+            )
     else:
         text = (
             "the contributed CPU test runs the patched forward on stand-in layers; the "

@@ -33,7 +33,7 @@ from bot.recipes.base import (
 from bot.recipes.eagle3_analysis import locate
 from bot.recipes.eagle3_broken_claim.evidence import BrokenClaimEvidence
 from bot.recipes.eagle3_enable.analysis import DecoderShape, Refusal
-from bot.recipes.llm_test import follows_agents_rules
+from bot.recipes.llm_test import follows_agents_rules, llm_test_unavailable
 from bot.recipes.registry_plan import plan_registry_entry
 from bot.tree.index import ClassIndex, ClassRef
 
@@ -240,7 +240,18 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
     edits.append(regression[0])
     cpu_tests = list(regression[1])
     engine_tests: tuple[str, ...] = ()
-    if follows_agents_rules(ctx.root):  # one test through LLM, every member in it
+    through_llm: bool | str = follows_agents_rules(ctx.root)
+    if not through_llm:
+        forward = _forward_tests(ctx.scan, found)
+        if isinstance(forward, Declined):  # the test through LLM instead, if it can
+            if (missing := llm_test_unavailable(ctx.root)) is not None:
+                return Declined(f"{forward.reason}; no test through LLM either: {missing}")
+            through_llm = forward.reason
+        else:
+            for edit, node_ids in forward:
+                edits.append(edit)
+                cpu_tests += node_ids
+    if through_llm:  # one test through LLM, every member in it
         from bot.recipes.eagle3_enable.recipe import contributed_llm_test, llm_targets
 
         members = [(m, capture.shape) for m in found.members]
@@ -249,15 +260,10 @@ def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
             return contributed
         edits.extend(contributed[0])
         engine_tests = contributed[1]
-    else:
-        forward = _forward_tests(ctx.scan, found)
-        if isinstance(forward, Declined):
-            return forward
-        for edit, node_ids in forward:
-            edits.append(edit)
-            cpu_tests += node_ids
     claims = broken_claims_fixed(ctx, found.lead)
-    context = enable_writeup_context(ctx, lead_finding, capture.shape, capture.absolute)
+    context = enable_writeup_context(
+        ctx, lead_finding, capture.shape, capture.absolute, through_llm
+    )
     context["broken_claims"] = [
         {"cls": c.class_name, "why": c.evidence_as(BrokenClaimEvidence).why} for c in claims
     ]
