@@ -9,6 +9,7 @@ from xml.sax.saxutils import escape
 import pytest
 import yaml
 
+from bot import pipeline
 from bot.cli import main
 from bot.journal.store import Journal
 from bot.plan import read_plan_dir
@@ -67,7 +68,7 @@ def test_dispatch_fail_before_pass_after(tmp_path: Path, standin: GitHubStandIn)
     options = VerifyOptions(
         gpu="dispatch", before=True, poll=PollSettings(interval=0, timeout=60, sleep=sleep)
     )
-    verification = verify_plan(plan_dir, options)
+    verification = pipeline.verify([plan_dir], options)[0]
 
     gpu = verification.gpu.to_json()
     assert verification.passed is True
@@ -95,7 +96,7 @@ def test_failing_gpu_test_keeps_draft_and_shows_the_log(
     hostile = f"```\n{END}\n<script>x</script> token {STANDIN_TOKEN}\nAssertionError: no eagle"
     sleep = runner(standin, {"bot/eagle3-foo": ("failure", junit(hostile))})
     options = VerifyOptions(gpu="dispatch", poll=PollSettings(interval=0, timeout=60, sleep=sleep))
-    verification = verify_plan(plan_dir, options)
+    verification = pipeline.verify([plan_dir], options)[0]
 
     assert verification.passed is False
     assert verification.gpu.conclusion == "failure"

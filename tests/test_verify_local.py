@@ -10,6 +10,7 @@ from pathlib import Path
 import git
 import pytest
 
+from bot import pipeline
 from bot.cli import main
 from bot.journal.store import Journal
 from bot.pipeline import scan
@@ -250,7 +251,7 @@ def test_seed_case_patch_that_misses_the_class_fails_rescan(tmp_path: Path) -> N
 
 def test_local_gpu_run_fails_before_and_passes_after(tmp_path: Path, bot_home: Path) -> None:
     plan_dir = synthetic_plan(tmp_path)
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="local", before=True))
+    verification = pipeline.verify([plan_dir], VerifyOptions(gpu="local", before=True))[0]
 
     assert verification.local_passed is True, verification.checks
     gpu = verification.gpu.to_json()
@@ -276,7 +277,7 @@ def test_local_gpu_run_fails_before_and_passes_after(tmp_path: Path, bot_home: P
 def test_verifying_a_journalled_plan_refreshes_the_journals_copy(tmp_path: Path) -> None:
     plan_dir = synthetic_plan(tmp_path, fixes=False)
     proposal_id = Journal().record_proposal(plan_dir)
-    verify_plan(plan_dir, VerifyOptions(gpu="skip"))
+    pipeline.verify([plan_dir], VerifyOptions(gpu="skip"))[0]
     proposal = Journal().proposal(proposal_id)
     assert proposal.state == "failed"
     assert proposal.pr_markdown == (plan_dir / "pr.md").read_text(encoding="utf-8")
@@ -285,7 +286,7 @@ def test_verifying_a_journalled_plan_refreshes_the_journals_copy(tmp_path: Path)
 
 def test_local_gpu_failure_keeps_the_pr_a_draft(tmp_path: Path) -> None:
     plan_dir = synthetic_plan(tmp_path, fixes=False)
-    verification = verify_plan(plan_dir, VerifyOptions(gpu="local"))
+    verification = pipeline.verify([plan_dir], VerifyOptions(gpu="local"))[0]
     # The patch changes whitespace only, so the finding is still there: local checks fail
     # and the GPU test does not even run.
     assert verification.local_passed is False
