@@ -21,6 +21,7 @@ from bot.pipeline import scan
 from bot.tree.fetch import release_tree
 from tests.conftest import UPSTREAM
 from tests.dashboard_seed import (
+    ALICE_SIGNOFF,
     HOSTILE_TITLE,
     SEED_CLASS,
     hostile_plan_dir,
@@ -132,6 +133,11 @@ def test_review_and_approve_the_seed_proposal(
     assert page.locator(".title-row .state").inner_text() == "verified"
     assert len(upstream_standin.pulls(UPSTREAM)) == 0
     page.check("#read-every-line")
+    page.click("#approve")  # nor without the name and e-mail the maintainer signs off with
+    assert page.locator(".title-row .state").inner_text() == "verified"
+    for tab in (page, second_tab):
+        tab.fill("#signoff-name", ALICE_SIGNOFF["signoff_name"])
+        tab.fill("#signoff-email", ALICE_SIGNOFF["signoff_email"])
     page.click("#approve")
     assert page.locator(".title-row .state").inner_text() == "pr open"
     assert "Approved and published" in page.locator(".flash").inner_text()
