@@ -52,6 +52,8 @@ from tests.github_standin.server import GitHubStandIn
 UPSTREAM = "vllm-project/vllm"
 FORK = f"{STANDIN_FORK_OWNER}/vllm"
 ALICE = "ghp_aliceTOKEN0123456789abcdefghijklmn"
+ALICE_NAME = "Alice Maintainer"
+ALICE_NOREPLY = "alice@users.noreply.github.com"
 AIMS = {"enable": 6_000, "interface": 20_000, "wrapper": 20_000}
 
 
@@ -60,6 +62,7 @@ def standin(root: Path, tree: Path, issues: dict[int, str]) -> Iterator[GitHubSt
     server = GitHubStandIn(root / "standin").start()
     server.add_token(STANDIN_TOKEN, STANDIN_BOT_LOGIN)
     server.add_token(ALICE, "alice")
+    server.add_user("alice", ALICE_NAME)  # the profile name a tick on the dashboard signs with
     server.add_repo(UPSTREAM, seed_from=tree)
     server.add_repo(FORK, seed_from=tree)
     server.add_repo("example/bot")
@@ -113,7 +116,12 @@ def approve_on_the_dashboard(plan: Path, root: Path) -> tuple[str, str]:
     shown = journal.as_published(proposal)
     digest = review_hash(shown.patch, shown.pr_markdown, shown.plan)
     outcome = actions.approve(
-        journal, proposal, "alice", approved_hash=digest, read_every_line=True
+        journal,
+        proposal,
+        "alice",
+        approved_hash=digest,
+        read_every_line=True,
+        signoff=(ALICE_NAME, ALICE_NOREPLY, ()),  # what she types on the approve form
     )
     assert outcome.done, outcome.message
     number = journal.proposal(proposal).pr_number
