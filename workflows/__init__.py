@@ -1,1 +1,1 @@
-"""The GitHub Actions workflows; installed as the package ``bot._workflows`` (see pyproject.toml)."""
+"""The GitHub Actions workflows, installed as the package ``bot._workflows`` (pyproject.toml)."""
