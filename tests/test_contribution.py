@@ -205,6 +205,13 @@ def test_each_box_is_ticked_only_with_its_records(seed_plan):
     # Testing and Validation needs the regression test's run and the CI step that selects it.
     assert not _box(_with_checks(facts, Check("cpu-tests", True, "passed")), "**Testing")
     assert not _box(_with_checks(facts, Check("cpu-tests", None, "not run", record=CI)), "**Test")
+    # Or the test through LLM's, judging every member (0.34.0's interface-only group judged
+    # 1 of 20 here: the box stays unticked).
+    unrun = Check("cpu-tests", None, "not run")
+    llm = Check("engine-tests", True, "failed before, passed after", record=CI)
+    assert _box(_with_checks(facts, unrun, llm), "**Testing")
+    partly = dataclasses.replace(llm, record=CI | {"unjudged": {"Phi3VForCausalLM": "skipped"}})
+    assert not _box(_with_checks(facts, unrun, partly), "**Testing")
     # Code quality is a person's judgement: no attestation, no tick; nor with docs to update,
     # or without lint records.
     assert not _box(dataclasses.replace(facts, attestation=None), "**Code Quality")

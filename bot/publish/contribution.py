@@ -448,17 +448,20 @@ def template_boxes(facts: Facts, report: ChecklistReport | None) -> list[Box]:
             why = "Low complexity, no core component" if ok else "not Low complexity, or core"
         elif low.startswith("**testing and validation"):
             through_llm = verification.check("engine-tests") if verification else None
+            # A member the test through LLM could not judge here is validated by nothing.
+            unjudged = through_llm is not None and bool((through_llm.record or {}).get("unjudged"))
             ok = (regression and bool(ci_steps(cpu))) or (
                 through_llm is not None
                 and through_llm.passed is True
+                and not unjudged
                 and bool(ci_steps(through_llm))
             )
             why = (
                 "the regression test failed without the fix and passed with it, and a CI step "
                 "runs it"
                 if ok
-                else "no record of the regression test failing before and passing after and of "
-                "a CI step that runs it"
+                else "no record of the regression test failing before and passing after for "
+                "every class it fixes, and of a CI step that runs it"
             )
         elif low.startswith("**code quality"):
             ok = clean and attested and docs
