@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from bot.content_hash import patch_hash, review_hash
 from bot.errors import BotError
@@ -45,7 +45,10 @@ def default_publisher(
     *,
     attestation: Attestation | None = None,
     requested_by: str | None = None,
+    **context: Any,
 ) -> PublishResult:
+    """Publish on the attestation given; ``context`` (client, settings, budget) goes to
+    :func:`bot.publish.pr.publish_plan` as it is."""
     from bot.publish.pr import publish_plan
 
     return publish_plan(
@@ -54,6 +57,7 @@ def default_publisher(
         approved_hash=approved_hash,
         attest=given(attestation),
         requested_by=requested_by,
+        **context,
     )
 
 

@@ -10,10 +10,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bot.content_hash import review_hash
 from bot.dashboard import actions
@@ -31,11 +30,7 @@ from bot.github.identity import (
 )
 from bot.journal.store import PENDING, Journal, ProposalRecord
 from bot.markdown import inline
-from bot.publish.attestation import Attestation, given
 from bot.publish.published import pull_state
-
-if TYPE_CHECKING:
-    from bot.publish.pr import PublishResult
 
 DASHBOARD_TITLE = "vLLM EAGLE-3 bot: dashboard"
 
@@ -91,30 +86,14 @@ def sync(
 def run_publisher(github: GitHubClient) -> actions.Publisher:
     """A publisher for every box ticked in one run, sharing one :class:`PublishBudget`, so
     ``BOT_MAX_PRS_PER_RUN`` limits the run and not each plan."""
-    from bot.publish.pr import PublishBudget, publish_plan
+    from bot.publish.pr import PublishBudget
 
-    budget = PublishBudget(github.settings, github)
-
-    def publish(
-        plan_dir: Path,
-        reviewer: str | None,
-        approved_hash: str,
-        *,
-        attestation: Attestation | None = None,
-        requested_by: str | None = None,
-    ) -> PublishResult:
-        return publish_plan(
-            plan_dir,
-            reviewer=reviewer,
-            approved_hash=approved_hash,
-            client=github,
-            settings=github.settings,
-            budget=budget,
-            attest=given(attestation),
-            requested_by=requested_by,
-        )
-
-    return publish
+    return functools.partial(
+        actions.default_publisher,
+        client=github,
+        settings=github.settings,
+        budget=PublishBudget(github.settings, github),
+    )
 
 
 def _rebuild(
