@@ -283,3 +283,20 @@ def test_unjudged_members_come_in_one_order_whatever_order_the_record_holds() ->
     resorted = replace(verdict, record=read_back)
     assert _body(archs, verdict) == _body(archs, resorted)
     assert "`AlphaForCausalLM`, `ZetaForCausalLM`: no config" in _body(archs, verdict)
+
+
+def test_a_multimodal_member_is_run_text_only_and_an_offline_one_is_not() -> None:
+    """A multimodal member gets its stand-in and runs: the test loads it text-only
+    (``language_model_only``), so no processor files are read. A member whose example model
+    is not online stays unjudged with that reason."""
+    from bot.verify.engine_tests import plan_engine_tests
+
+    audio, offline = "Qwen2AudioForConditionalGeneration", "FunAudioChatForConditionalGeneration"
+    tests = plan_engine_tests(
+        release_tree("0.34.0"), [llm_test_node_id(audio), llm_test_node_id(offline)], []
+    )
+    assert isinstance(tests, EngineTests)
+    assert list(tests.archs) == [audio] and list(tests.unrunnable) == [offline]
+    assert "not available online" in tests.unrunnable[offline]
+    assert [s["arch"] for s in tests.standins if not s.get("tokenizer_only")] == [audio]
+    assert tests.runnable == [llm_test_node_id(audio)]

@@ -95,3 +95,33 @@ def test_placement_refuses_a_tree_without_the_test_folder(tmp_path) -> None:
     (tmp_path / "tests").mkdir()
     refused = placement(tmp_path, [QWEN2_MOE])
     assert isinstance(refused, Declined) and "tests/v1/spec_decode/" in refused.reason
+
+
+def test_the_llm_test_passes_only_options_the_tree_takes_and_loads_targets_text_only() -> None:
+    """Every keyword the file gives ``vllm_runner`` is a parameter of the tree's ``VllmRunner``
+    or a field of its ``EngineArgs`` (what ``LLM`` takes); ``language_model_only=True`` loads a
+    multimodal target without its processor and encoder (upstream's own spec-decode tests
+    load multimodal targets that way: tests/v1/e2e/spec_decode/acceptance_rates/)."""
+    import ast
+    import re
+
+    from bot.codemods.llm_target_test import new_llm_test_file
+
+    tree = release_tree("0.34.0")
+    conftest = (tree / "tests/conftest.py").read_text(encoding="utf-8")
+    runner = conftest[conftest.index("class VllmRunner") :]
+    runner = runner[runner.index("def __init__") : runner.index(") -> None:")]
+    args = (tree / "vllm/engine/arg_utils.py").read_text(encoding="utf-8")
+    engine_args = args[args.index("class EngineArgs") :]
+    taken = set(re.findall(r"^\s+(\w+)\s*:", runner, re.M)) | set(
+        re.findall(r"^    (\w+): ", engine_args, re.M)
+    )
+    source = new_llm_test_file({"Qwen2MoeForCausalLM": "norm"})
+    (kwargs,) = [
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "kwargs"
+    ]
+    given = {k.arg: k.value for k in kwargs.keywords}
+    assert set(given) - taken == set()
+    assert ast.literal_eval(given["language_model_only"]) is True

@@ -19,6 +19,11 @@ checkpoint), and asserts:
   the state captured after the last layer, through that norm, is the decoder's output: a
   capture that drops the residual (or captures another layer) gives another value. A forward
   hook on the model records what the model returned (``LLM.apply_model``); nothing is patched.
+
+A multimodal target loads text-only (``language_model_only=True``, as upstream's own
+spec-decode tests load multimodal targets: every modality's limit 0, so neither its processor
+nor its encoder is built). That still tests the fix: the EAGLE-3 check at load is on the whole
+model's class, and the interface's methods and the capture are its language model's.
 """
 
 from __future__ import annotations
@@ -118,6 +123,9 @@ def test_eagle3_target_extracts_hidden_states(vllm_runner, monkeypatch, model_ar
         max_model_len=256,
         enforce_eager=True,
         dtype="float32",
+        # A multimodal target loads text-only (no processor, no encoder): the
+        # interface and the capture are its language model's. Others ignore it.
+        language_model_only=True,
     )
     with vllm_runner(model_info.default, **kwargs) as llm:
         expected = llm.generate_greedy(PROMPTS, max_tokens=MAX_TOKENS)

@@ -136,9 +136,6 @@ def plan_engine_tests(tree: Path, node_ids: list[str], touched: list[str]) -> En
         examples = [e for e in known.entries(arch) if e.category in GENERATION_CATEGORIES]
         if not entries or not examples:
             return f"{arch} is not registered with an example model in this tree"
-        if entries[0].category == "multimodal":
-            unrunnable[arch] = _NO_PROCESSOR
-            continue
         if examples[0].kwargs.get("is_available_online", True) is False:
             unrunnable[arch] = _OFFLINE_EXAMPLE
             continue
@@ -205,10 +202,6 @@ def _arch_of(node_id: str) -> str:
 _OFFLINE_EXAMPLE = (
     "its example model is not available online (tests/models/registry.py): the CI step skips "
     "the case, as upstream's initialization test does"
-)
-_NO_PROCESSOR = (
-    "a multimodal model: the local Hub stand-in has its config and tokenizer but no processor "
-    "files (preprocessor, feature extractor), which building it through LLM reads"
 )
 
 
@@ -443,7 +436,7 @@ def check(tests: EngineTests | str, engine: Engine | None) -> Check:
 
 def unjudged(tests: EngineTests) -> dict[str, str]:
     """The members the before and after runs cannot judge, each with why, in the plan's
-    order: unrunnable here (multimodal, example offline), left out by a run (file not
+    order: unrunnable here (example offline), left out by a run (file not
     importing on the engine, no stand-in), or a case that skipped in either run."""
     runs = [tests.runs[w] for w in ("before", "after") if w in tests.runs]
     out = dict(tests.unrunnable)
