@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.errors import BotError
 from bot.tree import facts_cache
@@ -24,8 +24,10 @@ DECODER_ATTRIBUTE = "model"  # where a vLLM model keeps its decoder (``self.mode
 _PARALLEL_THRESHOLD = 64
 
 
-@dataclass(frozen=True, order=True)
-class ClassRef:
+class ClassRef(NamedTuple):
+    """A class of the index. A named tuple, not a dataclass: scans use millions of them as
+    keys and set members, and a tuple's hash and equality run no Python code."""
+
     module: str
     name: str
 
