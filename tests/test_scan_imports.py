@@ -7,10 +7,13 @@ A recipe that imports a codemod at module level fails here.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from bot import pipeline
+from bot.journal.store import Journal
 from tests.synthetic import READY_DECODER, make_tree
 
 PROBE = """
@@ -22,7 +25,7 @@ raise SystemExit(code)
 """
 
 
-def test_scan_imports_no_codemod_or_git_library(tmp_path: Path) -> None:
+def _ready_tree(tmp_path: Path) -> Path:
     source = (
         "from torch import nn\nfrom .interfaces import EagleModelMixin, SupportsPP\n"
         + READY_DECODER.format(name="FooModel")
@@ -30,11 +33,15 @@ def test_scan_imports_no_codemod_or_git_library(tmp_path: Path) -> None:
         + "    def __init__(self):\n        self.model = FooModel()\n\n"
         + "    def forward(self, x):\n        return self.model(x)\n"
     )
-    tree = make_tree(
+    return make_tree(
         tmp_path / "tree",
         {"model_executor/models/foo.py": source},
         {"_TEXT_GENERATION_MODELS": {"FooForCausalLM": ("foo", "FooForCausalLM")}},
     )
+
+
+def test_scan_imports_no_codemod_or_git_library(tmp_path: Path) -> None:
+    tree = _ready_tree(tmp_path)
     subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
     done = subprocess.run(
         [sys.executable, "-c", PROBE, str(tree)], capture_output=True, text=True, check=False
@@ -42,3 +49,25 @@ def test_scan_imports_no_codemod_or_git_library(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert '"FooForCausalLM"' in done.stdout  # the scan did run its recipes
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_journal_keeps_a_checkouts_head_and_nothing_for_a_plain_tree(tmp_path: Path) -> None:
+    """The scan asks git for HEAD only where the tree has a .git of its own (a release's tree
+    has none): a checkout's findings carry its commit, a copy without .git and a folder inside
+    another checkout carry none."""
+    tree = _ready_tree(tmp_path)
+    plain = tmp_path / "plain"
+    shutil.copytree(tree, plain)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
+    subprocess.run(["git", "init", "-q"], cwd=tree, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tree, check=True)
+    subprocess.run([*git, "commit", "-qm", "tree"], cwd=tree, check=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    inner = tree / "inner"
+    shutil.copytree(plain, inner)  # a tree inside the checkout: git would answer for its parent
+    for root, commit in ((tree, head), (plain, ""), (inner, "")):
+        pipeline.scan(root, record=True)
+        rows = [r for r in Journal().findings() if Path(r.tree_root) == root.resolve()]
+        assert rows and {row.base_commit for row in rows} == {commit}, root.name
