@@ -303,10 +303,12 @@ def _undeclare(tree: Path, member: Member) -> None:
         path.write_text(text, encoding="utf-8")
 
 
-def ready_plans(release: str, plans: Path) -> list[Path]:
+def ready_plans(release: str, plans: Path) -> tuple[list[Path], dict[str, Row]]:
     """Propose (dry run, no duplicate search) every ready eagle3-enable target of the
-    release that ``plans`` has no plan directory for yet; all their directories."""
+    release that ``plans`` has no plan directory for yet; all their directories, and a
+    failed row for each target whose proposal fails."""
     from bot import pipeline
+    from bot.errors import BotError
     from bot.tree.fetch import release_tree
 
     tree = Path(release_tree(release))
@@ -316,14 +318,19 @@ def ready_plans(release: str, plans: Path) -> list[Path]:
         for f in found
         if f["recipe"] == "eagle3-enable" and not (f.get("evidence") or {}).get("refused")
     ]
-    out = []
+    out: list[Path] = []
+    failed: dict[str, Row] = {}
     for name in ready:
         directory = plans / name
         if not (directory / "plan.json").is_file():
-            plan = pipeline.propose(tree, directory, class_name=name, dedupe=False)
+            try:
+                plan = pipeline.propose(tree, directory, class_name=name, dedupe=False)
+            except BotError as exc:
+                failed[name] = Row(name, "failed", f"`bot propose` fails: {exc}")
+                continue
             print(f"{name}: {plan.status}", file=sys.stderr)
         out.append(directory)
-    return out
+    return out, failed
 
 
 def main() -> None:
@@ -340,11 +347,14 @@ def main() -> None:
     os.environ["BOT_ENGINE_TESTS"] = "in-process"
     started = time.monotonic()
     dirs = list(args.plan_dirs)
+    unplanned: dict[str, Row] = {}
     if args.release:
         if args.plans is None:
             raise SystemExit("--release needs --plans DIR")
-        dirs += ready_plans(args.release, args.plans)
+        found, unplanned = ready_plans(args.release, args.plans)
+        dirs += found
     members, rows = members_of([read_plan_dir(p) for p in dirs])
+    rows |= unplanned
     sabotage = {
         "residual dropped": set(filter(None, args.residual.split(","))),
         "undeclared": set(filter(None, args.undeclared.split(","))),
