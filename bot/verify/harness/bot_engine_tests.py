@@ -47,7 +47,7 @@ def snapshot_dir(hf_home: Path, repo: str, revision: str | None) -> Path:
 def write_standin(hf_home: Path, spec: dict[str, Any]) -> dict[str, Any]:
     """One repository's stand-in; returns what was written (or why not)."""
     from bot_engine import ENGINE_SIZES, NUM_LAYERS, VOCAB, refusal, save_tokenizer
-    from bot_smoke import tiny_config_for
+    from bot_smoke import NotChecked, tiny_config, tiny_config_for
 
     folder = snapshot_dir(hf_home, spec["repo"], spec.get("revision"))
     said: dict[str, Any] = {"repo": spec["repo"], "arch": spec.get("arch"), "files": []}
@@ -55,7 +55,21 @@ def write_standin(hf_home: Path, spec: dict[str, Any]) -> dict[str, Any]:
         module = sys.modules[spec["module"]]
         cls = getattr(module, spec["class"])
         sizes = {**ENGINE_SIZES, "vocab_size": VOCAB}
-        config, _derived, note = tiny_config_for(module, cls, NUM_LAYERS, sizes, mixed=False)
+        try:
+            config, _derived, note = tiny_config_for(module, cls, NUM_LAYERS, sizes, mixed=False)
+        except NotChecked:
+            # A multimodal module imports its sub-models' configs too (Blip2's Q-Former):
+            # the one named as the class is (Blip2ForConditionalGeneration: Blip2Config).
+            config_class = named_config_class(module, cls)
+            if config_class is None:
+                raise
+            config, _derived = tiny_config(config_class, NUM_LAYERS, sizes, mixed=False)
+            note = f"{config_class.__name__}, the config class named as the architecture"
+        text = getattr(config, "text_config", None)
+        if text is not None and text is not config and hasattr(text, "to_dict"):
+            # The language model is what the test builds (text-only): its sizes are tiny too.
+            config.text_config, _ = tiny_config(type(text), NUM_LAYERS, sizes, mixed=False)
+            note = "; ".join(filter(None, [note, f"text_config {type(text).__name__}, tiny"]))
         if (why := refusal(config)) is not None:
             raise RuntimeError(f"the tiny config is refused: {why}")
         config.bos_token_id, config.eos_token_id, config.pad_token_id = 1, 2, 0
@@ -67,6 +81,22 @@ def write_standin(hf_home: Path, spec: dict[str, Any]) -> dict[str, Any]:
     save_tokenizer(folder)
     said["files"] = sorted(p.name for p in folder.iterdir())
     return said
+
+
+def named_config_class(module: Any, cls: type) -> type | None:
+    """The config class ``module`` imports whose name is the architecture's without its
+    ``For...`` suffix and with ``Config`` (one such class, or None)."""
+    import re
+
+    stem = re.sub(r"For[A-Z]\w*$", "", cls.__name__).lower()
+    named = {
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and value.__name__.lower() == f"{stem}config"
+        and getattr(value, "model_type", "")
+    }
+    return named.pop() if len(named) == 1 else None
 
 
 def main() -> int:
