@@ -21,12 +21,7 @@ from bot.triage.text import (
     normalise_method,
     url_repo_ids,
 )
-from bot.triage.tree import (
-    class_archs,
-    config_model_types,
-    generation_archs,
-    model_type_table,
-)
+from bot.triage.tree import class_archs, config_model_types, generation_archs, model_type_table
 
 _MAX_PROSE_NAMES = 400
 _MAX_MENTIONS = 400
