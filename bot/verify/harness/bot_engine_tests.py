@@ -58,8 +58,8 @@ def write_standin(hf_home: Path, spec: dict[str, Any]) -> dict[str, Any]:
         try:
             config, _derived, note = tiny_config_for(module, cls, NUM_LAYERS, sizes, mixed=False)
         except NotChecked:
-            # A multimodal module imports its sub-models' configs too (Blip2's Q-Former):
-            # the one named as the class is (Blip2ForConditionalGeneration: Blip2Config).
+            # A multimodal module imports its sub-models' configs too (Blip2's Q-Former), or
+            # none (GraniteSpeech): the one named as the class is the model's.
             config_class = named_config_class(module, cls)
             if config_class is None:
                 raise
@@ -84,18 +84,27 @@ def write_standin(hf_home: Path, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def named_config_class(module: Any, cls: type) -> type | None:
-    """The config class ``module`` imports whose name is the architecture's without its
-    ``For...`` suffix and with ``Config`` (one such class, or None)."""
+    """The config class named as the architecture without its ``For...`` suffix, with
+    ``Config`` (Blip2ForConditionalGeneration: Blip2Config): the one ``module`` imports, else
+    transformers' class of that name (a module typing its config loosely); or None."""
     import re
 
-    stem = re.sub(r"For[A-Z]\w*$", "", cls.__name__).lower()
+    import transformers
+
+    name = re.sub(r"For[A-Z]\w*$", "", cls.__name__) + "Config"
     named = {
         value
         for value in vars(module).values()
         if isinstance(value, type)
-        and value.__name__.lower() == f"{stem}config"
+        and value.__name__.lower() == name.lower()
         and getattr(value, "model_type", "")
     }
+    if not named:
+        try:
+            found = getattr(transformers, name)
+        except Exception:  # noqa: BLE001 - transformers resolves names lazily; none: no class
+            return None
+        named = {found} if isinstance(found, type) and getattr(found, "model_type", "") else set()
     return named.pop() if len(named) == 1 else None
 
 
