@@ -119,3 +119,58 @@ def test_a_remembered_answer_is_computed_once_per_content_and_refused_when_damag
     facts_cache._REMEMBERED.clear()
     assert ask(b"abcd") == [4]  # refused, the store rebuilt, computed again
     assert computed == [b"abc", b"abcd", b"abcd"]
+
+
+def _key_rows(tree: Path) -> dict[str, str]:
+    with sqlite3.connect(facts_cache.cache_file("facts", 1)) as db:
+        query = "SELECT path, key FROM file_keys WHERE tree = ?"
+        rows = dict(db.execute(query, (str(tree),)).fetchall())
+    db.close()
+    return rows
+
+
+def _plant_key(tree: Path, path: str, key: str) -> None:
+    with sqlite3.connect(facts_cache.cache_file("facts", 1)) as db:
+        db.execute(
+            "UPDATE file_keys SET key = ? WHERE tree = ? AND path = ?", (key, str(tree), path)
+        )
+    db.close()
+
+
+def test_a_file_whose_stat_is_unchanged_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A warm scan hashes no file whose stat (inode, size, times) is the one recorded with its
+    key; a changed file, or a run that reuses nothing (--no-cache), reads the bytes again."""
+    monkeypatch.setattr(facts_cache, "_SETTLED_NS", 0)  # these files were written just now
+    tree = _tree(tmp_path, "0.34.0")
+    (tree / "pkg").mkdir()
+    a, b = tree / "pkg" / "a.py", tree / "pkg" / "b.py"
+    a.write_bytes(b"class A: pass\n")
+    b.write_bytes(b"class B: pass\n")
+
+    def keys(reuse: bool = True) -> list[str]:
+        with facts_cache.open_store("facts", 1) as store:
+            return store.content_keys(tree, [a, str(b)], reuse=reuse)
+
+    real = [facts_cache.content_key(a.read_bytes()), facts_cache.content_key(b.read_bytes())]
+    assert keys() == real
+    assert _key_rows(tree) == {"pkg/a.py": real[0], "pkg/b.py": real[1]}
+    _plant_key(tree, "pkg/a.py", "planted")  # what a read would contradict
+    assert keys() == ["planted", real[1]]  # not read: its stat is what was recorded
+    assert keys(reuse=False) == real  # --no-cache reads every file, and records it afresh
+    assert _key_rows(tree)["pkg/a.py"] == real[0]
+    _plant_key(tree, "pkg/a.py", "planted")
+    a.write_bytes(b"class A(B): pass\n")  # edited: its stat changed
+    assert keys() == [facts_cache.content_key(a.read_bytes()), real[1]]
+
+
+def test_a_file_changed_just_now_is_not_recorded_with_its_key(tmp_path: Path) -> None:
+    """A second write within the same tick of the file system's clock could leave its stat
+    as it was, so a file changed in the last seconds is read again next time."""
+    tree = _tree(tmp_path, "0.34.0")
+    fresh = tree / "fresh.py"
+    fresh.write_bytes(b"x = 1\n")
+    with facts_cache.open_store("facts", 1) as store:
+        assert store.content_keys(tree, [fresh]) == [facts_cache.content_key(b"x = 1\n")]
+    assert _key_rows(tree) == {}

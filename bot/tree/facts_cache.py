@@ -6,7 +6,8 @@ files with one already seen, parses nothing. A run reads only the keys of the tr
 (never the whole store), writes only what it parsed, and records which keys each tree uses:
 entries that no recorded tree uses any more, and trees that no longer exist, are pruned when a
 tree's set changes. So a warm scan costs what the tree costs, however many releases the cache
-has seen.
+has seen. :meth:`FactsStore.content_keys` also records each file's key with its stat, so a warm
+scan reads no file whose stat is unchanged (as git's index does).
 
 :func:`remembered` keeps one answer per tree the same way (an analysis of a few files that
 are not class facts: the model registry, the speculative-decoding loaders), keyed by the
@@ -23,10 +24,12 @@ import contextlib
 import hashlib
 import io
 import logging
+import os
 import pickle
 import sqlite3
 import sys
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +44,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS tree_keys (tree TEXT NOT NULL, key TEXT NOT NULL, "
     "PRIMARY KEY (tree, key)) WITHOUT ROWID",
     "CREATE INDEX IF NOT EXISTS tree_keys_key ON tree_keys (key)",
+    "CREATE TABLE IF NOT EXISTS file_keys (tree TEXT NOT NULL, path TEXT NOT NULL, "
+    "stat TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (tree, path)) WITHOUT ROWID",
 )
+# A file changed less than this long before its stat was taken is not recorded with its key: a
+# second write within the same tick of the file system's clock (2 s on FAT) could leave every
+# field of its stat as it was (git's "racily clean" files).
+_SETTLED_NS = 2_000_000_000
 
 
 def content_key(data: bytes) -> str:
@@ -175,6 +184,59 @@ class FactsStore:
         with contextlib.suppress(sqlite3.Error), _transaction(db):
             db.executemany("INSERT OR REPLACE INTO facts (key, value) VALUES (?, ?)", rows)
 
+    def content_keys(
+        self, tree: Path, files: Sequence[str | Path], *, reuse: bool = True
+    ) -> list[str]:
+        """The content key of each of ``files`` (paths inside the resolved ``tree``). A file
+        whose stat (device, inode, size, modification and change times) is the one recorded
+        with its key by the last call for ``tree`` is not read; ``reuse=False`` reads every
+        file (and records them afresh). Any write changes a file's change time, which no
+        program can set back, so an edited file is read again."""
+        name, prefix = str(tree), f"{tree}{os.sep}"
+        recorded = self._recorded_keys(name) if reuse else {}
+        settled = time.time_ns() - _SETTLED_NS
+        keys: list[str] = []
+        rows: dict[str, tuple[str, str]] = {}
+        for path in files:
+            text = str(path)
+            relative = text[len(prefix) :] if text.startswith(prefix) else text
+            stat = os.stat(text)  # before reading: a write in between changes it for next time
+            signature = (
+                f"{stat.st_dev}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}"
+            )
+            known = recorded.get(relative)
+            if known is not None and known[0] == signature:
+                key = known[1]
+            else:
+                with open(text, "rb") as file:
+                    key = content_key(file.read())
+            keys.append(key)
+            if max(stat.st_mtime_ns, stat.st_ctime_ns) < settled:
+                rows[relative] = (signature, key)
+        if rows != recorded:
+            self._record_keys(name, rows)
+        return keys
+
+    def _recorded_keys(self, tree: str) -> dict[str, tuple[str, str]]:
+        db = self._connect()
+        if db is None:
+            return {}
+        with contextlib.suppress(sqlite3.Error):
+            query = "SELECT path, stat, key FROM file_keys WHERE tree = ?"
+            return {path: (stat, key) for path, stat, key in db.execute(query, (tree,))}
+        return {}
+
+    def _record_keys(self, tree: str, rows: dict[str, tuple[str, str]]) -> None:
+        db = self._connect()
+        if db is None:
+            return
+        with contextlib.suppress(sqlite3.Error), _transaction(db):
+            db.execute("DELETE FROM file_keys WHERE tree = ?", (tree,))
+            db.executemany(
+                "INSERT INTO file_keys (tree, path, stat, key) VALUES (?, ?, ?, ?)",
+                [(tree, path, stat, key) for path, (stat, key) in rows.items()],
+            )
+
     def record_tree(self, tree: Path, keys: Iterable[str]) -> None:
         """Remember the keys ``tree`` uses; when they changed, prune what no tree uses."""
         db = self._connect()
@@ -193,6 +255,7 @@ class FactsStore:
                 trees = [t for (t,) in db.execute("SELECT DISTINCT tree FROM tree_keys")]
                 gone = [(t,) for t in trees if not Path(t).is_dir()]
                 db.executemany("DELETE FROM tree_keys WHERE tree = ?", gone)
+                db.executemany("DELETE FROM file_keys WHERE tree = ?", gone)
                 db.execute("DELETE FROM facts WHERE key NOT IN (SELECT key FROM tree_keys)")
 
     def _rebuild(self) -> None:

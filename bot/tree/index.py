@@ -9,10 +9,9 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bot.errors import BotError
 from bot.tree import facts_cache
@@ -25,8 +24,10 @@ DECODER_ATTRIBUTE = "model"  # where a vLLM model keeps its decoder (``self.mode
 _PARALLEL_THRESHOLD = 64
 
 
-@dataclass(frozen=True, order=True)
-class ClassRef:
+class ClassRef(NamedTuple):
+    """A class of the index. A named tuple, not a dataclass: scans use millions of them as
+    keys and set members, and a tuple's hash and equality run no Python code."""
+
     module: str
     name: str
 
@@ -204,17 +205,44 @@ def require_vllm_tree(root: Path, next_step: str) -> None:
 
 
 def model_files(root: Path) -> list[Path]:
-    files: list[Path] = []
+    """The ``.py`` files of the model packages (as ``Path.rglob`` finds them: symlinked
+    folders are not entered), sorted."""
+    return [root / relative for relative in model_file_names(root)]
+
+
+def model_file_names(root: Path) -> list[str]:
+    """:func:`model_files` as paths relative to ``root``, in the same order (a warm scan's
+    walk: no Path per file)."""
+    found: list[str] = []
     for package in MODEL_PACKAGES:
-        base = root / package
-        if base.is_dir():
-            files.extend(p for p in base.rglob("*.py") if p.is_file())
-    return sorted(files)
+        _python_files(os.path.join(root, package), package, found)
+    return sorted(found, key=lambda relative: relative.split("/"))
+
+
+def _python_files(folder: str, relative: str, found: list[str]) -> None:
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                _python_files(entry.path, f"{relative}/{entry.name}", found)
+            elif entry.name.endswith(".py") and entry.is_file():
+                found.append(f"{relative}/{entry.name}")
+        except OSError:
+            continue
 
 
 def module_name(root: Path, path: Path) -> tuple[str, bool]:
-    rel = path.relative_to(root).with_suffix("")
-    parts = list(rel.parts)
+    return _module_of(str(path.relative_to(root)))
+
+
+def _module_of(relative: str) -> tuple[str, bool]:
+    """The module a file (``relative`` to the tree, ``/``-separated) defines, and whether it is
+    a package's ``__init__``."""
+    parts = relative.split("/")
+    parts[-1] = Path(parts[-1]).stem if parts[-1].startswith(".") else parts[-1][:-3]
     is_package = parts[-1] == "__init__"
     if is_package:
         parts = parts[:-1]
@@ -223,16 +251,15 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
 
 def build_index(root: Path, *, use_cache: bool = True) -> ClassIndex:
     root = root.resolve()
-    entries: list[tuple[str, str, bool, str]] = []
-    for path in model_files(root):
-        module, is_package = module_name(root, path)
-        data = path.read_bytes()
-        digest = facts_cache.content_key(data)
-        entries.append((module, str(path.relative_to(root)), is_package, digest))
-
+    names = model_file_names(root)
     with facts_cache.open_store("facts", EXTRACT_VERSION, _is_file_facts) as store:
-        # Only this tree's entries are read; --no-cache ignores them but still refreshes the
-        # store (other trees' entries stay).
+        # Only this tree's entries are read; --no-cache ignores them (and reads every file)
+        # but still refreshes the store (other trees' entries stay).
+        keys = store.content_keys(root, [f"{root}/{name}" for name in names], reuse=use_cache)
+        entries: list[tuple[str, str, bool, str]] = []
+        for name, key in zip(names, keys):
+            module, is_package = _module_of(name)
+            entries.append((module, name, is_package, key))
         cache: dict[str, FileFacts] = store.get(e[3] for e in entries) if use_cache else {}
         missing = [e for e in entries if e[3] not in cache]
         parsed = _parse_all([(m, str(root / p), pkg) for m, p, pkg, _ in missing])
@@ -282,6 +309,8 @@ def _parse_all(items: list[tuple[str, str, bool]]) -> list[FileFacts]:
         finally:
             if was_enabled:
                 gc.enable()
+    from concurrent.futures import ProcessPoolExecutor  # a warm scan parses nothing
+
     chunk = max(1, len(items) // (workers * 4))
     with ProcessPoolExecutor(max_workers=workers, initializer=gc.disable) as pool:
         return list(pool.map(_parse_one, items, chunksize=chunk))
