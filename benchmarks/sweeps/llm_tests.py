@@ -119,7 +119,7 @@ def members_of(plans: list[PlanDir]) -> tuple[list[Member], dict[str, Row]]:
         targets = patch_targets(loaded.patch)
         name = plan_name(loaded)
         if not targets:
-            rows[name] = Row(name, "not runnable here", "the plan has no test through LLM")
+            rows[name] = Row(name, "failed", "the plan has no test through LLM")
             continue
         if set(targets) <= covered:
             continue
