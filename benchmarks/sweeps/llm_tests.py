@@ -447,7 +447,8 @@ def by_class(
     the plan's test cannot list) the case its plan lists for the decoder they share."""
     out = dict(unplanned)
     for name, archs, targets in ready:
-        own = [a for a in archs if a in rows]
+        # (a shared set's member plan carries the set's finding: its class is its own case)
+        own = [a for a in (name, *archs) if a in rows]
         cases = own or [a for a in targets if a in rows]
         if not cases:
             out[name] = rows.get(name) or Row(name, "not runnable here", "no case ran")
