@@ -43,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bot.errors import BotError  # noqa: E402
 from bot.hub import Hub, HubSettings  # noqa: E402
 from bot.tree.fetch import release_tree  # noqa: E402
-from bot.triage.issue import MAX_PART_CHARS, triage_issue  # noqa: E402
+from bot.triage.issue import triage_issue  # noqa: E402
+from bot.triage.thread import MAX_PART_CHARS  # noqa: E402
 from tests.hub_standin import HubStandIn, closed_port_url, repos_from_file  # noqa: E402
 
 OUTCOMES = ("propose", "ask", "silent")

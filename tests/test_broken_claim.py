@@ -18,7 +18,8 @@ from bot.recipes.eagle3_broken_claim.recipe import (
     NO_CAPTURE,
     NO_MIXIN,
 )
-from bot.recipes.eagle3_enable.recipe import broken_claims_fixed, candidates
+from bot.recipes.eagle3_enable.detection import candidates
+from bot.recipes.eagle3_enable.recipe import broken_claims_fixed
 from bot.recipes.wrapper_analysis import protocol_defaults, protocol_follows_language_model
 from bot.scan.findings import scan
 from bot.tree.fetch import release_tree

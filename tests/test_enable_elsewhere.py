@@ -19,7 +19,7 @@ import pytest
 from bot.recipes.cases import INTERFACES, SUPPORTS_EAGLE3_HELPER
 from bot.recipes.eagle3_analysis import constructed
 from bot.recipes.eagle3_enable.analysis import DecoderShape
-from bot.recipes.eagle3_enable.recipe import candidates
+from bot.recipes.eagle3_enable.detection import candidates
 from bot.scan.findings import scan, scan_context
 from bot.tree.drafter_loader import DECODER, loader_sites
 from bot.tree.fetch import release_tree

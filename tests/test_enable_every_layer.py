@@ -19,8 +19,9 @@ import pytest
 
 from bot.codemods.base import CodemodRefused
 from bot.recipes.base import PublishedEdit
+from bot.recipes.eagle3_enable.detection import candidates
 from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
-from bot.recipes.eagle3_enable.recipe import _edits, candidates
+from bot.recipes.eagle3_enable.recipe import _edits
 from bot.tree.fetch import release_tree
 from tests.cli import propose_class, run_bot
 from tests.synthetic import make_tree

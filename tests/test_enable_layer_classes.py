@@ -20,7 +20,7 @@ import pytest
 
 from bot.recipes import Declined, fixer_named
 from bot.recipes.eagle3_enable.analysis import DecoderShape
-from bot.recipes.eagle3_enable.recipe import candidates
+from bot.recipes.eagle3_enable.detection import candidates
 from bot.scan.findings import scan, scan_context
 from bot.tree.drafter_loader import loader_sites
 from bot.tree.fetch import release_tree

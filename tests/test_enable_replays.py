@@ -32,8 +32,8 @@ from bot.drafts import load_catalogue
 from bot.recipes import fixer_named
 from bot.recipes.base import FileEdit, Finding, FixPlan, PlanContext, PublishedEdit, ScanContext
 from bot.recipes.eagle3_enable.analysis import DecoderShape
+from bot.recipes.eagle3_enable.detection import candidates
 from bot.recipes.eagle3_enable.publish import PUBLISH_RULES
-from bot.recipes.eagle3_enable.recipe import candidates
 from bot.recipes.eagle3_enable.shared import SHARED_DECODER
 from bot.scan.findings import scan
 from bot.tree.fetch import release_tree

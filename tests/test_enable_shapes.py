@@ -15,7 +15,8 @@ import pytest
 from bot.drafts import load_catalogue
 from bot.recipes import Declined, Finding, FixPlan, PlanContext, fixer_named
 from bot.recipes.eagle3_enable.analysis import DecoderShape, decoder_shape
-from bot.recipes.eagle3_enable.recipe import _edits, candidates
+from bot.recipes.eagle3_enable.detection import candidates
+from bot.recipes.eagle3_enable.recipe import _edits
 from bot.scan.findings import scan, scan_context
 from tests.synthetic import dedent, make_tree
 
@@ -586,7 +587,7 @@ def test_cohere_layers_hand_on_the_whole_stream() -> None:
 
 def test_the_scan_knows_the_forward_tests_stand_in_layers() -> None:
     from bot.codemods.aux_forward_test import RESIDUAL_KINDS
-    from bot.recipes.eagle3_enable.recipe import FORWARD_TEST_RESIDUALS
+    from bot.recipes.eagle3_enable.forward_reads import FORWARD_TEST_RESIDUALS
 
     assert set(RESIDUAL_KINDS) == FORWARD_TEST_RESIDUALS
 
@@ -608,7 +609,7 @@ def test_a_config_value_read_with_a_default_gets_an_empty_stand_in_config(
     tree, finding = _config_read(tmp_path, 'scaling = getattr(self.config, "scaling", None)')
     assert finding.evidence.refused is None
     from bot.codemods.aux_forward_test import create_aux_forward_test
-    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.forward_reads import forward_test_fields
 
     scanned = _ctx(tree, finding).scan
     (candidate,) = candidates(scanned)
@@ -669,7 +670,7 @@ def _per_layer_fields(tmp_path: Path, loop: str) -> dict | Declined:
     source = decoder(loop, OPTIONAL_NORM).replace("    def forward(", PER_LAYER_METHODS, 1)
     tree = _tree(tmp_path, LAYER_PER_LAYER_INPUT, source)
     (finding,) = _enable_findings(tree)
-    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.forward_reads import forward_test_fields
 
     scanned = _ctx(tree, finding).scan
     (candidate,) = candidates(scanned)
@@ -730,7 +731,7 @@ def test_a_branched_layer_call_is_captured_once_after_the_if(tmp_path: Path) -> 
     ) in patched
     assert patched.count("self._maybe_add_hidden_state(aux_hidden_states") == 1
     from bot.codemods.aux_forward_test import create_aux_forward_test
-    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.forward_reads import forward_test_fields
 
     fields = forward_test_fields(ctx.scan, candidate, candidate.verdict)
     assert isinstance(fields, dict) and fields["layer_flags"] == ("no_op",)

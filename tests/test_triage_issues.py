@@ -11,7 +11,9 @@ from bot.drafts import DraftCatalogue, load_catalogue
 from bot.scan.findings import scan_context
 from bot.tree.fetch import release_tree
 from bot.tree.known_models import load_known_models
-from bot.triage.issue import MAX_PART_CHARS, core_name, triage_issue
+from bot.triage.issue import triage_issue
+from bot.triage.names import core_name
+from bot.triage.thread import MAX_PART_CHARS
 from bot.triage_outcome import THRESHOLD
 
 pytestmark = pytest.mark.vllm_tree

@@ -3,7 +3,7 @@ not make triage quadratic; the speed itself is `benchmarks/triage.py --hostile`)
 
 from __future__ import annotations
 
-from bot.triage.issue import _inside, _outside, _spec_spans
+from bot.triage.mentions import _inside, _outside, speculative_spans
 from bot.triage.text import drop_noise, is_container_image, method_request, spaced_phrases
 
 
@@ -18,14 +18,14 @@ def test_an_architectures_dump_is_dropped_and_an_unclosed_one_is_not() -> None:
 
 def test_overlapping_speculative_configs_are_one_span_and_blanked_once() -> None:
     text = 'a speculative_config={"model": "x/y"} b speculative_config={"model": "z/w"} c'
-    spans = _spec_spans(text)
+    spans = speculative_spans(text)
     assert len(spans) == 2
     blanked = _outside(text, spans)
     assert len(blanked) == len(text) and "x/y" not in blanked and "z/w" not in blanked
     assert blanked.startswith("a ") and blanked.endswith(" c") and " b " in blanked
     assert _inside(text.index("x/y"), spans) and not _inside(text.index(" b "), spans)
     nested = 'speculative_config={"model": "a/b", speculative_config=("c/d") }'
-    merged = _spec_spans(nested)
+    merged = speculative_spans(nested)
     assert len(merged) == 1 and _inside(nested.index("c/d"), merged)
 
 
@@ -48,11 +48,11 @@ def test_yaml_speculative_blocks_end_where_their_indentation_ends() -> None:
         "engine:\n  model: a/target\n  speculative_config:\n    method: eagle3\n"
         "    model: d/draft\n  max_model_len: 8192\n"
     )
-    spans = _spec_spans(text)
+    spans = speculative_spans(text)
     assert len(spans) == 1
     assert _inside(text.index("d/draft"), spans) and not _inside(text.index("a/target"), spans)
     assert not _inside(text.index("max_model_len"), spans)
     flood = "speculative_config:\n" * 20_000 + "  model: d/draft\n"
-    assert _spec_spans(flood) == [(len(flood) - 37, len(flood) - 1)]  # the last key only
+    assert speculative_spans(flood) == [(len(flood) - 37, len(flood) - 1)]  # the last key only
     prose = "we set speculative_config:\n  model: x/y\n"  # a key inside a sentence is no YAML
-    assert _spec_spans(prose) == []
+    assert speculative_spans(prose) == []

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from bot.tree.fetch import release_tree
-from bot.triage.issue import major_words, triage_issue
+from bot.triage.issue import triage_issue
+from bot.triage.names import major_words
 from bot.triage.release import loads_family_class, written_major
 
 ERROR = "RuntimeError: Model does not support EAGLE3 interface"

@@ -33,7 +33,7 @@ def written_major(family: str) -> str | None:
 
 def loads_family_class(family: str, archs: Iterable[str], known: Iterable[str]) -> bool:
     """True when the release ``family`` names (a family name with a minor version, as
-    ``bot.triage.issue.family_name`` gives it) loads each of ``archs``, classes the tree lists for
+    ``bot.triage.names.family_name`` gives it) loads each of ``archs``, classes the tree lists for
     other releases of the same major version; ``known``: every architecture of the tree."""
     major = written_major(family)
     archs = list(archs)

@@ -1,6 +1,6 @@
 """Reading issue text the way users write it: what is noise, which names are models, what is asked.
 
-Every function here takes already-cleaned text (see ``bot.triage.issue.clean_text``) and uses
+Every function here takes already-cleaned text (see ``bot.triage.thread.clean_text``) and uses
 bounded, linear regular expressions only. Extracted names are limited to ``[A-Za-z0-9_./:~-]``.
 """
 

@@ -7,12 +7,15 @@ per tree root.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from bot.errors import BotError
 from bot.tree.known_models import load_known_models
 from bot.tree.model_registry import GENERATION_CATEGORIES, load_model_registry
+from bot.tree.signatures import ErrorSignature, error_signatures
 
 if TYPE_CHECKING:
     from bot.recipes.base import ScanContext
@@ -109,3 +112,110 @@ def broken_claim(ctx: ScanContext, arch: str) -> str | None:
     from bot.recipes import RECIPES
 
     return next(filter(None, (r.contests_claim(ctx, arch) for r in RECIPES)), None)
+
+
+@lru_cache(maxsize=8)
+def loaded_class(tree_root: Path) -> dict[str, tuple[str, str]]:
+    from bot.tree.model_registry import load_model_registry
+
+    return {
+        e.arch: (e.module, e.class_name)
+        for e in load_model_registry(tree_root).entries
+        if e.category in GENERATION_CATEGORIES
+    }
+
+
+@dataclass
+class Tree:
+    """The tree triage reads: its root, and its scan context: the caller's, or (for a caller
+    with only a path) built when first asked, once per tree."""
+
+    root: Path
+    scan: ScanContext | None = None
+
+    def context(self) -> ScanContext:
+        if self.scan is None:
+            self.scan = _scan_context(self.root)
+        return self.scan
+
+
+@lru_cache(maxsize=4)
+def _scan_context(root: Path) -> ScanContext:
+    from bot.scan.findings import scan_context
+
+    return scan_context(root)
+
+
+@lru_cache(maxsize=8)
+def tree_signatures(tree_root: Path) -> list[ErrorSignature]:
+    return error_signatures(tree_root)
+
+
+@lru_cache(maxsize=8)
+def generation_archs(tree_root: Path) -> frozenset[str]:
+    """Architectures vLLM's model registry can serve as a target (not drafts, not poolers)."""
+    from bot.tree.model_registry import load_model_registry
+
+    registry = load_model_registry(tree_root)
+    return frozenset(e.arch for e in registry.entries if e.category in GENERATION_CATEGORIES)
+
+
+def append_unique(mapping: dict[str, list[Any]], key: str, value: Any) -> None:
+    if key:
+        bucket = mapping.setdefault(key, [])
+        if value not in bucket:
+            bucket.append(value)
+
+
+@lru_cache(maxsize=8)
+def model_type_table(tree_root: Path) -> dict[str, tuple[str, ...]]:
+    """model_type -> generation architectures: the registry module named after it
+    (``qwen3_next`` -> vllm...models.qwen3_next), else the architecture named after it."""
+    from bot.tree.model_registry import load_model_registry
+
+    registry = load_model_registry(tree_root)
+    table: dict[str, list[str]] = {}
+    for entry in registry.entries:
+        if entry.category not in GENERATION_CATEGORIES:
+            continue
+        module = entry.module.rsplit(".", 1)[-1]
+        if module in PLATFORM_PACKAGES:
+            module = entry.module.rsplit(".", 2)[-2]
+        append_unique(table, module.lower(), entry.arch)
+    return {key: tuple(archs) for key, archs in table.items()}
+
+
+PLATFORM_PACKAGES = frozenset({"nvidia", "amd", "common", "model"})
+
+
+@lru_cache(maxsize=8)
+def class_archs(tree_root: Path) -> dict[str, tuple[str, ...]]:
+    from bot.tree.model_registry import load_model_registry
+
+    table: dict[str, list[str]] = {}
+    for entry in load_model_registry(tree_root).entries:
+        if entry.category in GENERATION_CATEGORIES:
+            append_unique(table, entry.class_name, entry.arch)
+    return {name: tuple(archs) for name, archs in table.items()}
+
+
+@lru_cache(maxsize=8)
+def tree_categories(tree_root: Path) -> dict[str, str]:
+    from bot.tree.model_registry import load_model_registry
+
+    return {
+        e.arch: e.category
+        for e in load_model_registry(tree_root).entries
+        if e.category in GENERATION_CATEGORIES
+    }
+
+
+def without_interface(tree: Tree, archs: list[str]) -> frozenset[str]:
+    """Those of ``archs`` that lack the interface on at least one platform variant."""
+    from bot.recipes.interface_status import already_fixed
+
+    try:
+        ctx = tree.context()
+    except BotError:
+        return frozenset()
+    return frozenset(a for a in archs if not already_fixed(ctx, a))

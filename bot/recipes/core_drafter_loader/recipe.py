@@ -153,7 +153,7 @@ class CoreDrafterLoader(Recipe):
 def refused_targets(ctx: ScanContext) -> list[Blocked]:
     """The enable targets the tree's loaders refuse, with the lines refusing each and what
     still refuses it with the loaders fixed (None: its plan is ready then)."""
-    from bot.recipes.eagle3_enable.recipe import candidates
+    from bot.recipes.eagle3_enable.detection import candidates
 
     index = ctx.index
     blocked: list[Blocked] = []
@@ -179,7 +179,7 @@ def served_today(ctx: ScanContext, loaders: Loaders) -> Served:
     """Every registered class declaring the interface, by whether the loaders' name lookup
     finds its embedding today (then the helper returns that same module: unchanged)."""
     from bot.recipes.eagle3_analysis import constructed, declares_eagle3
-    from bot.recipes.eagle3_enable.recipe import assigned
+    from bot.recipes.eagle3_enable.detection import assigned
     from bot.recipes.wrapper_analysis import language_model_sources
     from bot.tree.index import ClassRef
 

@@ -19,7 +19,8 @@ from bot.recipes.base import ScanContext
 from bot.recipes.eagle3_analysis import mixin_chain
 from bot.recipes.eagle3_broken_claim.evidence import ClaimFix
 from bot.recipes.eagle3_enable.analysis import NEEDS_HUMAN, DecoderShape, Refusal, decoder_shape
-from bot.recipes.eagle3_enable.recipe import Candidate, forward_owner
+from bot.recipes.eagle3_enable.candidate import Candidate
+from bot.recipes.eagle3_enable.detection import forward_owner
 from bot.tree.index import ClassRef
 
 NO_MIXIN = "no-mixin"

@@ -115,7 +115,7 @@ class Eagle3BrokenClaim(Recipe):
         if defaults is None:
             return []
         from bot.recipes.eagle3_broken_claim.fix import claim_fix
-        from bot.recipes.eagle3_enable.recipe import candidates
+        from bot.recipes.eagle3_enable.detection import candidates
 
         enable: list[Any] = []  # eagle3-enable's candidates, read once, only when a claim asks
 

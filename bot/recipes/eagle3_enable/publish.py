@@ -25,7 +25,7 @@ from bot.codemods.regression_test import REGISTRY_TEST_FUNCTION
 from bot.codemods.spans import AfterClassBody, ClassBody, ClassHeader, Imports, Span
 from bot.recipes.base import Declined, PublishedEdit, PublishRule, ScanContext
 from bot.recipes.eagle3_analysis import INTERFACE, MIXIN
-from bot.recipes.eagle3_enable.recipe import delegates
+from bot.recipes.eagle3_enable.detection import delegates
 from bot.recipes.eagle3_enable.shared import SHARED_DECODER, SHARED_INTERFACE, shared_edits
 from bot.recipes.eagle3_interface.publish import (
     declare_interface,
@@ -201,7 +201,7 @@ def aux_forward_test(edit: PublishedEdit) -> None:
     """A new file, exactly the test the recipe writes for the target: every field (module,
     decoder, residual semantics, final norm, stream multipliers) read from the base tree.
     For a set's plan, the file of one module's targets (one test each)."""
-    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.forward_reads import forward_test_fields
 
     if edit.before:
         raise CodemodRefused("the forward test is a new file; this one existed")
@@ -276,7 +276,7 @@ def _llm_targets(edit: PublishedEdit) -> dict[str, str | None]:
 def _stand_in_refused(edit: PublishedEdit) -> str | None:
     """Why the recipe's stand-in forward test cannot be written for the plan at the base (on a
     tree without tests/AGENTS.md the test through LLM then takes its place), or None."""
-    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.forward_reads import forward_test_fields
     from bot.recipes.eagle3_enable.shared import shared_forward_tests
 
     scan = _base_scan(edit)

@@ -39,7 +39,8 @@ from bot.tree.index import ClassIndex, ClassRef
 
 if TYPE_CHECKING:
     from bot.codemods.spans import Span
-    from bot.recipes.eagle3_enable.recipe import Candidate, Capture
+    from bot.recipes.eagle3_enable.candidate import Candidate
+    from bot.recipes.eagle3_enable.recipe import Capture
 
 # The edit kinds of a set's plan (publish checks them against the set derived from the base).
 SHARED_DECODER = "enable-shared-decoder"
@@ -169,7 +170,8 @@ class SharedSet:
 def shared_set_of(scan: ScanContext, class_name: str, path: str | None = None) -> SharedSet | None:
     """The ready set ``class_name`` (in ``path``, where given) belongs to; None when it is in
     none, is refused, or is not a clear candidate."""
-    from bot.recipes.eagle3_enable.recipe import candidates, capture_for
+    from bot.recipes.eagle3_enable.detection import candidates
+    from bot.recipes.eagle3_enable.recipe import capture_for
 
     found = candidates(scan)
     mine = [c for c in found if c.ref.name == class_name]
@@ -190,12 +192,8 @@ def shared_set_of(scan: ScanContext, class_name: str, path: str | None = None) -
 def shared_plan(finding: Finding, ctx: PlanContext) -> FixPlan | Declined:
     """One plan for the whole set ``finding`` belongs to, named after the set's lead (the
     same plan whichever member is asked for)."""
-    from bot.recipes.eagle3_enable.recipe import (
-        NAME,
-        TEMPLATES,
-        broken_claims_fixed,
-        enable_writeup_context,
-    )
+    from bot.recipes.eagle3_enable.recipe import NAME, TEMPLATES, broken_claims_fixed
+    from bot.recipes.eagle3_enable.writeup import enable_writeup_context
 
     index = ctx.scan.index
     found = shared_set_of(ctx.scan, finding.class_name, finding.path)
@@ -392,7 +390,7 @@ def shared_forward_tests(
 ) -> dict[str, tuple[str, tuple[dict[str, Any], ...]]] | Declined:
     """Each test file's path mapped to its module and its tests' fields (one per target)."""
     from bot.codemods.aux_forward_test import aux_test_path
-    from bot.recipes.eagle3_enable.recipe import forward_test_fields
+    from bot.recipes.eagle3_enable.forward_reads import forward_test_fields
 
     by_module: dict[str, list[dict[str, Any]]] = {}
     for member in found.members:
