@@ -225,7 +225,8 @@ def run_batch(
     batch: list[Member], label: str, sabotage: dict[str, set[str]]
 ) -> tuple[dict[str, Row], list[Member], dict[str, float]]:
     """One batch: its rows (target -> Row), the members deferred to a later batch (their edits
-    conflict with an earlier member's), and each run's seconds."""
+    conflict with an earlier member's, or their model modules and an earlier member's import
+    each other: :func:`apart`), and each run's seconds."""
     first = batch[0].plan.plan
     engine = engine_for(str(first.vllm_version))
     rows: dict[str, Row] = {}
