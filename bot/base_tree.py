@@ -24,16 +24,22 @@ from types import TracebackType
 from bot.errors import BotError
 from bot.recipes.base import ScanContext
 from bot.subprocess_env import minimal_env
+from bot.tree.layout import (
+    AGENTS_RULES,
+    REGISTRY_TEST,
+    SPEC_DECODE_TESTS,
+    TEST_AREAS,
+    TEST_REGISTRY_PATH,
+)
 
-REGISTRY_TEST = "tests/models/test_registry.py"
 # What a rule reads beside vllm/: the registry test's platform skips, and where a test through
 # LLM goes (the tree's test rules, the example models, the CI steps, the test folder).
 EXPORTED = (
     REGISTRY_TEST,
-    "tests/AGENTS.md",
-    "tests/models/registry.py",
-    ".buildkite/test_areas",
-    "tests/v1/spec_decode",
+    AGENTS_RULES,
+    TEST_REGISTRY_PATH,
+    TEST_AREAS,
+    SPEC_DECODE_TESTS,
 )
 
 

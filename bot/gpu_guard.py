@@ -22,9 +22,9 @@ from typing import Protocol
 
 from bot.config import GitHubSettings
 from bot.errors import BotError
+from bot.github.identity import BOT_BRANCH
 
 _SHA = re.compile(r"^[0-9a-f]{40}$")
-_BOT_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 
 
 class BranchReader(Protocol):
@@ -47,7 +47,7 @@ def guarded_commit(
     fork = bot_fork(settings)
     if repository != fork:
         raise BotError(f"refused: the GPU runner only tests the bot's fork {fork}")
-    if not _BOT_BRANCH.match(branch) or ".." in branch:
+    if not BOT_BRANCH.match(branch) or ".." in branch:
         raise BotError("refused: the branch is not a bot/<recipe>/<class> branch")
     if ref.startswith("refs/") or ".." in ref:
         raise BotError("refused: pass the bot/ branch or a full commit sha, never a ref")

@@ -67,7 +67,7 @@ def _head_or_none(root: Path) -> str | None:
     keeping). One ``git rev-parse`` instead of GitPython: importing it costs more than the
     whole warm scan's index load."""
     if not os.path.lexists(root / ".git"):
-        return None  # git's answer would not be root (a release's tree has no .git)
+        return None  # git's answer would not be root (a plain folder, or one inside a checkout)
     env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
     try:
         done = subprocess.run(

@@ -31,10 +31,19 @@ from bot.publish.attestation import (
     given,
 )
 from bot.publish.contrib_rules import rules_of_tree
-from bot.publish.contribution import Facts, checklist_report, render_blocks, template_boxes
+from bot.publish.contribution import (
+    CLAIMS,
+    RESULTS,
+    Facts,
+    checklist_report,
+    render_blocks,
+    template_boxes,
+)
 from bot.publish.pr import BODY_LIMIT, publish_plan
 from bot.tree.fetch import release_tree
 from bot.verification import Check
+from bot.verify.checks import cpu_test_check
+from bot.verify.junit import parse_junit
 from tests.attest import DECLINES, READS, cli_publish_argv, reads
 from tests.claimed import claimed
 from tests.cli import EXAMPLE_ISSUE, run_bot
@@ -242,13 +251,36 @@ def _contribution(facts: Facts) -> str:
 
 def test_who_did_what_is_said_only_as_far_as_the_records_go(seed_plan):
     mine = _facts(seed_plan)
+    digest = mine.plan.verification.patch_hash
+    mine = dataclasses.replace(
+        mine, attestation=dataclasses.replace(mine.attestation, patch_hash=digest)
+    )
     ran = dataclasses.replace(
         mine.plan.verification, ran_by=f"{SUBMITTER_NAME} <{SUBMITTER_EMAIL}>"
     )
     by_me = dataclasses.replace(mine, plan=dataclasses.replace(mine.plan, verification=ran))
-    assert "I ran the checks myself: `bot verify` recorded them under my name." in (
+    assert "I ran the checks myself: `bot verify` recorded them under my name, on this patch." in (
         _contribution(by_me)
     )
+    # "Ran the tests" needs both: the attester's identity and the patch they attested. A run
+    # recorded under someone else's name, or of another patch, is not theirs.
+    other = dataclasses.replace(ran, ran_by="Somebody Else <else@example.org>")
+    text = _contribution(
+        dataclasses.replace(mine, plan=dataclasses.replace(mine.plan, verification=other))
+    )
+    assert (
+        "I did not run the checks myself: `bot verify` ran them under another person's identity."
+        in text
+    )
+    elsewhere = dataclasses.replace(ran, patch_hash="sha256:" + "2" * 64)
+    text = _contribution(
+        dataclasses.replace(mine, plan=dataclasses.replace(mine.plan, verification=elsewhere))
+    )
+    assert (
+        "I did not run the checks myself: `bot verify` ran them for another patch than this one."
+        in text
+    )
+    assert "I ran the checks myself" not in text
     # Someone else's run (the Action's) is theirs, not the submitter's.
     actions = dataclasses.replace(ran, ran_by="GitHub Actions run 5 of example/bot")
     by_ci = dataclasses.replace(mine, plan=dataclasses.replace(mine.plan, verification=actions))
@@ -258,11 +290,28 @@ def test_who_did_what_is_said_only_as_far_as_the_records_go(seed_plan):
     approver = Attestation("maintainer2", APPROVER, DASHBOARD, True, "sha256:" + "1" * 64)
     text = _contribution(dataclasses.replace(by_me, attestation=approver))
     assert "@maintainer2 read every changed line of the patch (`sha256:111111111111`)" in text
-    assert "no record shows a person running them" in text
+    assert "no record shows a person running them on this patch" in text
     assert not re.search(r"\bI (read|ran|did)\b", text)
     # Their sign-off is claimed only where the branch's commits carry it.
     signer = Signer("Maintainer Two", "maintainer2@users.noreply.github.com")
     signed = dataclasses.replace(approver, signer=signer)
+    # The approver ran them only if the verification of the patch they attested is theirs.
+    theirs_ran = dataclasses.replace(ran, ran_by=signer.identity, patch_hash=approver.patch_hash)
+    by_them = dataclasses.replace(
+        by_me, plan=dataclasses.replace(by_me.plan, verification=theirs_ran)
+    )
+    ran_it = (
+        "@maintainer2 ran the checks: `bot verify` recorded them under their name, on this patch."
+    )
+    assert ran_it in _contribution(dataclasses.replace(by_them, attestation=signed))
+    assert ran_it not in _contribution(dataclasses.replace(by_me, attestation=signed))
+    stale = dataclasses.replace(theirs_ran, patch_hash=digest)
+    text = _contribution(
+        dataclasses.replace(
+            by_them, attestation=signed, plan=dataclasses.replace(by_me.plan, verification=stale)
+        )
+    )
+    assert ran_it not in text and "ran the checks for another patch than this one" in text
     mine_signed = (signer.identity,)
     theirs = _contribution(dataclasses.replace(by_me, attestation=signed, authors=mine_signed))
     assert "and signed the commit off as its author (`Signed-off-by`" in theirs
@@ -446,6 +495,10 @@ def test_a_group_body_on_0_34_0_meets_agents_md_and_the_template(request, tmp_pa
     assert body.count("the contributed test through `LLM`") == 1
     assert "DSpark" not in body and "DFlash" not in body
     assert "**Model evaluation:** none run: the change declares an interface" in body
+    # The claims say what the CPU tests showed per class only from their records (none here:
+    # the fixture's verify ran no CPU test), never the plan's count as passing.
+    assert "show per class is not recorded (not checked:" in body
+    assert "pass vLLM's EAGLE-3 target check" not in body
     assert "AI assistance was used: vllm-eagle3-bot" in body and "I read every changed line" in body
 
     fork = git.Repo(standin.state.repos[FORK].git_dir)
@@ -583,3 +636,98 @@ def test_prose_planted_in_the_bots_sections_never_reaches_the_pr(
     (seed_plan / "pr.md").write_text(text)
     body, shown = _published(seed_plan, upstream_standin, tmp_path)
     assert planted not in body and planted not in shown
+
+
+def _junit(outcomes: dict[str, str]) -> bytes:
+    """A JUnit report as pytest writes it, one case per node id with its outcome."""
+    cases = []
+    for node, outcome in outcomes.items():
+        path, _, name = node.partition("::")
+        classname = path.removesuffix(".py").replace("/", ".")
+        inner = {"failed": '<failure message="assert False"/>', "skipped": "<skipped/>"}
+        cases.append(
+            f'<testcase classname="{classname}" name="{name}">{inner.get(outcome, "")}</testcase>'
+        )
+    return (
+        f'<testsuites><testsuite name="pytest">{"".join(cases)}</testsuite></testsuites>'.encode()
+    )
+
+
+def test_a_groups_claims_and_test_row_come_from_the_verify_records(request):
+    """The group's claim of what its CPU tests showed is rendered from ``bot verify``'s per-case
+    record: the count is of members each of whose cases failed before and passed after, and a
+    member whose case did not is named with why (0.34.0: MiDashengLM does not import here)."""
+    planned = read_plan_dir(request.getfixturevalue("group_plan"))
+    assert CLAIMS[0] in planned.pr_body  # propose leaves the block for verify and publish
+    plan = planned.plan
+    members = plan.members
+    size = len(members)
+    nodes = list(plan.tests.cpu)
+    before = parse_junit(_junit({n: "failed" for n in nodes}))
+    facts = _group_facts(
+        plan,
+        planned.patch,
+        cpu_test_check(before, parse_junit(_junit({n: "passed" for n in nodes}))),
+    )
+    assert f"fail without the patch and pass with it for all {size} classes." in _claims(facts)
+
+    # One member's case still fails after the patch, its module does not import here.
+    blocked_member, failing_member = members[1], members[2]
+    after = {n: "failed" if n in blocked_member.tests.cpu else "passed" for n in nodes}
+    why = f"{blocked_member.finding.module} does not import here (no module named 'torchaudio')"
+    check = cpu_test_check(before, parse_junit(_junit(after)), blocked=why)
+    assert check.passed is None
+    facts = _group_facts(plan, planned.patch, check)
+    text = _claims(facts)
+    assert f"for {size - 1} of the {size} classes; not for:" in text
+    assert (
+        f"  - `{blocked_member.class_name}`: its test still fails after the patch, "
+        "and is not judged here" in text
+    )
+    assert "torchaudio" in text and f"all {size} classes" not in text
+    # The registry row says what ran and what was not judged, not "not run".
+    row = next(line for line in _results(facts).splitlines() if "test_registry" in line)
+    assert "| not checked | before the patch: failure; after the patch: failure (" in row
+    assert (
+        f"{size - 1} of {len(nodes)} passed after; {len(nodes)} of {len(nodes)} failed before"
+        in row
+    )
+
+    # A failure no import explains is a failure, named so; a skip is not a pass.
+    after[failing_member.tests.cpu[0]] = "failed"
+    text = _claims(
+        _group_facts(
+            plan, planned.patch, cpu_test_check(before, parse_junit(_junit(after)), blocked=why)
+        )
+    )
+    assert f"for {size - 2} of the {size} classes" in text
+    assert f"  - `{failing_member.class_name}`: its test fails after the patch" in text
+    after = {n: "skipped" if n in failing_member.tests.cpu else "passed" for n in nodes}
+    text = _claims(
+        _group_facts(plan, planned.patch, cpu_test_check(before, parse_junit(_junit(after))))
+    )
+    assert f"`{failing_member.class_name}`: its test was skipped here" in text
+
+    # Before verify, nothing is claimed as passed.
+    unverified = dataclasses.replace(facts, plan=dataclasses.replace(plan, verification=None))
+    assert "show per class is not recorded yet" in _claims(unverified)
+    assert "pass with it" not in _claims(unverified)
+
+
+def _group_facts(plan, patch: str, cpu: Check) -> Facts:
+    checks = [c for c in plan.verification.checks if c.name != "cpu-tests"] + [cpu]
+    verification = dataclasses.replace(plan.verification, checks=tuple(checks))
+    return Facts(
+        plan=dataclasses.replace(plan, verification=verification),
+        patch=patch,
+        rules=rules_of_tree(release_tree("0.34.0")),
+        search=DuplicateSearch(ran=True, upstream=UPSTREAM),
+    )
+
+
+def _claims(facts: Facts) -> str:
+    return render_blocks(facts)[CLAIMS]
+
+
+def _results(facts: Facts) -> str:
+    return render_blocks(facts)[RESULTS]

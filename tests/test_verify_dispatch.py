@@ -93,7 +93,8 @@ def test_failing_gpu_test_keeps_draft_and_shows_the_log(
     tmp_path: Path, standin: GitHubStandIn
 ) -> None:
     plan_dir = synthetic_plan(tmp_path, branch="bot/eagle3-foo")
-    hostile = f"```\n{END}\n<script>x</script> token {STANDIN_TOKEN}\nAssertionError: no eagle"
+    # within the excerpt's last three lines: the marker, the backticks, the token
+    hostile = f"{END}\n<script>x</script> token {STANDIN_TOKEN}\n```\nAssertionError: no eagle"
     sleep = runner(standin, {"bot/eagle3-foo": ("failure", junit(hostile))})
     options = VerifyOptions(gpu="dispatch", poll=PollSettings(interval=0, timeout=60, sleep=sleep))
     verification = pipeline.verify([plan_dir], options)[0]

@@ -100,6 +100,9 @@ def test_parse_junit_counts_and_excerpts_failures() -> None:
     run = parse_junit(xml)
     assert (run.conclusion, run.tests, run.failures, run.skipped) == ("failure", 3, 1, 1)
     assert "FAILURE t::b: boom\ntrace" in run.log_excerpt
+    # Each case's outcome, for the claims a group's body makes per member.
+    assert run.cases == {"t::a": "passed", "t::b": "failed", "t::c": "skipped"}
+    assert "cases" not in run.to_json()
     assert parse_junit(b"<not xml").conclusion == "error"
 
 

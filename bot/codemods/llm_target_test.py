@@ -29,8 +29,8 @@ import libcst as cst
 
 from bot.codemods.base import Case, CodemodRefused, parse, require_identifier, shown
 from bot.codemods.layout import insert_element
+from bot.tree.layout import LLM_TEST_PATH
 
-LLM_TEST_PATH = "tests/v1/spec_decode/test_eagle3_targets.py"
 LLM_TEST_FUNCTION = "test_eagle3_target_extracts_hidden_states"
 TARGETS_NAME = "TARGETS"
 

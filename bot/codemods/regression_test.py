@@ -28,15 +28,12 @@ from bot.codemods.base import (
 )
 from bot.codemods.imports import add_import_name
 from bot.codemods.layout import insert_element
+from bot.tree.layout import INTERFACES_MODULE, REGISTRY_PATH, REGISTRY_TEST, platform_of
 
 if TYPE_CHECKING:
     from bot.codemods.spans import Span
 
-INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
-REGISTRY_TEST = "tests/models/test_registry.py"
 REGISTRY_TEST_FUNCTION = "test_registry_supports_eagle3"
-_REGISTRY_SOURCE = "vllm/model_executor/models/registry.py"
-_PLATFORMS = frozenset({"nvidia", "amd", "xpu", "cpu", "tpu"})
 
 
 @dataclass(frozen=True)
@@ -96,10 +93,7 @@ def add_eagle3_regression_test(
 
 def _variant_of(class_module: str) -> str | None:
     """``amd`` for vllm.models.<pkg>.amd.<module>: the platform package the class lives in."""
-    parts = class_module.split(".")
-    if len(parts) > 4 and parts[:2] == ["vllm", "models"] and parts[3] in _PLATFORMS:
-        return parts[3]
-    return None
+    return platform_of(class_module.split("."))
 
 
 def _variant_test(
@@ -450,9 +444,9 @@ def _require_defined(tree_root: Path, module: str, name: str, kind: type[ast.AST
 
 
 def _require_registry_can_load(tree_root: Path, archs: Sequence[str]) -> None:
-    registry = tree_root / _REGISTRY_SOURCE
+    registry = tree_root / REGISTRY_PATH
     if not registry.is_file():
-        raise CodemodRefused(f"{_REGISTRY_SOURCE} is missing from this tree")
+        raise CodemodRefused(f"{REGISTRY_PATH} is missing from this tree")
     text = registry.read_text()
     if "def _try_load_model_cls(" not in text:
         raise CodemodRefused("ModelRegistry._try_load_model_cls does not exist in this tree")

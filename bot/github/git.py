@@ -31,6 +31,7 @@ from bot.config import GitHubSettings, github_settings, home_dir
 from bot.confinement import FileChange
 from bot.errors import BotError
 from bot.fileio import held_lock
+from bot.github.identity import BOT_BRANCH
 from bot.gitrepo import Repo
 from bot.plan import Plan
 from bot.recipes.base import BaseTree
@@ -38,7 +39,6 @@ from bot.redact import redact
 
 FORK_REMOTE = "fork"
 UPSTREAM_REMOTE = "upstream"
-_BRANCH = re.compile(r"^bot/[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 # How much of a fork branch's history is fetched to tell whose it is: a group's branch holds a
 # commit per member, and the commit it was built on must be reached.
@@ -262,7 +262,7 @@ def push_branch(
 
 
 def _checked_branch(plan: Plan) -> str:
-    if not plan.branch or not _BRANCH.match(plan.branch) or ".." in plan.branch:
+    if not plan.branch or not BOT_BRANCH.match(plan.branch) or ".." in plan.branch:
         raise BotError(f"the plan's branch {plan.branch!r} is not bot/<recipe>/<class-slug>")
     return plan.branch
 

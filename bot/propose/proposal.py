@@ -39,6 +39,7 @@ from bot.scan.findings import ScanResult, scan
 from bot.tree.ci_steps import is_ci_step_file
 from bot.tree.drafter_loader import loader_dirs
 from bot.tree.index import MODEL_PACKAGES
+from bot.tree.layout import AGENTS_RULES, SPEC_DECODE_TESTS, TEST_AREAS
 from bot.tree.version import tree_version
 from bot.tree.worktree import diff_worktree, head_commit, scratch_worktree
 from bot.triage_outcome import ASK, SILENT, Triage
@@ -51,9 +52,9 @@ SCRATCH_PATHS = (
     "tests/models",
     "tests/model_executor",
     # a tree with tests/AGENTS.md: the test through LLM, and the CI step that runs it
-    "tests/AGENTS.md",
-    "tests/v1/spec_decode",
-    ".buildkite/test_areas",
+    AGENTS_RULES,
+    SPEC_DECODE_TESTS,
+    TEST_AREAS,
 )
 
 

@@ -234,10 +234,10 @@ def _inside(target: str, prefix: str) -> bool:
 
 def _recipe_text(body: str) -> str:
     """pr.md's body without the sections the bot composes again at publish."""
-    from bot.publish.contribution import CHECKLIST, CONTRIBUTION, strip_block
+    from bot.publish.contribution import CHECKLIST, CLAIMS, CONTRIBUTION, strip_block
     from bot.publish.render import END, START
 
-    for markers in (CONTRIBUTION, CHECKLIST, (START, END)):
+    for markers in (CONTRIBUTION, CHECKLIST, CLAIMS, (START, END)):
         body = strip_block(body, markers)
     return "\n".join(
         line for line in body.split("\n") if not is_identity_line(line) and not has_body_sha(line)

@@ -42,9 +42,12 @@ if TYPE_CHECKING:
 CONTRIBUTION = ("<!-- bot:contribution:start -->", "<!-- bot:contribution:end -->")
 CHECKLIST = ("<!-- bot:checklist:start -->", "<!-- bot:checklist:end -->")
 RESULTS = (RESULTS_START, RESULTS_END)
+# A group's claim of what its tests showed, per member, rendered from the verification records
+# (the recipe's claims, written at propose time, say what the change is, not what passed).
+CLAIMS = ("<!-- bot:claims:start -->", "<!-- bot:claims:end -->")
 BOT_NAME = "vllm-eagle3-bot"
-_EXCERPT_LINES = 6  # a log excerpt in the body: its last lines, collapsed
-_EXCERPT_CHARS = 800
+_EXCERPT_LINES = 3  # a log excerpt in the body: its last lines, collapsed
+_EXCERPT_CHARS = 400
 
 
 @dataclass(frozen=True)
@@ -144,7 +147,96 @@ def _cpu_row(check: Check, nodes: Sequence[str]) -> Row:
     steps = ci_steps(check)
     if steps:
         said += "; CI runs it in " + ", ".join(steps)
-    return Row(f"{command}, without the fix, then with it", _OUTCOME[check.passed], _said(said))
+    outcome = _OUTCOME[check.passed]
+    if check.passed is None and _case_runs(check) is not None:
+        outcome = "not checked"  # both runs are recorded; the detail says why they do not judge
+        said = said.removeprefix("not checked: ")
+    return Row(f"{command}, without the fix, then with it", outcome, _said(said))
+
+
+def _case_runs(check: Check | None) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
+    """The CPU tests' case outcomes ``(before, after)`` as ``bot verify`` recorded them."""
+    record = (check.record if check is not None else None) or {}
+    cases = record.get("cases")
+    if not isinstance(cases, Mapping):
+        return None
+    before, after = cases.get("before"), cases.get("after")
+    if not isinstance(before, Mapping) or not isinstance(after, Mapping):
+        return None
+    return before, after
+
+
+def _case_key(name: str) -> str:
+    """A pytest node id (``tests/a/b.py::C::f[x]``) or a JUnit case (``tests.a.b.C::f[x]``)
+    spelled one way: ``tests.a.b.C.f[x]``."""
+    head, bracket, param = name.partition("[")
+    if ".py::" in head:
+        path, _, rest = head.partition(".py::")
+        head = f"{path.replace('/', '.')}::{rest}"
+    return head.replace("::", ".") + bracket + param
+
+
+@dataclass(frozen=True)
+class MemberResult:
+    """What the CPU tests' records show of one group member: ``backed`` when each of its cases
+    failed before the patch and passed after it; otherwise ``why`` says what happened."""
+
+    cls: str
+    backed: bool
+    why: str = ""
+
+
+def member_results(plan: Plan) -> list[MemberResult] | None:
+    """Each member's CPU test cases, before and after the patch, from ``bot verify``'s record;
+    None when no per-case record exists (not verified, or the tests did not run)."""
+    verification = plan.verification
+    check = verification.check("cpu-tests") if verification else None
+    runs = _case_runs(check)
+    if check is None or runs is None:
+        return None
+    before, after = ({_case_key(k): v for k, v in run.items()} for run in runs)
+    blocked = str((check.record or {}).get("blocked") or "")
+    results = []
+    for member in plan.members:
+        nodes = [_case_key(n) for n in member.tests.cpu]
+        was = [before.get(n, "not run") for n in nodes]
+        now = [after.get(n, "not run") for n in nodes]
+        if not nodes:
+            results.append(MemberResult(member.class_name, False, "it has no CPU test"))
+        elif all(o == "passed" for o in now) and all(o == "failed" for o in was):
+            results.append(MemberResult(member.class_name, True))
+        elif any(o == "passed" for o in was):
+            why = "its test passes without the fix too, so it does not test it"
+            results.append(MemberResult(member.class_name, False, why))
+        elif any(o == "failed" for o in now) and blocked and member.finding.module in blocked:
+            why = f"its test still fails after the patch, and is not judged here: {blocked}"
+            results.append(MemberResult(member.class_name, False, why))
+        elif any(o == "failed" for o in now):
+            results.append(MemberResult(member.class_name, False, "its test fails after the patch"))
+        else:
+            said = ", ".join(dict.fromkeys(o for o in now if o != "passed"))
+            results.append(MemberResult(member.class_name, False, f"its test was {said} here"))
+    return results
+
+
+def _claims_view(plan: Plan) -> dict[str, Any]:
+    """The group's claim of what its CPU tests showed: how many members they back, by name
+    those they do not (with why), or that nothing is recorded yet."""
+    tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
+    results = member_results(plan)
+    check = plan.verification.check("cpu-tests") if plan.verification else None
+    view: dict[str, Any] = {
+        "members": len(plan.members),
+        "tests": [_code(t) for t in tests[:2]],
+        "more_tests": max(0, len(tests) - 2),
+        "recorded": results is not None,
+        "why_not": _said(check.detail) if check is not None and results is None else "",
+    }
+    if results is not None:
+        view["backed"] = sum(r.backed for r in results)
+        unbacked = [r for r in results if not r.backed]
+        view["unbacked"] = [{"cls": _code(r.cls), "why": _said(r.why)} for r in unbacked]
+    return view
 
 
 def _engine_tests_row(check: Check, nodes: Sequence[str]) -> Row:
@@ -309,13 +401,16 @@ def engine_view(check: Check | None) -> dict[str, Any] | None:
         if method in ("none", "ngram"):
             continue
         before, after = by.get(("before", method)), by.get(("after", method))
-        rows.append(
-            EngineRow(
-                _METHOD_NAMES.get(method, inline(method)),
-                _engine_run(before, engine),
-                _engine_run(after, engine),
-            )
+        row = EngineRow(
+            _METHOD_NAMES.get(method, inline(method)),
+            _engine_run(before, engine),
+            _engine_run(after, engine),
         )
+        if rows and (rows[-1].without, rows[-1].with_fix) == (row.without, row.with_fix):
+            # Each result once: methods that ran alike share a row.
+            alike = rows.pop()
+            row = dataclasses.replace(alike, method=f"{alike.method}, {row.method}")
+        rows.append(row)
     return {
         "engine": engine,
         "release": inline(record.get("release") or ""),
@@ -324,7 +419,7 @@ def engine_view(check: Check | None) -> dict[str, Any] | None:
         "outcome": _OUTCOME[check.passed],
         "detail": "" if check.passed is not None or rows else _said(check.detail),
         "rows": rows,
-        "methods": [r.method for r in rows],
+        "methods": [m for r in rows for m in r.method.split(", ")],
     }
 
 
@@ -511,6 +606,7 @@ def context(facts: Facts) -> dict[str, Any]:
         "logs": _logs(verification),
         "search": _search_view(facts.search, plan),
         "who": _who(facts),
+        "claims": _claims_view(plan) if plan.members else None,
         "report": report,
         "docs": facts.docs,
         "rules": rules,
@@ -530,18 +626,31 @@ def _logs(verification: Verification | None) -> list[dict[str, str]]:
     logs = []
     for check in verification.checks:
         if check.log_excerpt and check.name in ("cpu-tests", "engine-tests", "smoke"):
+            if _row_quotes_error(check):
+                continue  # its row quotes the error already: each result once
             parts = check.log_excerpt.strip().split("\n\nafter the patch:\n")
+            if check.passed is True:
+                parts = parts[:1]  # its row says it passed after the patch: the failure before
             said = check.log_excerpt.replace("before the patch:", "").replace(
                 "after the patch:", ""
             )
             if not said.strip():
                 continue  # the runs printed nothing worth quoting (their record says why)
             text = "\n\nafter the patch:\n".join(_tail(part) for part in parts)
-            logs.append({"name": inline(check.name), "block": code_block(text)})
+            name = inline(check.name) + (", before the patch" if len(parts) == 1 else "")
+            logs.append({"name": name, "block": code_block(text)})
     gpu = verification.gpu
     if gpu is not None and gpu.log_excerpt and gpu.mode != "skip":
         logs.append({"name": "GPU test", "block": code_block(_tail(gpu.log_excerpt))})
     return logs
+
+
+def _row_quotes_error(check: Check) -> bool:
+    record = check.record or {}
+    before = record.get("before")
+    return bool(record.get("failed_because")) or (
+        isinstance(before, Mapping) and bool(before.get("error"))
+    )
 
 
 def _tail(text: str) -> str:
@@ -588,10 +697,17 @@ def _who(facts: Facts) -> dict[str, Any]:
         and attestation.role == SUBMITTER
         and attestation.login == facts.submitter
     )
-    ran_by_person = bool(
-        first_person and ran_by and facts.submitter_identity and ran_by == facts.submitter_identity
-    )
     signer = attestation.signer if attestation is not None else None
+    # The attester ran the tests only if the verification of the very patch they attested was
+    # recorded under their own identity (the submitter's git identity, an approver's sign-off).
+    attester = facts.submitter_identity if first_person else signer.identity if signer else None
+    ran_by_person = bool(
+        attestation is not None
+        and verification is not None
+        and verification.patch_hash == attestation.patch_hash
+        and ran_by
+        and ran_by == attester
+    )
     return {
         "bot": BOT_NAME,
         "attestation": attestation,
@@ -604,17 +720,19 @@ def _who(facts: Facts) -> dict[str, Any]:
         "submitter": facts.submitter,
         "patch_hash": attestation.patch_hash.removeprefix("sha256:")[:12] if attestation else "",
         "ran_by_person": ran_by_person,
-        "ran_where": _ran_where(ran_by),
+        "ran_where": _ran_where(ran_by, ran_by_person or ran_by == attester),
         "tests_ran": bool(verification) and any(c.passed is not None for c in verification.checks),
     }
 
 
-def _ran_where(ran_by: str | None) -> str:
+def _ran_where(ran_by: str | None, attesters: bool) -> str:
     if not ran_by:
         return "on a machine that recorded no identity"
     if ran_by.startswith("GitHub Actions"):
         return f"in {inline(ran_by)}"
-    return "on the operator's machine"
+    if attesters:  # the attester's identity, but another patch than the one attested
+        return "for another patch than this one"
+    return "under another person's identity"
 
 
 def render_blocks(facts: Facts) -> dict[tuple[str, str], str]:
@@ -628,6 +746,7 @@ def render_blocks(facts: Facts) -> dict[tuple[str, str], str]:
         ("validation", RESULTS),
         ("contribution", CONTRIBUTION),
         ("checklist", CHECKLIST),
+        ("claims", CLAIMS),
     ):
         text = env.get_template(f"sections/{name}.j2").render(values).strip()
         out[markers] = f"{markers[0]}\n{text}\n{markers[1]}"
@@ -649,7 +768,7 @@ def refresh(markdown: str, facts: Facts) -> str:
         if markers == RESULTS:
             inner = block.removeprefix(f"{RESULTS[0]}\n").removesuffix(f"\n{RESULTS[1]}")
             markdown = replace_results_section(markdown, inner)
-        else:
+        elif markers != CLAIMS or markers[0] in markdown:  # only a group's pr.md has claims
             markdown = replace_block(markdown, block, markers)
     return markdown
 

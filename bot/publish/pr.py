@@ -647,12 +647,19 @@ def _outcomes_only(plan: Plan) -> Plan:
         passed=recorded.passed,
         local_passed=recorded.local_passed,
         message="",
-        checks=tuple(Check(c.name, c.passed, "") for c in recorded.checks),
+        # Each CPU test case's outcome stays: a group's claims say which members they back.
+        checks=tuple(Check(c.name, c.passed, "", record=_cases_only(c)) for c in recorded.checks),
         gpu=None if gpu is None else GpuRun(gpu.mode, gpu.conclusion),
         patch_hash=recorded.patch_hash,
         ran_by=recorded.ran_by,
     )
     return dataclasses.replace(plan, verification=outcomes)
+
+
+def _cases_only(check: Check) -> dict[str, Any] | None:
+    record = check.record or {}
+    kept = {k: record[k] for k in ("cases", "blocked") if k in record}
+    return kept or None
 
 
 def _body_text(planned: PlanDir, facts: Facts) -> str:

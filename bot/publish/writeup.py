@@ -101,7 +101,7 @@ def render_pr(
     """``pr.md``: the title line, then the upstream-shaped body with the recipe's sections and
     the generic blocks (:func:`bot.publish.contribution.render_blocks`: validation,
     contribution, checklist, each in its markers)."""
-    from bot.publish.contribution import CHECKLIST, CONTRIBUTION, RESULTS
+    from bot.publish.contribution import CHECKLIST, CLAIMS, CONTRIBUTION, RESULTS
 
     missing = [slot for slot in RECIPE_SECTIONS if slot not in sections]
     if missing:
@@ -119,6 +119,7 @@ def render_pr(
         "results_block": blocks[RESULTS],
         "contribution_block": blocks[CONTRIBUTION],
         "checklist_block": blocks[CHECKLIST],
+        "claims_block": blocks[CLAIMS],
     }
     body = env.get_template(f"pr_{style}.md.j2").render(values)
     body = re.sub(r"\n{3,}", "\n\n", body).strip() + "\n"  # empty optional sections

@@ -19,6 +19,7 @@ from bot.errors import BotError
 from bot.jsonio import JSON_KEY, JsonRecord, has_type, type_name
 from bot.recipes.evidence import Evidence
 from bot.tree.index import ClassIndex
+from bot.tree.layout import platform_of
 from bot.tree.model_registry import ModelRegistry
 
 if TYPE_CHECKING:
@@ -26,9 +27,6 @@ if TYPE_CHECKING:
     from bot.drafts import DraftCatalogue
     from bot.recipes.cases import RecipeCases
     from bot.recipes.registry_plan import RegistryEntryPlan
-
-# Platform sub-packages of vllm/models/<name>/, one of which is chosen at import time.
-PLATFORMS = frozenset({"nvidia", "amd", "xpu", "cpu", "tpu"})
 
 
 @dataclass(frozen=True)
@@ -131,10 +129,7 @@ def _field(data: dict[str, Any], key: str, kind: type, where: str) -> Any:
 
 def platform_variant(finding: Finding) -> str | None:
     """``amd`` for vllm/models/<pkg>/amd/..., the platform packages chosen at import time."""
-    parts = Path(finding.path).parts
-    if len(parts) > 4 and parts[:2] == ("vllm", "models") and parts[3] in PLATFORMS:
-        return parts[3]
-    return None
+    return platform_of(Path(finding.path).parts)
 
 
 def follows_from(finding: Finding, fixed_class: str) -> bool:

@@ -17,11 +17,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from bot.tree.layout import (
+    AGENTS_RULES,
+    INTERFACES_PATH,
+    REGISTRY_PATH,
+    SPEC_DECODE_TESTS,
+    TEST_AREAS,
+    TEST_REGISTRY_PATH,
+)
+
 Registry = Mapping[str, Mapping[str, tuple[str, str]]]
 
 
-INTERFACES = "vllm/model_executor/models/interfaces.py"
-MODEL_REGISTRY = "vllm/model_executor/models/registry.py"
+INTERFACES = INTERFACES_PATH
+MODEL_REGISTRY = REGISTRY_PATH
 # What a plan's regression test needs beyond the skeleton: the interfaces' helper it asserts
 # with, and a model package test that already imports it (where the test goes).
 SUPPORTS_EAGLE3_HELPER = """
@@ -127,10 +136,10 @@ def with_agents_rules(tree: SyntheticTree, examples: Mapping[str, str]) -> Synth
     )
     files = {
         **tree.files,
-        "tests/AGENTS.md": AGENTS_RULES_TEXT,
-        "tests/models/registry.py": registry,
+        AGENTS_RULES: AGENTS_RULES_TEXT,
+        TEST_REGISTRY_PATH: registry,
         "tests/v1/__init__.py": "",
-        "tests/v1/spec_decode/__init__.py": "",
-        ".buildkite/test_areas/spec_decode.yaml": SPEC_DECODE_AREA,  # its V1 Spec Decode step
+        f"{SPEC_DECODE_TESTS}/__init__.py": "",
+        f"{TEST_AREAS}/spec_decode.yaml": SPEC_DECODE_AREA,  # its V1 Spec Decode step
     }
     return SyntheticTree(files, tree.registry, tree.appended)

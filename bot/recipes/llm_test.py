@@ -26,6 +26,7 @@ from bot.recipes.base import (
     platform_variant,
     step,
 )
+from bot.tree.layout import AGENTS_RULES, INTERFACES_PATH, TEST_AREAS, TEST_REGISTRY_PATH
 
 if TYPE_CHECKING:
     from bot.tree.ci_steps import CiStep
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 # (codemods, publish checks and the YAML reader are imported where used: `bot scan` imports
 # every recipe, and this module with them.)
 
-AGENTS_RULES = "tests/AGENTS.md"
 LLM_TEST_KIND = "llm-test"
 CI_STEP_KIND = "ci-step-dependency"
 # A target's test depends on its example model: these entries cannot run as written.
@@ -49,10 +49,10 @@ def follows_agents_rules(root: Path) -> bool:
 # what that is.
 _LLM_TEST_NEEDS = (
     ("tests/conftest.py", "def vllm_runner", "the vllm_runner fixture"),
-    ("tests/models/registry.py", "def check_transformers_version", "the example models' checks"),
+    (TEST_REGISTRY_PATH, "def check_transformers_version", "the example models' checks"),
     ("tests/models/utils.py", "def dummy_hf_overrides", "dummy_hf_overrides"),
     ("vllm/config/speculative.py", '"extract_hidden_states"', "the extract_hidden_states method"),
-    ("vllm/model_executor/models/interfaces.py", "class EagleModelMixin", "EagleModelMixin"),
+    (INTERFACES_PATH, "class EagleModelMixin", "EagleModelMixin"),
     ("vllm/entrypoints/llm.py", "def apply_model", "LLM.apply_model"),
 )
 
@@ -86,7 +86,7 @@ def example_arch(root: Path, archs: Sequence[str]) -> str | Declined:
     listed = ", ".join(archs) or "no architecture"
     return Declined(
         f"needs a human: {listed} has no example model available online in "
-        "tests/models/registry.py, which the LLM test builds"
+        f"{TEST_REGISTRY_PATH}, which the LLM test builds"
     )
 
 
@@ -107,8 +107,7 @@ def placement(root: Path, changed: Sequence[str]) -> Placement | Declined:
     steps = [s for s in selecting_steps(root, LLM_TEST_PATH, LLM_TEST_FUNCTION) if s.key]
     if not steps:
         return Declined(
-            f"needs a human: no per-pull-request step of .buildkite/test_areas/ runs "
-            f"{LLM_TEST_PATH}"
+            f"needs a human: no per-pull-request step of {TEST_AREAS}/ runs {LLM_TEST_PATH}"
         )
 
     def uncovered(s: CiStep) -> tuple[str, ...]:

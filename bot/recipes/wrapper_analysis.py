@@ -29,14 +29,14 @@ from bot.recipes.eagle3_analysis import (
     mixin_chain,
 )
 from bot.tree import facts_cache
-from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import DECODER_ATTRIBUTE, ClassIndex, ClassRef
+from bot.tree.layout import INTERFACES_MODULE, INTERFACES_PATH
 from bot.tree.model_registry import GENERATION_CATEGORIES
 
 # Where wrappers in the tree keep their language model, in the order tried.
 LANGUAGE_MODEL_ATTRIBUTES = ("language_model", "llm", "model", "decoder", "text_model")
 LANGUAGE_MODEL_ATTRIBUTE = LANGUAGE_MODEL_ATTRIBUTES[0]  # what the protocol's defaults may follow
 SUPER_CALL = "super()"  # a forward returning super().forward(...): the parent's answer counts
-INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
 PROTOCOL_METHODS = ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")
 SUPPORTS_EAGLE3_CHECK = "supports_eagle3"  # the check a forwarding default asks
 # Bumped whenever what the cached answers below (the protocol's defaults, the tree's guard)
@@ -651,7 +651,7 @@ def written_guard(ctx: ScanContext) -> Guard | None:
     class; the check is the tree's own ``supports_eagle3``. None when the tree has neither."""
     from bot.tree.signatures import error_signatures
 
-    interfaces = ctx.root / "vllm/model_executor/models/interfaces.py"
+    interfaces = ctx.root / INTERFACES_PATH
     try:
         if "def supports_eagle3(" not in interfaces.read_text(encoding="utf-8"):
             return None

@@ -26,8 +26,8 @@ from pathlib import Path, PurePosixPath
 import yaml
 
 from bot.errors import BotError
+from bot.tree.layout import TEST_AREAS
 
-TEST_AREAS = ".buildkite/test_areas"
 _DEFAULT_WORKDIR = "/vllm-workspace/tests"
 _WORKSPACE = "/vllm-workspace"
 _SEPARATORS = frozenset({"&&", "||", ";", "|"})

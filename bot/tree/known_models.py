@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bot.errors import BotError
+from bot.tree.layout import TEST_REGISTRY_PATH
 from bot.tree.model_registry import section_name
 
-TEST_REGISTRY_PATH = "tests/models/registry.py"
 SUPPORTED_MODELS_DOC = "docs/models/supported_models.md"
 _EXAMPLES_CALL = "_HfExamplesInfo"
 _DICT_NAME = re.compile(r"^_(?P<category>[A-Z_]+?)(?:_EXAMPLE)?_MODELS$")

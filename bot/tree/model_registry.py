@@ -15,8 +15,8 @@ from pathlib import Path
 
 from bot.errors import BotError
 from bot.tree import facts_cache
+from bot.tree.layout import REGISTRY_PATH
 
-REGISTRY_PATH = "vllm/model_executor/models/registry.py"
 MODELS_PACKAGE = "vllm.model_executor.models"
 _DICT_NAME = re.compile(r"^_([A-Z_]+)_MODELS$")
 # Dicts that merely re-list others, or list models that are no longer (or not yet) in the tree.

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.errors import BotError
 from bot.tree.known_models import load_known_models
+from bot.tree.layout import PLATFORMS
 from bot.tree.model_registry import GENERATION_CATEGORIES, load_model_registry
 from bot.tree.signatures import ErrorSignature, error_signatures
 
@@ -185,7 +186,8 @@ def model_type_table(tree_root: Path) -> dict[str, tuple[str, ...]]:
     return {key: tuple(archs) for key, archs in table.items()}
 
 
-PLATFORM_PACKAGES = frozenset({"nvidia", "amd", "common", "model"})
+# A registry module named after its platform package (or a shared one) is read as its parent.
+PLATFORM_PACKAGES = PLATFORMS | {"common", "model"}
 
 
 @lru_cache(maxsize=8)

@@ -135,21 +135,27 @@ def cpu_test_check(
         return Check("cpu-tests", None, f"not checked: {why_not}")
     log = f"before the patch:\n{before.log_excerpt}\n\nafter the patch:\n{after.log_excerpt}"
     said = f"before the patch: {before.conclusion}; after the patch: {after.conclusion}"
+    # Each case before and after: a group's claims say which members the runs back.
+    record: dict[str, object] = {"cases": {"before": before.cases, "after": after.cases}}
     if after.conclusion == "skipped":
-        return Check("cpu-tests", None, f"not checked: {said} ({after.log_excerpt})", log)
+        detail = f"not checked: {said} ({after.log_excerpt})"
+        return Check("cpu-tests", None, detail, log, record)
     if before.conclusion == "success":
         detail = f"{said}: the test passes without the fix, so it does not test it"
-        return Check("cpu-tests", False, detail, log)
+        return Check("cpu-tests", False, detail, log, record)
     if before.passed > 0:  # in a group, one member's case failing must not vouch for the rest
         detail = (
             f"{said}: {before.passed} of {before.tests} tests pass without the fix, "
             "so they do not test it"
         )
-        return Check("cpu-tests", False, detail, log)
+        return Check("cpu-tests", False, detail, log, record)
     failed_before = f"{before.failures + before.errors} of {before.tests} failed before"
     if after.conclusion != "success" and blocked:
         counts = f"{after.passed} of {after.tests} passed after; {failed_before}"
-        return Check("cpu-tests", None, f"not checked: {said} ({counts}): {blocked}", log)
+        record["blocked"] = blocked
+        detail = f"not checked: {said} ({counts}): {blocked}"
+        return Check("cpu-tests", None, detail, log, record)
     if after.conclusion != "success":
-        return Check("cpu-tests", False, f"{said}: the patch does not make it pass", log)
-    return Check("cpu-tests", True, f"{said} ({after.log_excerpt}; {failed_before})", log)
+        return Check("cpu-tests", False, f"{said}: the patch does not make it pass", log, record)
+    detail = f"{said} ({after.log_excerpt}; {failed_before})"
+    return Check("cpu-tests", True, detail, log, record)

@@ -34,6 +34,7 @@ from typing import Any
 from bot.errors import BotError
 from bot.publish.smoke_target import module_of
 from bot.subprocess_env import run_upstream_code
+from bot.tree.layout import TEST_REGISTRY_PATH
 from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
 from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
@@ -203,7 +204,7 @@ def _arch_of(node_id: str) -> str:
 
 
 _OFFLINE_EXAMPLE = (
-    "its example model is not available online (tests/models/registry.py): the CI step skips "
+    f"its example model is not available online ({TEST_REGISTRY_PATH}): the CI step skips "
     "the case, as upstream's initialization test does"
 )
 _NO_PROCESSOR = (

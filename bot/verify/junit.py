@@ -7,7 +7,7 @@ import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +32,17 @@ class TestRun:
     errors: int = 0
     skipped: int = 0
     log_excerpt: str = ""
+    # Each case's outcome (passed | failed | skipped), keyed "classname::name" as JUnit names it.
+    cases: dict[str, str] = field(default_factory=dict)
 
     @property
     def passed(self) -> int:
         return self.tests - self.skipped - self.failures - self.errors
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["cases"]  # per case: the check's record holds them where a reader needs them
+        return data
 
 
 def validate_node_ids(node_ids: list[str]) -> list[str]:
@@ -131,8 +135,10 @@ def parse_junit(data: bytes) -> TestRun:
         for case in suite.iter("testcase"):
             run.tests += 1
             name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
+            outcome = "passed"
             for kind in ("failure", "error"):
                 for element in case.findall(kind):
+                    outcome = "failed"
                     if kind == "failure":
                         run.failures += 1
                     else:
@@ -142,6 +148,8 @@ def parse_junit(data: bytes) -> TestRun:
                     failed_parts.append(f"{kind.upper()} {name}: {message}\n{body}".strip())
             if case.find("skipped") is not None:
                 run.skipped += 1
+                outcome = "skipped" if outcome == "passed" else outcome
+            run.cases[name] = outcome
     if run.failures or run.errors:
         run.conclusion = "failure"
         run.log_excerpt = excerpt("\n\n".join(failed_parts))

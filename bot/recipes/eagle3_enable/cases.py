@@ -22,6 +22,7 @@ from bot.recipes.cases import (
     Valid,
     with_agents_rules,
 )
+from bot.tree.layout import LLM_TEST_PATH, REGISTRY_TEST
 
 MODEL = "vllm/model_executor/models/demo.py"
 PACKAGE_TEST = "tests/models/demo/test_eagle3.py"
@@ -105,7 +106,6 @@ NGRAM_SOURCE = (
         "DemoModel(", "DemoNgramModel("
     )
 )
-REGISTRY_TEST = "tests/models/test_registry.py"
 REGISTRY_TEST_TEXT = """import pytest
 
 from vllm.model_executor.models.registry import ModelRegistry
@@ -284,7 +284,7 @@ SUBCLASS = Valid(
 )
 
 
-LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+LLM_TEST = LLM_TEST_PATH
 # A tree with tests/AGENTS.md: no forward test on stand-ins; the test through LLM, with the
 # decoder's final norm for the check of the captured stream (and, for the set, each member).
 THROUGH_LLM = Valid(

@@ -105,9 +105,8 @@ class Eagle3Enable(Recipe):
         if not smoke_passed:
             return "none recorded."
         return (
-            "with no aux hidden-state layers requested, the patched model's output equals the "
-            "unpatched model's bit for bit (the smoke check above, a tiny random config on "
-            "CPU); no end-to-end model evaluation was run."
+            "no end-to-end model evaluation was run; without aux layers the output is the "
+            "unpatched model's bit for bit (the smoke check above)."
         )
 
     smoke = SmokeBuild(

@@ -19,6 +19,7 @@ from bot.recipes.cases import (
     capturing_decoder,
     with_agents_rules,
 )
+from bot.tree.layout import LLM_TEST_PATH, TEST_REGISTRY_PATH
 
 MODEL = "vllm/model_executor/models/foo.py"
 PACKAGE_TEST = "tests/models/foo/test_eagle3.py"
@@ -50,7 +51,7 @@ def foo_tree(model: str) -> SyntheticTree:
     )
 
 
-TEST_REGISTRY = "tests/models/registry.py"
+TEST_REGISTRY = TEST_REGISTRY_PATH
 TEST_REGISTRY_TEXT = """class _HfExamplesInfo:
     def __init__(self, default, **kwargs):
         self.default = default
@@ -110,7 +111,7 @@ GAP = Valid(
     ),
 )
 
-LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+LLM_TEST = LLM_TEST_PATH
 THROUGH_LLM = Valid(
     "tests/AGENTS.md: the declaration is also tested through LLM (no capture check: not ours)",
     with_agents_rules(foo_tree(IMPORTS + READY_DECODER + TARGET), {"FooForCausalLM": "a/foo"}),

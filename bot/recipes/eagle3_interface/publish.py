@@ -14,7 +14,6 @@ import ast
 
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import (
-    INTERFACES_MODULE,
     REGISTRY_TEST_FUNCTION,
     add_registry_eagle3_test,
     advertises_test_name,
@@ -22,7 +21,7 @@ from bot.codemods.regression_test import (
     variant_test_source,
 )
 from bot.codemods.spans import ClassHeader, Imports, TopLevel
-from bot.recipes.base import PLATFORMS, PublishedEdit, PublishRule
+from bot.recipes.base import PublishedEdit, PublishRule
 from bot.recipes.eagle3_analysis import INTERFACE
 from bot.recipes.llm_test import CI_STEP_KIND, LLM_TEST_KIND, ci_step_dependency, declaration_rule
 from bot.recipes.publish_rules import (
@@ -40,6 +39,7 @@ from bot.recipes.publish_rules import (
     statement_gaps,
 )
 from bot.recipes.registry_edit import registry_entry
+from bot.tree.layout import INTERFACES_MODULE, platform_of
 
 
 def from_interfaces(module: str) -> bool:
@@ -87,10 +87,7 @@ def regression_test(edit: PublishedEdit) -> None:
 
 def _variant(edit: PublishedEdit) -> str | None:
     """The platform package of the finding's module (``amd``), from the plan's finding."""
-    parts = edit.finding.module.split(".")
-    if len(parts) > 4 and parts[:2] == ["vllm", "models"] and parts[3] in PLATFORMS:
-        return parts[3]
-    return None
+    return platform_of(edit.finding.module.split("."))
 
 
 def _check_test_function(

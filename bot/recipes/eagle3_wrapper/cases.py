@@ -21,6 +21,7 @@ from bot.recipes.cases import (
     capturing_decoder,
     with_agents_rules,
 )
+from bot.tree.layout import LLM_TEST_PATH
 
 LM_FILE = "vllm/model_executor/models/lm.py"
 MODEL = "vllm/model_executor/models/vl.py"
@@ -265,7 +266,7 @@ BEHIND_A_WRITTEN_GUARD = Valid(
     adds=(*GUARDED_ADDS, f'                "{WRITTEN_GUARD_MESSAGE}"'),
 )
 
-LLM_TEST = "tests/v1/spec_decode/test_eagle3_targets.py"
+LLM_TEST = LLM_TEST_PATH
 # tests/AGENTS.md: no forwarding test on a stand-in language model; the wrapper through LLM.
 GUARD_THROUGH_LLM = Valid(
     "tests/AGENTS.md, defaults the bot cannot rewrite: the guarded wrapper is tested through LLM, "
