@@ -16,7 +16,8 @@ from benchmarks.sweeps.llm_tests import (
     patch_targets,
     take_batch,
 )
-from bot.codemods.llm_target_test import LLM_TEST_PATH, new_llm_test_file
+from bot.codemods.llm_target_test import new_llm_test_file
+from bot.tree.layout import LLM_TEST_PATH
 
 MODELS = "vllm/model_executor/models"
 

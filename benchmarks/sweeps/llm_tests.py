@@ -46,13 +46,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.codemods.llm_target_test import (
-    LLM_TEST_PATH,
-    llm_test_node_id,
-    new_llm_test_file,
-    targets_of,
-)
+from bot.codemods.llm_target_test import llm_test_node_id, new_llm_test_file, targets_of
 from bot.plan import PlanDir, read_plan_dir
+from bot.tree.layout import LLM_TEST_PATH
 from bot.tree.signatures import match_signature
 from bot.tree.worktree import scratch_worktree
 from bot.verify import engine_tests, scratch

@@ -8,8 +8,9 @@ import git
 
 from bot.errors import BotError
 from bot.gitrepo import Repo
-from bot.tree.ci_steps import TEST_AREAS, is_ci_step_file
+from bot.tree.ci_steps import is_ci_step_file
 from bot.tree.fetch import release_tree
+from bot.tree.layout import TEST_AREAS
 from bot.tree.worktree import open_repo
 
 # The fixes the bot makes edit Python files of vLLM and its tests (and a CI step's YAML, to
