@@ -1,9 +1,10 @@
 """Each fact about vLLM's tree, and the bot's branch pattern, is spelled in one module of bot/.
 
-The paths (bot/tree/layout.py), the platform packages (layout.PLATFORMS) and the bot's branch
-pattern (bot/github/identity.py) are read from their home; any other module of bot/ that writes
-one of them in a string (docstrings and comments aside: they describe) is named here. A copy
-drifts: the platform set and the branch pattern had three and four copies before.
+The paths and the interfaces module's dotted name (bot/tree/layout.py), the platform packages
+(layout.PLATFORMS) and the bot's branch pattern (bot/github/identity.py) are read from their
+home; any other module of bot/ that writes one of them in a string (docstrings, comments and
+multi-line documents aside: they describe or quote) is named here. A copy drifts: the platform
+set and the branch pattern had three and four copies before.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def respelled(root: Path) -> list[str]:
         for line, text in strings(source):
             if rel != LAYOUT and "\n" not in text:  # a document's text (a case's file) is not ours
                 found += [f"{rel}:{line}: {n}" for n, value in PATHS.items() if _names(text, value)]
+            if rel != LAYOUT and text == layout.INTERFACES_MODULE:
+                found.append(f"{rel}:{line}: INTERFACES_MODULE")
             if rel != "github/identity.py" and text == BOT_BRANCH.pattern:
                 found.append(f"{rel}:{line}: BOT_BRANCH")
         if rel != LAYOUT:
@@ -95,12 +98,14 @@ def test_a_fact_written_again_is_named(tmp_path: Path) -> None:
         "import re\n"
         f'WHERE = f"no step of {layout.TEST_AREAS}/ runs {{name}}"\n'
         'KINDS = frozenset({"nvidia", "amd"})\n'
+        f"MODULE = {layout.INTERFACES_MODULE!r}\n"
         f"BRANCH = re.compile(r{BOT_BRANCH.pattern!r})\n"
     )
-    assert respelled(tmp_path) == [
+    assert sorted(respelled(tmp_path)) == [
         "copy.py:3: TEST_AREAS",
-        "copy.py:5: BOT_BRANCH",
         "copy.py:4: PLATFORMS",
+        "copy.py:5: INTERFACES_MODULE",
+        "copy.py:6: BOT_BRANCH",
     ]
 
 

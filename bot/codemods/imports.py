@@ -9,6 +9,7 @@ import libcst as cst
 from bot.codemods.base import Case, CodemodRefused, parse, require_dotted, require_identifier
 from bot.codemods.layout import insert_item
 from bot.codemods.ordering import insertion_index, module_sort_key
+from bot.tree.layout import INTERFACES_MODULE
 
 
 def add_import_name(source: str, module: str, name: str) -> str:
@@ -228,7 +229,7 @@ CASES: list[Case] = [
     ),
     Case(
         "absolute module placed in module order among its package",
-        _add("vllm.model_executor.models.interfaces", "supports_eagle3"),
+        _add(INTERFACES_MODULE, "supports_eagle3"),
         "import pytest\n\nfrom vllm.model_executor.models.adapters import a\n"
         "from vllm.model_executor.models.registry import ModelRegistry\n\nfrom .r import R\n",
         "import pytest\n\nfrom vllm.model_executor.models.adapters import a\n"

@@ -28,12 +28,11 @@ from bot.codemods.base import (
 )
 from bot.codemods.imports import add_import_name
 from bot.codemods.layout import insert_element
-from bot.tree.layout import REGISTRY_PATH, REGISTRY_TEST, platform_of
+from bot.tree.layout import INTERFACES_MODULE, REGISTRY_PATH, REGISTRY_TEST, platform_of
 
 if TYPE_CHECKING:
     from bot.codemods.spans import Span
 
-INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 REGISTRY_TEST_FUNCTION = "test_registry_supports_eagle3"
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from bot.recipes.base import Finding
 from bot.recipes.evidence import Bound, Evidence, Located
-from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef, External
+from bot.tree.index import DECODER_ATTRIBUTE, ClassIndex, ClassRef, External
+from bot.tree.layout import INTERFACES_MODULE
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
 
 INTERFACE = "SupportsEagle3"  # what a target declares to be loadable for EAGLE-3

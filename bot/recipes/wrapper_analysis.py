@@ -29,8 +29,8 @@ from bot.recipes.eagle3_analysis import (
     mixin_chain,
 )
 from bot.tree import facts_cache
-from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef
-from bot.tree.layout import INTERFACES_PATH
+from bot.tree.index import DECODER_ATTRIBUTE, ClassIndex, ClassRef
+from bot.tree.layout import INTERFACES_MODULE, INTERFACES_PATH
 from bot.tree.model_registry import GENERATION_CATEGORIES
 
 # Where wrappers in the tree keep their language model, in the order tried.

@@ -18,7 +18,6 @@ from bot.tree import facts_cache
 from bot.tree.extract import EXTRACT_VERSION, FileFacts, extract_file
 
 MODEL_PACKAGES = ("vllm/model_executor/models", "vllm/models")
-INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 DECODER_ATTRIBUTE = "model"  # where a vLLM model keeps its decoder (``self.model``)
 # Below this many files to parse, a process pool costs more than it saves.
 _PARALLEL_THRESHOLD = 64

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 # vLLM's model registry: architecture -> (module, class).
 REGISTRY_PATH = "vllm/model_executor/models/registry.py"
 # The interfaces every model class declares (SupportsEagle3, EagleModelMixin, ...).
-INTERFACES_PATH = "vllm/model_executor/models/interfaces.py"
+INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
+INTERFACES_PATH = INTERFACES_MODULE.replace(".", "/") + ".py"
 # The example models of the tests (`_<CATEGORY>_EXAMPLE_MODELS`) and the test of the registry.
 TEST_REGISTRY_PATH = "tests/models/registry.py"
 REGISTRY_TEST = "tests/models/test_registry.py"

@@ -47,7 +47,8 @@ from bot.recipes.core_eagle3_forwarding.evidence import (
 from bot.recipes.eagle3_analysis import constructed, declares_eagle3, mixin_chain
 from bot.recipes.evidence import Located
 from bot.recipes.wrapper_analysis import protocol_defaults
-from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import ClassIndex, ClassRef
+from bot.tree.layout import INTERFACES_MODULE
 
 if TYPE_CHECKING:
     from bot.recipes.wrapper_analysis import Guard as TreeGuard

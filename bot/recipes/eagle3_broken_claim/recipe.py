@@ -48,7 +48,8 @@ from bot.recipes.wrapper_analysis import (
     language_model_sources,
     protocol_defaults,
 )
-from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import ClassIndex, ClassRef
+from bot.tree.layout import INTERFACES_MODULE
 from bot.tree.model_registry import GENERATION_CATEGORIES, RegistryEntry
 
 NAME = "eagle3-broken-claim"

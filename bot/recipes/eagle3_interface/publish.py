@@ -14,7 +14,6 @@ import ast
 
 from bot.codemods.base import CodemodRefused
 from bot.codemods.regression_test import (
-    INTERFACES_MODULE,
     REGISTRY_TEST_FUNCTION,
     add_registry_eagle3_test,
     advertises_test_name,
@@ -40,7 +39,7 @@ from bot.recipes.publish_rules import (
     statement_gaps,
 )
 from bot.recipes.registry_edit import registry_entry
-from bot.tree.layout import platform_of
+from bot.tree.layout import INTERFACES_MODULE, platform_of
 
 
 def from_interfaces(module: str) -> bool:

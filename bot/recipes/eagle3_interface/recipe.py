@@ -56,14 +56,14 @@ from bot.recipes.evidence import At, Bound
 from bot.recipes.interface_status import already_fixed, missing_variants
 from bot.recipes.llm_test import declaration_test
 from bot.recipes.registry_plan import plan_registry_entry
-from bot.tree.index import DECODER_ATTRIBUTE, INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import DECODER_ATTRIBUTE, ClassIndex, ClassRef
+from bot.tree.layout import INTERFACES_MODULE
 from bot.tree.model_registry import RegistryEntry
 from bot.tree.signatures import error_signatures
 
 # The codemods (libcst) are imported where a plan is made: `bot scan` never pays for them.
 
 NAME = "eagle3-interface"
-ABSOLUTE_INTERFACES = "vllm.model_executor.models.interfaces"
 TEMPLATES = own_templates(__name__)
 
 
@@ -209,10 +209,10 @@ def interfaces_import_module(source: str, path: str) -> str:
     """How this file imports from interfaces: an existing import wins, else the file's style."""
     if "from .interfaces import" in source:
         return ".interfaces"
-    if f"from {ABSOLUTE_INTERFACES} import" in source:
-        return ABSOLUTE_INTERFACES
+    if f"from {INTERFACES_MODULE} import" in source:
+        return INTERFACES_MODULE
     in_models_package = path.startswith("vllm/model_executor/models/")
-    return ".interfaces" if in_models_package and "\nfrom ." in source else ABSOLUTE_INTERFACES
+    return ".interfaces" if in_models_package and "\nfrom ." in source else INTERFACES_MODULE
 
 
 def regression_test_edit(

@@ -66,7 +66,8 @@ from bot.recipes.wrapper_analysis import (
     runtime_guard,
     wrapper_guard,
 )
-from bot.tree.index import INTERFACES_MODULE, ClassIndex, ClassRef
+from bot.tree.index import ClassIndex, ClassRef
+from bot.tree.layout import INTERFACES_MODULE
 from bot.tree.model_registry import RegistryEntry
 
 if TYPE_CHECKING:
