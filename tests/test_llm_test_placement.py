@@ -25,7 +25,7 @@ from bot.recipes.llm_test import (
     llm_test_edits,
     placement,
 )
-from bot.tree.ci_steps import selecting_steps
+from bot.tree.ci_steps import is_ci_step_file, selecting_steps
 from bot.tree.fetch import release_tree
 
 QWEN2_MOE = "vllm/model_executor/models/qwen2_moe.py"
@@ -57,6 +57,32 @@ def test_a_platform_package_model_adds_itself_to_the_step() -> None:
     covered = llm_test_edits(tree, {"Qwen2MoeForCausalLM": "norm"}, [QWEN2_MOE])
     assert not isinstance(covered, Declined)
     assert [e.kind for e in covered[0]] == ["llm-test"]
+
+
+def test_a_platform_package_model_is_proposed_with_its_steps_edit_and_verify_takes_it(
+    tmp_path,
+) -> None:
+    # 0.34.0's FlintForCausalLM (vllm/models/flint/): a ready enablement whose proposal
+    # failed ("not a Python file path inside the tree") until the YAML edit was allowed.
+    from bot import pipeline
+    from bot.tree.worktree import scratch_worktree
+    from bot.verify import scratch
+
+    tree = release_tree("0.34.0")
+    out = tmp_path / "flint"
+    plan = pipeline.propose(tree, out, class_name="FlintForCausalLM", dedupe=False)
+    assert plan.status == "ready"
+    patch = out / "patch.diff"
+    step_hunk = "+++ b/.buildkite/test_areas/spec_decode.yaml\n"
+    assert step_hunk in patch.read_text(encoding="utf-8")
+    assert "+    - vllm/models/flint/model.py\n" in patch.read_text(encoding="utf-8")
+    with scratch_worktree(tree, str(plan.base_commit)) as checkout:
+        touched = scratch.touched_files(checkout, patch)
+    assert ".buildkite/test_areas/spec_decode.yaml" in touched
+    assert "vllm/models/flint/model.py" in touched
+    assert is_ci_step_file(".buildkite/test_areas/spec_decode.yaml")
+    for elsewhere in (".buildkite/test_areas/../x.yaml", ".buildkite/release.yaml", "setup.cfg"):
+        assert not is_ci_step_file(elsewhere)
 
 
 @functools.cache

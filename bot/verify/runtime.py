@@ -201,7 +201,7 @@ class RuntimeStage:
                 return (
                     f"{module} does not import in the vLLM {self.plan.vllm_version} CPU "
                     f"environment (no module named {missing.group(1)!r}), so its tests cannot "
-                    "run here"
+                    "pass here"
                 )
         return ""
 

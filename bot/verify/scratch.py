@@ -8,11 +8,14 @@ import git
 
 from bot.errors import BotError
 from bot.gitrepo import Repo
+from bot.tree.ci_steps import is_ci_step_file
 from bot.tree.fetch import release_tree
+from bot.tree.layout import TEST_AREAS
 from bot.tree.worktree import open_repo
 
-# The fixes the bot makes edit Python files of vLLM and its tests; a patch reaching anywhere
-# else did not come from the bot and is refused before anything runs.
+# The fixes the bot makes edit Python files of vLLM and its tests (and a CI step's YAML, to
+# select the test); a patch reaching anywhere else did not come from the bot and is refused
+# before anything runs.
 _ALLOWED_PREFIXES = ("vllm/", "tests/")
 
 
@@ -57,8 +60,12 @@ def touched_files(tree: Path, patch_file: Path) -> list[str]:
     if not paths:
         raise BotError("the patch changes no file")
     for path in paths:
-        if " => " in path or not path.startswith(_ALLOWED_PREFIXES) or not path.endswith(".py"):
-            raise BotError(f"the patch touches {path[:200]!r}: only .py files under vllm/, tests/")
+        python = path.startswith(_ALLOWED_PREFIXES) and path.endswith(".py")
+        if " => " in path or not (python or is_ci_step_file(path)):
+            raise BotError(
+                f"the patch touches {path[:200]!r}: only .py files under vllm/, tests/ and "
+                f"the CI steps' {TEST_AREAS}/*.yaml"
+            )
     return paths
 
 
