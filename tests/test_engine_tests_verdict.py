@@ -363,3 +363,16 @@ def test_a_members_own_like_failure_is_unjudged_though_the_run_shows_the_interfa
     why = verdict.record["unjudged"]["MoonshotKimiaForCausalLM"]
     assert why.startswith("its case fails the same way before and after the patch")
     assert "tiktoken.model not found at /hf/hub/models--moonshotai" in why
+
+
+def test_the_missing_interface_error_before_and_after_is_red_not_unjudged() -> None:
+    """A patch that leaves the declaration out: the case fails alike before and after, with
+    the interface's own error. That is the fix not working, never a model that does not build."""
+    tests = _tests(["AForCausalLM", "BForCausalLM"])
+    tests.runs["before"] = _run("before", dict.fromkeys(["AForCausalLM", "BForCausalLM"], REFUSED))
+    tests.runs["before"]["error"] = ERROR
+    tests.runs["after"] = _run("after", {"AForCausalLM": "passed", "BForCausalLM": REFUSED}, ERROR)
+    verdict = check(tests, None)
+    assert verdict.passed is False, verdict.detail
+    assert "BForCausalLM" not in verdict.record["unjudged"]
+    assert "[BForCausalLM] does not pass with the patch" in verdict.detail

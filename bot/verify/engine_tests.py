@@ -459,7 +459,7 @@ def unjudged(tests: EngineTests) -> dict[str, str]:
             reasons = list(dict.fromkeys(skips.values()))
             when = " and ".join(f"{w} the patch" for w in skips)
             out[arch] = f"its case skipped {when}: {'; '.join(reasons)}"
-        elif arch not in out and (failure := _failed_alike(tests.runs, name)):
+        elif arch not in out and (failure := _failed_alike(tests, name)):
             out[arch] = (
                 "its case fails the same way before and after the patch, and neither run "
                 "reached vLLM's missing-interface check (the model does not build here): "
@@ -469,18 +469,21 @@ def unjudged(tests: EngineTests) -> dict[str, str]:
     return dict(sorted(out.items(), key=lambda item: (order.get(item[0], len(order)), item[0])))
 
 
-def _failed_alike(runs: dict[str, dict[str, Any]], name: str) -> str | None:
-    """The case's failure when it is the same before and after the patch and neither run's
-    output holds the tree's missing-interface error: the case never reached what the fix
-    changes (e.g. the model does not build from the stand-in's config). Where either run
-    shows that error anywhere, a like failure may hide it (the engine's own processes
-    report a generic error per case), so the case stays judged."""
-    before, after = runs.get("before"), runs.get("after")
+def _failed_alike(tests: EngineTests, name: str) -> str | None:
+    """The case's failure when it is the same before and after the patch and is not the
+    tree's missing-interface error: the case never reached what the fix changes (e.g. the
+    model does not build from the stand-in's config). A case whose own failure is that error,
+    or the engine's generic one while a run shows that error (the engine's own processes
+    report one generic error per case), stays judged."""
+    before, after = tests.runs.get("before"), tests.runs.get("after")
     if before is None or after is None:
         return None
     outcome = (before.get("cases") or {}).get(name, "")
     if not outcome.startswith(("failure", "error")):
         return None
+    said = [run["error"]["message"] for run in (before, after) if run.get("error")]
+    if match_signature(outcome, tests.signatures) or any(m in outcome for m in said):
+        return None  # the case's own failure is the missing interface: what the fix changes
     if _without_run_folder(outcome) != _without_run_folder(
         (after.get("cases") or {}).get(name, "")
     ):
