@@ -19,9 +19,10 @@ batch of plans at once, on one scratch worktree of their base:
   (``residual-dropped``: their cases must fail); with ``--undeclared A,B``: those plans'
   targets without ``SupportsEagle3``.
 
-A target the engine cannot run here (multimodal, an example offline, a case that skips, a
-model file that does not import on the engine, no config class for a stand-in) is listed with
-``bot verify``'s own reason (:func:`bot.verify.engine_tests.unjudged`). Plans proposing the
+A target the engine cannot run here (an example offline, a case that skips, a model file
+that does not import on the engine, no config class for a stand-in, a case failing alike before
+and after that never reaches the fix) is listed with ``bot verify``'s own reason
+(:func:`bot.verify.engine_tests.unjudged`). Plans proposing the
 same targets (a shared decoder's set, proposed from each member) are run once. The table goes
 into ``--doc`` between ``<!-- llm-tests:begin -->`` and ``<!-- llm-tests:end -->`` after every
 batch, with the totals, the command and the wall time.
@@ -274,11 +275,6 @@ def run_batch(
         row.before, red_with_error = _before(runs["before"], arch, tests)
         row.after = _case(runs["after"], arch)
         row.verdict = "passed" if red_with_error and row.after == "passed" else "failed"
-        failed_alike = _case(runs["before"], arch) == row.after != "passed"
-        if not red_with_error and failed_alike and not row.after.startswith("not run"):
-            # The same failure before and after, not the interface's: the model does not
-            # build here, the case never reaches what the fix changes.
-            row.verdict, row.after = "not runnable here", f"the same: {_NO_BUILD}"
         for name in ("residual dropped", "undeclared"):
             if name in runs and owner[arch].name in sabotage.get(name, set()):
                 row.sabotage[name] = _case(runs[name], arch)
@@ -319,12 +315,6 @@ def _before(run: dict, arch: str, tests: engine_tests.EngineTests) -> tuple[str,
     if matched is None:
         return f"{outcome} (not the tree's missing-interface error)", False
     return f"failed with the tree's error `{matched.message_prefix.strip()}`", True
-
-
-_NO_BUILD = (
-    "the model does not build from the local stand-in here (the same failure before and "
-    "after the fix, never the missing interface's)"
-)
 
 
 def _case(record: dict, arch: str) -> str:
