@@ -205,7 +205,7 @@ def test_the_pr_shows_each_run_escaped() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| EAGLE-3 |"))
     assert row.count("`") == 2 and row.count(" | ") == 2
     assert text.count("<!-- bot:results:end -->") == 1
-    assert "the 0.34.0 tree's vllm.model\\_executor.models.glm4 registered" in text
+    assert "the 0.34.0 tree's `vllm.model_executor.models.glm4` over the engine's own" in text
 
 
 def test_the_engine_row_names_the_engine_and_where_its_error_was_raised() -> None:

@@ -44,8 +44,10 @@ SUBMITTER = "submitter"  # the person whose token opens the PR
 APPROVER = "approver"  # a maintainer who approved it for the submitter's token
 ROLES = (SUBMITTER, APPROVER)
 
-CLI_CONFIRMATION = "at the `bot publish` confirmation, after reading the diff and this body"
-CLI_FLAGS = "with `bot publish --read-every-line --body-sha`, after reading the diff and this body"
+# Where the submitter read the diff and the body (the body's first person says "I read every
+# changed line of the patch and this description (<via>)").
+CLI_CONFIRMATION = "at the `bot publish` confirmation"
+CLI_FLAGS = "with `bot publish --read-every-line --body-sha`"
 DASHBOARD = "on the bot's review dashboard, after reading the diff and this body"
 READ_EVERY_LINE = "The submitting human must review every changed line and run relevant tests."
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")

@@ -95,26 +95,21 @@ def validation_rows(plan: Plan, verified: bool | None = None) -> list[Row]:
     if verification is None:
         return []
     rows: list[Row] = []
-    own = [verification.check(n) for n in ("apply", "confined", "rescan")]
+    own = [verification.check(n) for n in ("apply", "confined", "rescan", "py_compile", "ruff")]
     if any(own):
-        rows.append(
-            _joined("`git apply`, confinement to the recipe's edits, `bot scan` again", own)
-        )
-    lint = [verification.check(n) for n in ("py_compile", "ruff")]
-    if any(lint):
-        rows.append(_joined("`python -m py_compile` and `ruff check` on the changed files", lint))
+        rows.append(_joined(OWN_CHECKS, own))
     cpu = verification.check("cpu-tests")
     if cpu is not None:
         rows.append(_cpu_row(cpu, plan.tests.cpu))
     through_llm = verification.check("engine-tests")
     if through_llm is not None:
-        rows.append(_engine_tests_row(through_llm, plan.tests.engine))
+        shown = _raise_sites(verification.check("engine"))
+        rows.append(_engine_tests_row(through_llm, plan.tests.engine, shown))
     smoke = verification.check("smoke")
     if smoke is not None:
         rows.append(
             Row(
-                "the smoke forward pass on a tiny random config, patched and unpatched model "
-                "(`bot smoke`)",
+                "`bot smoke`: a forward pass, patched and unpatched",
                 _OUTCOME[smoke.passed],
                 _said(smoke.detail),
             )
@@ -126,13 +121,22 @@ def validation_rows(plan: Plan, verified: bool | None = None) -> list[Row]:
     return rows
 
 
+# The bot's own checks of the patch, one row: each check's name is in it; when all passed the
+# cell keeps the one fact a reviewer needs from their records (the commit the patch applies at).
+OWN_CHECKS = (
+    "`git apply`, confined to the recipe's edits, `bot scan` again, `py_compile`, `ruff check`"
+)
+_OWN_SAID = ("apply",)
+
+
 def _joined(what: str, checks: Sequence[Check | None]) -> Row:
     ran = [c for c in checks if c is not None]
     if any(c.passed is False for c in ran):
         failed = next(c for c in ran if c.passed is False)
         return Row(what, "failed", _said(f"{failed.name}: {failed.detail}"))
     if all(c.passed is True for c in ran):
-        return Row(what, "passed", _said("; ".join(c.detail for c in ran)))
+        said = [c.detail for c in ran if c.name in _OWN_SAID] or [c.detail for c in ran]
+        return Row(what, "passed", _said("; ".join(said)))
     skipped = next(c for c in ran if c.passed is None)
     return Row(what, "not run", _said(f"{skipped.name}: {skipped.detail}"))
 
@@ -142,8 +146,19 @@ def _cpu_row(check: Check, nodes: Sequence[str]) -> Row:
     command = pytest_command(nodes)
     said = check.detail
     before, after = record.get("before"), record.get("after")
+    runs = _case_runs(check)
     if isinstance(before, Mapping) and isinstance(after, Mapping):
         said = f"without the fix: {_run_said(before)}; with it: {_run_said(after)}"
+    elif check.passed is True and runs is not None and runs[1]:
+        # Each result once: the counts from the per-case record, and where the test failed
+        # without the fix (the log's last line) instead of a log excerpt saying it again.
+        failed = sum(o == "failed" for o in runs[0].values())
+        passed = sum(o == "passed" for o in runs[1].values())
+        site = failure_site(check)
+        said = (
+            f"{failed} of {len(runs[0])} failed without the fix{f' ({site})' if site else ''}; "
+            f"{passed} of {len(runs[1])} passed with it"
+        )
     steps = ci_steps(check)
     if steps:
         said += "; CI runs it in " + ", ".join(steps)
@@ -152,6 +167,20 @@ def _cpu_row(check: Check, nodes: Sequence[str]) -> Row:
         outcome = "not checked"  # both runs are recorded; the detail says why they do not judge
         said = said.removeprefix("not checked: ")
     return Row(f"{command}, without the fix, then with it", outcome, _said(said))
+
+
+_FAILED_AT = re.compile(r"^(\S+\.py):(\d+): (\w+)$")
+
+
+def failure_site(check: Check) -> str:
+    """Where pytest says the contributed test failed before the patch (its log's last
+    ``path:line: Error`` line), as ``Error at path:line``; "" when the log names none."""
+    before = (check.log_excerpt or "").split("\n\nafter the patch:\n")[0]
+    for line in reversed(before.strip().splitlines()):
+        found = _FAILED_AT.match(line.strip())
+        if found:
+            return f"{found[3]} at {found[1]}:{found[2]}"
+    return ""
 
 
 def _case_runs(check: Check | None) -> tuple[Mapping[str, str], Mapping[str, str]] | None:
@@ -239,16 +268,17 @@ def _claims_view(plan: Plan) -> dict[str, Any]:
     return view
 
 
-def _engine_tests_row(check: Check, nodes: Sequence[str]) -> Row:
+def _engine_tests_row(check: Check, nodes: Sequence[str], shown: frozenset[str]) -> Row:
     """The test through ``LLM`` as the CI step runs it, in the CPU engine, without the fix and
     with it; members the engine could not judge are counted here and listed under the table
-    (:func:`unjudged_members`)."""
+    (:func:`unjudged_members`). An error's raise site the engine's table names (``shown``) is
+    not said again."""
     record = check.record or {}
     step = record.get("step")
     command = step.get("command") if isinstance(step, Mapping) else None
     cases = f"{len(nodes)} cases" if len(nodes) != 1 else "1 case"
     what = (
-        f"{_code(str(command))} from `tests/`, narrowed to the plan's {cases}, in "
+        f"{_code(str(command))} from `tests/` ({cases}) in "
         f"{inline(record.get('engine') or 'the CPU engine')}, without the fix, then with it"
         if command
         else f"the contributed test through `LLM` ({cases}), without the fix, then with it"
@@ -256,7 +286,7 @@ def _engine_tests_row(check: Check, nodes: Sequence[str]) -> Row:
     said = check.detail
     before, after = record.get("before"), record.get("after")
     if check.passed is not None and isinstance(before, Mapping) and isinstance(after, Mapping):
-        said = f"without the fix: {_run_said(before)}; with it: {_run_said(after)}"
+        said = f"without the fix: {_run_said(before, shown)}; with it: {_run_said(after, shown)}"
         if record.get("failed_because"):
             said += f"; {record['failed_because']}"
         steps = ci_steps(check)
@@ -266,7 +296,7 @@ def _engine_tests_row(check: Check, nodes: Sequence[str]) -> Row:
         if isinstance(left_out, Mapping) and left_out:
             said += f"; {len(left_out)} unjudged (listed below)"
         if record.get("engine"):
-            said += "; the example models' configs and tokenizers from a local Hub stand-in"
+            said += "; configs and tokenizers from a local Hub stand-in"
     return Row(what, _OUTCOME[check.passed], _said(said))
 
 
@@ -287,10 +317,23 @@ def unjudged_members(plan: Plan) -> list[dict[str, str]]:
     ]
 
 
-def _run_said(run: Mapping[str, Any]) -> str:
+_SITE_SAID = re.compile(r" \((\S+\.py:\d+) of [^()]*\)$")
+
+
+def _run_said(run: Mapping[str, Any], shown: frozenset[str] = frozenset()) -> str:
     text = str(run.get("summary") or run.get("conclusion") or "")
-    error = run.get("error")
+    error = str(run.get("error") or "")
+    site = _SITE_SAID.search(error)
+    if site and site[1] in shown:
+        error = error[: site.start()]  # the engine's table names where it was raised
     return f"{text} ({error})" if error else text
+
+
+def _raise_sites(check: Check | None) -> frozenset[str]:
+    """``path:line`` of each error the engine check's runs recorded (its table shows them)."""
+    runs = ((check.record if check is not None else None) or {}).get("runs") or []
+    found = (_RAISED_AT.search(str(r.get("error") or "")) for r in runs if isinstance(r, Mapping))
+    return frozenset(f"{m[1]}:{m[2]}" for m in found if m)
 
 
 def ci_steps(check: Check | None) -> list[str]:
@@ -414,7 +457,7 @@ def engine_view(check: Check | None) -> dict[str, Any] | None:
     return {
         "engine": engine,
         "release": inline(record.get("release") or ""),
-        "overlay": [inline(m) for m in record.get("overlay") or []],
+        "overlay": [str(m) for m in record.get("overlay") or []],  # shown as code spans
         "note": inline(record.get("engine_note") or ""),
         "outcome": _OUTCOME[check.passed],
         "detail": "" if check.passed is not None or rows else _said(check.detail),
@@ -648,8 +691,11 @@ def _logs(verification: Verification | None) -> list[dict[str, str]]:
 def _row_quotes_error(check: Check) -> bool:
     record = check.record or {}
     before = record.get("before")
-    return bool(record.get("failed_because")) or (
-        isinstance(before, Mapping) and bool(before.get("error"))
+    quoted = check.name == "cpu-tests" and check.passed is True and bool(failure_site(check))
+    return (
+        quoted
+        or bool(record.get("failed_because"))
+        or (isinstance(before, Mapping) and bool(before.get("error")))
     )
 
 
@@ -671,7 +717,6 @@ def _search_view(search: DuplicateSearch | None, plan: Plan) -> dict[str, Any]:
     return {
         "ran": True,
         "commands": [_code_inner(c) for c in search.commands],
-        "issues": sorted({n for k in search.keywords for n in k.issues}),
         "classes": len(members),
         "example": ", ".join(_code(v) for v in first.shown().split(", ")) if first else "",
         "covered": [

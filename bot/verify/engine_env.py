@@ -97,8 +97,7 @@ def engine_for(release: str, progress: Progress | None = None) -> Engine:
     for version in candidates(release):
         if _parse(release) > Version(NEWEST_RUNNING) and version == NEWEST_RUNNING:
             reasons.append(
-                f"{PACKAGE} {release} is not installable here ({PACKAGE} after "
-                f"{NEWEST_RUNNING} needs triton-cpu on x86, which the package index lacks)"
+                f"{PACKAGE} {release} needs triton-cpu on x86, which the package index lacks"
             )
         try:
             env = engine_env(version, progress)

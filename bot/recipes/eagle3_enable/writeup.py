@@ -76,9 +76,8 @@ def unproven_lines(
                 "name": decoder.name,
                 "where": "",
                 "url": "",
-                "text": "the captured state is hidden_states + residual in the model's dtype; "
-                "in bf16 it may differ in the last bits from a fused add-norm that adds in "
-                "float32 (CPU tests run float32)",
+                "text": "in bf16 the captured hidden_states + residual may differ in the last "
+                "bits from a fused add-norm that adds in float32 (CPU tests run float32)",
             }
         )
     if through_llm:
@@ -95,9 +94,8 @@ def unproven_lines(
             "greedy output"
         )
         text = (
-            "the contributed test runs the model through LLM with dummy weights, one layer "
-            "(the registry example's config, shrunk as tests/models/test_initialization.py "
-            f"does) and extract_hidden_states: {compared}; no draft model is run"
+            "the contributed test runs the model through LLM with one layer of the registry "
+            f"example's config, dummy weights and no draft model; {compared}"
         )
         if isinstance(through_llm, str):  # a tree whose own style is a stand-in test
             text += (
