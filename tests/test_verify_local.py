@@ -200,12 +200,14 @@ def test_seed_case_on_vllm_0_23_0(seed_plan: Path) -> None:
     assert verification.passed is False
     assert verification.gpu.conclusion == "skipped"
     body = read_plan_dir(plan_dir).pr_body
+    # The row says the counts and where the test failed before (the log's assertion line).
     assert re.search(
-        r"\| `pytest -v [^|]*`, without the fix, then with it \| passed \| before the patch: "
-        "failure; after the patch: success",
+        r"\| `pytest -v [^|]*`, without the fix, then with it \| passed \| 1 of 1 failed "
+        r"without the fix \(AssertionError at tests/models/test\\_registry\.py:\d+\); 1 of 1 "
+        "passed with it",
         body,
     ), body
-    assert "(`bot smoke`) | passed |" in body
+    assert "| `bot smoke`: a forward pass, patched and unpatched | passed |" in body
     proposal = Journal().proposals()[0]
     assert proposal.plan["verification"]["checks"][5]["passed"] is True
     # The cached tree is untouched and no worktree is left behind.
