@@ -112,6 +112,7 @@ def test_a_single_class_claim_says_what_the_records_show(plans, name):
     text = _claims(_facts(plan, blocked))
     assert f"- Not checked here: that `{name}` {claim}. The CPU tests ({test}): its test" in text
     assert "torchaudio" in text and _asserted(name, claim) not in text
+    assert _asserted(name, claim) not in refresh(planned.pr_body, _facts(plan, blocked))
 
     # A skipped test is not a pass.
     skipped = _cpu(plan, "skipped")
