@@ -147,7 +147,10 @@ class Verification:
 
 
 def runner_identity() -> str | None:
-    """Who is running ``bot verify`` now, as the record names them (see ``ran_by``)."""
+    """Who is running ``bot verify`` now, as the record names them (see ``ran_by``): the
+    Actions run; else the submitter's identity as publishing takes it (``BOT_SUBMITTER_NAME``
+    and ``_EMAIL``); else the identity git commits with here (``user.name``, ``user.email``),
+    so that a submitter who verifies before setting the bot's variables is still named."""
     if os.environ.get("GITHUB_ACTIONS") == "true":
         run, repo = os.environ.get("GITHUB_RUN_ID", ""), os.environ.get("GITHUB_REPOSITORY", "")
         if run.isdigit() and repo:
@@ -155,7 +158,19 @@ def runner_identity() -> str | None:
         return "GitHub Actions"
     name = (os.environ.get("BOT_SUBMITTER_NAME") or "").strip()
     email = (os.environ.get("BOT_SUBMITTER_EMAIL") or "").strip()
+    if not name and not email:
+        name, email = _git_config("user.name"), _git_config("user.email")
     return f"{name} <{email}>" if name and email else None
+
+
+def _git_config(key: str) -> str:
+    """A value of git's own configuration as ``git config --get`` resolves it, or ""."""
+    import git  # GitPython runs git itself: includes, GIT_CONFIG_GLOBAL and the repo's own
+
+    try:
+        return str(git.Git().config("--get", key)).strip()
+    except (git.GitCommandError, git.GitCommandNotFound):
+        return ""
 
 
 def _check_from_json(data: object) -> Check:

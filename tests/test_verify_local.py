@@ -19,7 +19,7 @@ from bot.publish.render import END, START
 from bot.recipes.base import DeclaredEdit, Finding, FixTests
 from bot.tree.fetch import release_tree
 from bot.tree.worktree import diff_worktree, scratch_worktree
-from bot.verification import Verification
+from bot.verification import Verification, runner_identity
 from bot.verify import VerifyOptions, verify_plan
 from tests.synthetic import READY_DECODER, make_tree
 
@@ -282,6 +282,38 @@ def test_verifying_a_journalled_plan_refreshes_the_journals_copy(tmp_path: Path)
     assert proposal.state == "failed"
     assert proposal.pr_markdown == (plan_dir / "pr.md").read_text(encoding="utf-8")
     assert "_verification pending_" not in proposal.pr_markdown
+
+
+def test_the_record_names_whoever_git_commits_as_when_the_bot_is_not_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A submitter who runs `bot verify` before setting BOT_SUBMITTER_NAME/_EMAIL is still
+    recorded, under the identity git commits with; the bot's own variables win over git's."""
+    for name in ("BOT_SUBMITTER_NAME", "BOT_SUBMITTER_EMAIL", "GITHUB_ACTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    gitconfig = tmp_path / "gitconfig"
+    gitconfig.write_text("[user]\n\tname = Ada Lovelace\n\temail = ada@example.org\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(gitconfig))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.chdir(tmp_path)  # not a repository: no repository's own identity either
+    plan_dir = synthetic_plan(tmp_path, fixes=False)
+
+    verification = pipeline.verify([plan_dir], VerifyOptions(gpu="skip"))[0]
+    assert verification.ran_by == "Ada Lovelace <ada@example.org>"
+    assert read_plan_dir(plan_dir).plan.verification.ran_by == "Ada Lovelace <ada@example.org>"
+
+    monkeypatch.setenv("BOT_SUBMITTER_NAME", "Ada L.")
+    monkeypatch.setenv("BOT_SUBMITTER_EMAIL", "ada@users.example.org")
+    assert runner_identity() == "Ada L. <ada@users.example.org>"
+    monkeypatch.delenv("BOT_SUBMITTER_NAME")
+    assert runner_identity() is None  # half the bot's identity is not git's whole one
+    monkeypatch.delenv("BOT_SUBMITTER_EMAIL")
+    gitconfig.write_text("[user]\n\tname = Ada Lovelace\n")
+    assert runner_identity() is None  # a name without an address names nobody
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_RUN_ID", "7")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "example/bot")
+    assert runner_identity() == "GitHub Actions run 7 of example/bot"
 
 
 def test_local_gpu_failure_keeps_the_pr_a_draft(tmp_path: Path) -> None:

@@ -816,7 +816,7 @@ def _ran_where(ran_by: str | None, attesters: bool) -> str:
         return f"in {inline(ran_by)}"
     if attesters:  # the attester's identity, but another patch than the one attested
         return "for another patch than this one"
-    return "under another person's identity"
+    return "under another identity"
 
 
 def render_blocks(facts: Facts) -> dict[tuple[str, str], str]:
