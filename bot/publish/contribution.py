@@ -218,43 +218,67 @@ class MemberResult:
 def member_results(plan: Plan) -> list[MemberResult] | None:
     """Each member's CPU test cases, before and after the patch, from ``bot verify``'s record;
     None when no per-case record exists (not verified, or the tests did not run)."""
+    recorded = _recorded_cases(plan)
+    if recorded is None:
+        return None
+    return [
+        _member_result(m.class_name, m.finding.module, m.tests.cpu, *recorded) for m in plan.members
+    ]
+
+
+def _recorded_cases(plan: Plan) -> tuple[dict[str, str], dict[str, str], str] | None:
+    """The CPU tests' case outcomes before and after the patch (keys spelled by
+    :func:`_case_key`) and why the verdict could not judge them, or None without a record."""
     verification = plan.verification
     check = verification.check("cpu-tests") if verification else None
     runs = _case_runs(check)
     if check is None or runs is None:
         return None
     before, after = ({_case_key(k): v for k, v in run.items()} for run in runs)
-    blocked = str((check.record or {}).get("blocked") or "")
-    results = []
-    for member in plan.members:
-        nodes = [_case_key(n) for n in member.tests.cpu]
-        was = [before.get(n, "not run") for n in nodes]
-        now = [after.get(n, "not run") for n in nodes]
-        if not nodes:
-            results.append(MemberResult(member.class_name, False, "it has no CPU test"))
-        elif all(o == "passed" for o in now) and all(o == "failed" for o in was):
-            results.append(MemberResult(member.class_name, True))
-        elif any(o == "passed" for o in was):
-            why = "its test passes without the fix too, so it does not test it"
-            results.append(MemberResult(member.class_name, False, why))
-        elif any(o == "failed" for o in now) and blocked and member.finding.module in blocked:
-            why = f"its test still fails after the patch, and is not judged here: {blocked}"
-            results.append(MemberResult(member.class_name, False, why))
-        elif any(o == "failed" for o in now):
-            results.append(MemberResult(member.class_name, False, "its test fails after the patch"))
-        else:
-            said = ", ".join(dict.fromkeys(o for o in now if o != "passed"))
-            results.append(MemberResult(member.class_name, False, f"its test was {said} here"))
-    return results
+    return before, after, str((check.record or {}).get("blocked") or "")
 
 
-def _claims_view(plan: Plan) -> dict[str, Any]:
-    """The group's claim of what its CPU tests showed: how many members they back, by name
-    those they do not (with why), or that nothing is recorded yet."""
+def _member_result(
+    cls: str,
+    module: str,
+    tests: Sequence[str],
+    before: Mapping[str, str],
+    after: Mapping[str, str],
+    blocked: str,
+) -> MemberResult:
+    """What the recorded cases show of one class: backed when each of its cases failed before
+    the patch and passed after it."""
+    nodes = [_case_key(n) for n in tests]
+    was = [before.get(n, "not run") for n in nodes]
+    now = [after.get(n, "not run") for n in nodes]
+    if not nodes:
+        return MemberResult(cls, False, "it has no CPU test")
+    if all(o == "passed" for o in now) and all(o == "failed" for o in was):
+        return MemberResult(cls, True)
+    if any(o == "passed" for o in was):
+        why = "its test passes without the fix too, so it does not test it"
+        return MemberResult(cls, False, why)
+    if any(o == "failed" for o in now) and blocked and module in blocked:
+        why = f"its test still fails after the patch, and is not judged here: {blocked}"
+        return MemberResult(cls, False, why)
+    if any(o == "failed" for o in now):
+        return MemberResult(cls, False, "its test fails after the patch")
+    said = ", ".join(dict.fromkeys(o for o in now if o != "passed"))
+    return MemberResult(cls, False, f"its test was {said} here")
+
+
+def _claims_view(plan: Plan) -> dict[str, Any] | None:
+    """The claim of what the records showed: a group's, per member (how many its CPU tests
+    back, by name those they do not, with why); a single class's, its recipe's claimed outcome
+    (:meth:`bot.recipes.base.Recipe.claimed_outcome`) as far as the records show it. Before
+    any record, that nothing is checked yet; None for a single class claiming no outcome."""
+    if not plan.is_group:
+        return _single_view(plan)
     tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
     results = member_results(plan)
     check = plan.verification.check("cpu-tests") if plan.verification else None
     view: dict[str, Any] = {
+        "single": False,
         "members": len(plan.members),
         "tests": [_code(t) for t in tests[:2]],
         "more_tests": max(0, len(tests) - 2),
@@ -266,6 +290,66 @@ def _claims_view(plan: Plan) -> dict[str, Any]:
         unbacked = [r for r in results if not r.backed]
         view["unbacked"] = [{"cls": _code(r.cls), "why": _said(r.why)} for r in unbacked]
     return view
+
+
+def _single_view(plan: Plan) -> dict[str, Any] | None:
+    """A single class's claimed outcome as far as the records show it: ``backed`` when a check
+    shows it (its CPU tests fail before the patch and pass after it; the test through ``LLM``
+    fails before with the tree's missing-interface error and passes after it) and none fails;
+    ``failed`` when one fails; ``unjudged`` when those that ran could not judge it; ``unchecked``
+    before any."""
+    from bot.publish.writeup import environment
+    from bot.recipes import recipe_named
+
+    recipe = recipe_named(plan.recipe or "")
+    outcome = recipe.claimed_outcome(plan.finding) if recipe and plan.finding else None
+    if outcome is None:
+        return None
+    template, values = outcome
+    claim = " ".join(environment().get_template(template).render(values).split())
+    verification = plan.verification
+    tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
+    named = ", ".join(_code(t) for t in tests[:2]) + (
+        f" and {len(tests) - 2} more" if len(tests) > 2 else ""
+    )
+    said: dict[bool | None, list[str]] = {True: [], False: [], None: []}
+    cpu = verification.check("cpu-tests") if verification else None
+    if cpu is not None:
+        recorded = _recorded_cases(plan)
+        finding = plan.finding
+        result = (
+            _member_result(finding.class_name, finding.module, plan.tests.cpu, *recorded)
+            if recorded is not None
+            else None
+        )
+        if cpu.passed is True and (result is None or result.backed):
+            said[True].append(
+                f"the CPU tests under Validation ({named}) fail without the patch and pass with it"
+            )
+        else:
+            why = result.why if result is not None else cpu.detail.removeprefix("not checked: ")
+            verdict = False if cpu.passed is True else cpu.passed
+            said[verdict].append(f"The CPU tests ({named}): {_said(why)}")
+    llm = verification.check("engine-tests") if verification else None
+    if llm is not None:
+        if llm.passed is True:
+            said[True].append(
+                "the test through `LLM` under Validation fails without the patch with the "
+                "tree's missing-interface error and passes with it"
+            )
+        else:
+            detail = llm.detail.removeprefix("not checked: ")
+            detail = detail.removeprefix("every member is unjudged: ")
+            said[llm.passed].append(f"The test through `LLM`: {_said(detail)}")
+    if said[False]:
+        state, reasons = "failed", said[False] + said[None]
+    elif said[True]:
+        state, reasons = "backed", said[True]
+    elif said[None]:
+        state, reasons = "unjudged", said[None]
+    else:
+        state, reasons = "unchecked", []
+    return {"single": True, "claim": claim, "state": state, "reasons": reasons}
 
 
 def _engine_tests_row(check: Check, nodes: Sequence[str], shown: frozenset[str]) -> Row:
@@ -649,7 +733,7 @@ def context(facts: Facts) -> dict[str, Any]:
         "logs": _logs(verification),
         "search": _search_view(facts.search, plan),
         "who": _who(facts),
-        "claims": _claims_view(plan) if plan.members else None,
+        "claims": _claims_view(plan),
         "report": report,
         "docs": facts.docs,
         "rules": rules,
@@ -813,7 +897,7 @@ def refresh(markdown: str, facts: Facts) -> str:
         if markers == RESULTS:
             inner = block.removeprefix(f"{RESULTS[0]}\n").removesuffix(f"\n{RESULTS[1]}")
             markdown = replace_results_section(markdown, inner)
-        elif markers != CLAIMS or markers[0] in markdown:  # only a group's pr.md has claims
+        elif markers != CLAIMS or markers[0] in markdown:  # a pr.md whose claims assert results
             markdown = replace_block(markdown, block, markers)
     return markdown
 
@@ -843,11 +927,13 @@ def _archs(finding: Finding) -> list[str]:
 def preview(markdown: str, plan: Plan, patch: str, repo: Path | None) -> str:
     """pr.md with its generic blocks rendered from the records (what ``bot verify`` leaves for
     review; a pr.md without a results block gets one at its end). Without the tree (``repo``
-    None) only the validation block, which needs no rule of the tree."""
+    None) only the validation and claims blocks, which need no rule of the tree."""
     from bot.publish.render import replace_results_section
 
     if repo is None:
-        blocks = {RESULTS: validation_block(plan)}
+        facts = Facts(plan=plan, patch=patch, rules=read_rules(lambda _: None), search=None)
+        rendered = render_blocks(facts)
+        blocks = {markers: rendered[markers] for markers in (RESULTS, CLAIMS)}
     else:
         blocks = render_blocks(preview_facts(plan, patch, repo))
     for markers, block in blocks.items():

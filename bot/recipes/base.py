@@ -354,6 +354,14 @@ class Recipe(Protocol):
         """The PR's "Model evaluation" line (Markdown), given whether the smoke check passed."""
         return "none run."
 
+    def claimed_outcome(self, finding: Finding) -> tuple[str, dict[str, Any]] | None:
+        """What a single-class plan of ``finding`` claims its fix achieves, as a template of
+        its own (a clause with the class as subject) and that template's values; None: its
+        claims assert no outcome. The body states the clause only as far as ``bot verify``'s
+        records show it (:func:`bot.publish.contribution.render_blocks`): before any
+        verification it says the claim is not checked yet."""
+        return None
+
     @property
     def cases(self) -> RecipeCases | None:
         """Its VALID / INVALID / quiet cases (bot/recipes/cases.py): ``CASES`` in its package's

@@ -88,6 +88,10 @@ class Eagle3Interface(Recipe):
     def model_evaluation(self, smoke_passed: bool) -> str:
         return DECLARATION_EVALUATION
 
+    def claimed_outcome(self, finding: Finding) -> tuple[str, dict[str, Any]] | None:
+        values = {"cls": finding.class_name, "archs": list(finding.architectures)}
+        return f"{TEMPLATES}/outcome.j2", values
+
     def evidence_line(self, finding: Finding) -> str:
         ev = finding.evidence_as(InterfaceEvidence)
         sibling = f"; sibling {ev.sibling.name}" if ev.sibling else ""

@@ -94,6 +94,12 @@ class Eagle3Wrapper(Recipe):
     def model_evaluation(self, smoke_passed: bool) -> str:
         return DECLARATION_EVALUATION
 
+    def claimed_outcome(self, finding: Finding) -> tuple[str, dict[str, Any]] | None:
+        # Whatever the shape: the registry test asserts the check, the test through LLM loads
+        # the example checkpoint. The runtime guard's refusal is described, not claimed.
+        values = {"cls": finding.class_name, "archs": list(finding.architectures)}
+        return f"{TEMPLATES}/outcome.j2", values
+
     def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
         """A wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
         to declare it too, also when the wrapper's code pins several language models and
