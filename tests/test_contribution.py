@@ -67,9 +67,10 @@ BRANCH = "bot/eagle3-interface/qwen3-next-for-causal-lm"
 # links to the tree being most of it), 20,000 for any group.
 SINGLE_AIM, GROUP_AIM = 7_000, 20_000
 # The Qwen2MoeForCausalLM enablement on 0.34.0 as `bot publish` posts it (issue 33 aims at about
-# 6,000 characters for one class; 9,590 posted in session 4, 6,998 in session 5, each fact once):
-# its budget keeps it from growing back.
-ENABLE_BUDGET = 7_100
+# 6,000 characters for one class; 9,590 posted in session 4, 6,998 in session 5, each fact once;
+# 7,141 once its serving claim names the records that show it): its budget keeps it from
+# growing back.
+ENABLE_BUDGET = 7_200
 DATA = Path(__file__).parent / "data"
 
 

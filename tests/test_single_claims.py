@@ -39,6 +39,8 @@ TARGET_CHECK = (
 )
 # Each shape claims what the registry test asserts; the runtime guard is described, not claimed.
 CLAIMED = {INTERFACE: TARGET_CHECK, DELEGATE: TARGET_CHECK, RUNTIME: TARGET_CHECK}
+ENABLE = "Qwen2MoeForCausalLM"
+SERVES = "can serve as an EAGLE-3 target with pipeline parallelism 1"
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     checkout = root / "checkout"
     git.Repo.clone_from(str(release_tree(VERSION)), str(checkout), shared=True).close()
     out = {}
-    for name in CLAIMED:
+    for name in (*CLAIMED, ENABLE):
         pipeline.propose(checkout, root / name, class_name=name, upstream=UPSTREAM)
         out[name] = root / name
     return out
@@ -137,8 +139,8 @@ def test_the_test_through_llm_backs_an_interface_claim_the_cpu_env_cannot(plans)
     llm = Check("engine-tests", True, "before the patch: failure; after the patch: success")
     text = _claims(_facts(plan, blocked, llm))
     assert (
-        f"{_asserted(INTERFACE, TARGET_CHECK)}: the test through `LLM` under Validation fails "
-        "without the patch with the tree's missing-interface error and passes with it." in text
+        f"{_asserted(INTERFACE, TARGET_CHECK)}: the test through `LLM` fails without the "
+        "patch and passes with it." in text
     )
     unjudged = Check(
         "engine-tests",
@@ -154,3 +156,44 @@ def test_the_test_through_llm_backs_an_interface_claim_the_cpu_env_cannot(plans)
     text = _claims(_facts(plan, _cpu(plan, "passed"), red))
     assert f"- Not shown by the tests here: that `{INTERFACE}` {TARGET_CHECK}" in text
     assert _asserted(INTERFACE, TARGET_CHECK) not in text
+
+
+def test_an_enablement_claims_serving_only_where_the_engine_or_the_llm_test_shows_it(plans):
+    """eagle3-enable claims more than the declaration: that the class serves as a target. The
+    registry test shows the declaration only; the engine (the methods refused before, run
+    after) or the test through ``LLM`` must show serving. The records are those `bot verify
+    --gpu skip` made for this plan (tests/data/verify)."""
+    import json
+
+    from tests.test_contribution import DATA
+
+    plan = read_plan_dir(plans[ENABLE]).plan
+    record = json.loads((DATA / "verify" / "qwen2_moe_0_34_0.json").read_text(encoding="utf-8"))
+    recorded = {c.name: c for c in Verification.from_json(record).checks}
+    engine, llm, cpu = recorded["engine"], recorded["engine-tests"], recorded["cpu-tests"]
+    asserted = _asserted(ENABLE, SERVES)
+
+    text = _claims(_facts(plan, cpu, llm, engine))
+    assert (
+        f"{asserted}: EAGLE-3, DFlash run in the engine on CPU with it, refused without it; "
+        "the test through `LLM` fails without the patch and passes with it." in text
+    )
+    # The registry test alone shows the declaration, not serving.
+    assert asserted not in _claims(_facts(plan, cpu))
+    assert f"- Not checked yet: that `{ENABLE}` {SERVES}." in _claims(_facts(plan, cpu))
+    why = "not checked: the model does not build from the tiny stand-in config here"
+    unrun = dataclasses.replace(engine, passed=None, detail=why, record=None)
+    text = _claims(_facts(plan, cpu, unrun))
+    assert f"- Not checked here: that `{ENABLE}` {SERVES}. The engine on CPU: the model" in text
+    assert asserted not in text
+    # Either record that ran is enough, unless one of them failed.
+    assert f"{asserted}: the test through `LLM` fails" in _claims(_facts(plan, cpu, llm, unrun))
+    failed = dataclasses.replace(engine, passed=False, detail="EAGLE-3 after the patch: boom")
+    text = _claims(_facts(plan, cpu, llm, failed))
+    assert f"- Not shown by the tests here: that `{ENABLE}` {SERVES}." in text
+    assert "The engine on CPU: EAGLE-3 after the patch: boom" in text and asserted not in text
+    # A plan for a set of targets sharing one decoder claims it of each of them.
+    shared = dataclasses.replace(
+        plan, resolves=[*plan.resolves, dataclasses.replace(plan.resolves[0], class_name="Other")]
+    )
+    assert f"- `{ENABLE}`, `Other` {SERVES}: " in _claims(_facts(shared, cpu, llm, engine))

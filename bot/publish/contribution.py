@@ -293,54 +293,29 @@ def _claims_view(plan: Plan) -> dict[str, Any] | None:
 
 
 def _single_view(plan: Plan) -> dict[str, Any] | None:
-    """A single class's claimed outcome as far as the records show it: ``backed`` when a check
-    shows it (its CPU tests fail before the patch and pass after it; the test through ``LLM``
-    fails before with the tree's missing-interface error and passes after it) and none fails;
-    ``failed`` when one fails; ``unjudged`` when those that ran could not judge it; ``unchecked``
-    before any."""
+    """A single class's claimed outcome as far as the records of the checks that can show it
+    (:class:`bot.recipes.base.ClaimedOutcome`) show it: ``backed`` when one shows it (its CPU
+    tests fail before the patch and pass after it; the test through ``LLM`` fails before with
+    the tree's missing-interface error and passes after it; the engine refused the target
+    before and ran the methods after) and none fails; ``failed`` when one fails; ``unjudged``
+    when those that ran could not judge it; ``unchecked`` before any."""
     from bot.publish.writeup import environment
     from bot.recipes import recipe_named
 
     recipe = recipe_named(plan.recipe or "")
-    outcome = recipe.claimed_outcome(plan.finding) if recipe and plan.finding else None
+    if recipe is None or plan.finding is None:
+        return None
+    targets = [r.class_name for r in plan.resolves if r.recipe == plan.recipe]
+    outcome = recipe.claimed_outcome(plan.finding, targets or [plan.finding.class_name])
     if outcome is None:
         return None
-    template, values = outcome
-    claim = " ".join(environment().get_template(template).render(values).split())
-    verification = plan.verification
-    tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
-    named = ", ".join(_code(t) for t in tests[:2]) + (
-        f" and {len(tests) - 2} more" if len(tests) > 2 else ""
-    )
+    rendered = environment().get_template(outcome.template).render(dict(outcome.values))
     said: dict[bool | None, list[str]] = {True: [], False: [], None: []}
-    cpu = verification.check("cpu-tests") if verification else None
-    if cpu is not None:
-        recorded = _recorded_cases(plan)
-        finding = plan.finding
-        result = (
-            _member_result(finding.class_name, finding.module, plan.tests.cpu, *recorded)
-            if recorded is not None
-            else None
-        )
-        if cpu.passed is True and (result is None or result.backed):
-            said[True].append(
-                f"the CPU tests under Validation ({named}) fail without the patch and pass with it"
-            )
-        else:
-            why = result.why if result is not None else cpu.detail.removeprefix("not checked: ")
-            verdict = False if cpu.passed is True else cpu.passed
-            said[verdict].append(f"The CPU tests ({named}): {_said(why)}")
-    llm = verification.check("engine-tests") if verification else None
-    if llm is not None:
-        if llm.passed is True:
-            said[True].append(
-                "the test through `LLM` under Validation fails without the patch with the "
-                "tree's missing-interface error and passes with it"
-            )
-        else:
-            detail = llm.detail.removeprefix("not checked: ")
-            detail = detail.removeprefix("every member is unjudged: ")
-            said[llm.passed].append(f"The test through `LLM`: {_said(detail)}")
+    for name in outcome.shown_by:
+        check = plan.verification.check(name) if plan.verification else None
+        if check is not None:
+            verdict, reason = _shown(plan, check)
+            said[verdict].append(reason)
     if said[False]:
         state, reasons = "failed", said[False] + said[None]
     elif said[True]:
@@ -349,7 +324,44 @@ def _single_view(plan: Plan) -> dict[str, Any] | None:
         state, reasons = "unjudged", said[None]
     else:
         state, reasons = "unchecked", []
-    return {"single": True, "claim": claim, "state": state, "reasons": reasons}
+    return {"single": True, "claim": " ".join(rendered.split()), "state": state, "reasons": reasons}
+
+
+def _shown(plan: Plan, check: Check) -> tuple[bool | None, str]:
+    """Whether ``check``'s record shows a single class's claimed outcome, and in what words."""
+    if check.name == "cpu-tests":
+        tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
+        named = ", ".join(_code(t) for t in tests[:2]) + (
+            f" and {len(tests) - 2} more" if len(tests) > 2 else ""
+        )
+        recorded = _recorded_cases(plan)
+        finding = plan.finding
+        result = (
+            _member_result(finding.class_name, finding.module, plan.tests.cpu, *recorded)
+            if recorded is not None and finding is not None
+            else None
+        )
+        if check.passed is True and (result is None or result.backed):
+            return True, (
+                f"the CPU tests under Validation ({named}) fail without the patch and pass with it"
+            )
+        why = result.why if result is not None else check.detail.removeprefix("not checked: ")
+        return (False if check.passed is True else check.passed), (
+            f"The CPU tests ({named}): {_said(why)}"
+        )
+    if check.name == "engine-tests":
+        if check.passed is True:
+            return True, "the test through `LLM` fails without the patch and passes with it"
+        detail = check.detail.removeprefix("not checked: ")
+        detail = detail.removeprefix("every member is unjudged: ")
+        return check.passed, f"The test through `LLM`: {_said(detail)}"
+    methods = methods_that_ran(plan)
+    if check.passed is True and methods:
+        return True, f"{', '.join(methods)} run in the engine on CPU with it, refused without it"
+    detail = check.detail.removeprefix("not checked: ")
+    return (check.passed if check.passed is not True else None), (
+        f"The engine on CPU: {_said(detail)}"
+    )
 
 
 def _engine_tests_row(check: Check, nodes: Sequence[str], shown: frozenset[str]) -> Row:

@@ -9,7 +9,7 @@ registry-entry decision, the write-up's own sections, the commit title and the i
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -47,6 +47,18 @@ class ScanContext:
 
 E = TypeVar("E", bound=Evidence)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ClaimedOutcome:
+    """A recipe's claimed outcome: a clause with the fixed classes as subject (a template of
+    its own package and its values), and the ``bot verify`` checks whose records can show it
+    (``cpu-tests``: each case fails before the patch and passes after it; ``engine-tests``:
+    the test through ``LLM``; ``engine``: the speculative methods in the engine on CPU)."""
+
+    template: str
+    values: Mapping[str, Any]
+    shown_by: tuple[str, ...] = ("cpu-tests", "engine-tests")
 
 
 @dataclass(frozen=True)
@@ -354,12 +366,12 @@ class Recipe(Protocol):
         """The PR's "Model evaluation" line (Markdown), given whether the smoke check passed."""
         return "none run."
 
-    def claimed_outcome(self, finding: Finding) -> tuple[str, dict[str, Any]] | None:
-        """What a single-class plan of ``finding`` claims its fix achieves, as a template of
-        its own (a clause with the class as subject) and that template's values; None: its
-        claims assert no outcome. The body states the clause only as far as ``bot verify``'s
-        records show it (:func:`bot.publish.contribution.render_blocks`): before any
-        verification it says the claim is not checked yet."""
+    def claimed_outcome(self, finding: Finding, targets: Sequence[str]) -> ClaimedOutcome | None:
+        """What a single-class plan of ``finding`` claims its fix achieves (``targets``: the
+        classes of this recipe the plan fixes, ``finding``'s first), and which checks show it;
+        None: its claims assert no outcome. The body states the clause only as far as
+        ``bot verify``'s records show it (:func:`bot.publish.contribution.render_blocks`):
+        before any verification it says the claim is not checked yet."""
         return None
 
     @property

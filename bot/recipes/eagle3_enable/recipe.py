@@ -34,10 +34,12 @@ their refusals are :mod:`.detection`'s, what the forward test needs of the decod
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import (
+    ClaimedOutcome,
     Declined,
     FileEdit,
     Finding,
@@ -100,6 +102,16 @@ class Eagle3Enable(Recipe):
     replication = (
         "Reuses `EagleModelMixin` and the capture the release's other decoders use; no new helper."
     )
+
+    def claimed_outcome(self, finding: Finding, targets: Sequence[str]) -> ClaimedOutcome | None:
+        # Serving is what the engine shows (the methods, refused before, ran after) and the
+        # test through LLM; the registry test shows the declaration only.
+        values = {
+            "cls": finding.class_name,
+            "archs": list(finding.architectures),
+            "targets": list(targets),
+        }
+        return ClaimedOutcome(f"{TEMPLATES}/outcome.j2", values, ("engine", "engine-tests"))
 
     def model_evaluation(self, smoke_passed: bool) -> str:
         if not smoke_passed:

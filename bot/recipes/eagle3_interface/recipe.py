@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import astuple
 from typing import Any
 
 from bot.recipes.base import (
+    ClaimedOutcome,
     Declined,
     FileEdit,
     Finding,
@@ -88,9 +90,9 @@ class Eagle3Interface(Recipe):
     def model_evaluation(self, smoke_passed: bool) -> str:
         return DECLARATION_EVALUATION
 
-    def claimed_outcome(self, finding: Finding) -> tuple[str, dict[str, Any]] | None:
+    def claimed_outcome(self, finding: Finding, targets: Sequence[str]) -> ClaimedOutcome | None:
         values = {"cls": finding.class_name, "archs": list(finding.architectures)}
-        return f"{TEMPLATES}/outcome.j2", values
+        return ClaimedOutcome(f"{TEMPLATES}/outcome.j2", values)
 
     def evidence_line(self, finding: Finding) -> str:
         ev = finding.evidence_as(InterfaceEvidence)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import html
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from bot.recipes.base import (
+    ClaimedOutcome,
     Declined,
     FileEdit,
     Finding,
@@ -94,11 +96,11 @@ class Eagle3Wrapper(Recipe):
     def model_evaluation(self, smoke_passed: bool) -> str:
         return DECLARATION_EVALUATION
 
-    def claimed_outcome(self, finding: Finding) -> tuple[str, dict[str, Any]] | None:
+    def claimed_outcome(self, finding: Finding, targets: Sequence[str]) -> ClaimedOutcome | None:
         # Whatever the shape: the registry test asserts the check, the test through LLM loads
         # the example checkpoint. The runtime guard's refusal is described, not claimed.
         values = {"cls": finding.class_name, "archs": list(finding.architectures)}
-        return f"{TEMPLATES}/outcome.j2", values
+        return ClaimedOutcome(f"{TEMPLATES}/outcome.j2", values)
 
     def follows_fix_of(self, finding: Finding, fixed_class: str) -> bool:
         """A wrapper over ``fixed_class``, now that it supports EAGLE-3, is reported as ready
