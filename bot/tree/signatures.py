@@ -169,6 +169,17 @@ def _merge(pieces: list[str | None]) -> list[str]:
     return fragments
 
 
+# The engine harness ends an error with where it was raised: "(at vllm/...py:LINE" (the frame
+# in vLLM's package that raised it, bot/verify/harness/bot_smoke.py).
+RAISED_AT = re.compile(r"\(at ((?:vllm|[\w.-]+)/[\w./-]+\.py):(\d+)")
+
+
+def raised_site(error: str) -> str | None:
+    """``path:line`` the harness recorded for ``error``'s raise, or None when it names none."""
+    found = RAISED_AT.search(error)
+    return f"{found[1]}:{found[2]}" if found else None
+
+
 def match_signature(text: str, signatures: list[ErrorSignature]) -> ErrorSignature | None:
     """The most specific signature whose literal fragments all occur in ``text``, in order."""
     best: ErrorSignature | None = None

@@ -35,7 +35,7 @@ from bot.publish.smoke_target import module_of
 from bot.recipes.registry_plan import CHECKPOINT, ENGINE_METHODS, engine_checkpoints
 from bot.sandbox import gpu_devices
 from bot.subprocess_env import proxy_settings, run_upstream_code
-from bot.tree.signatures import ErrorSignature, error_signatures, match_signature
+from bot.tree.signatures import ErrorSignature, error_signatures, match_signature, raised_site
 from bot.untrusted_files import read_regular
 from bot.verify.checks import Check
 from bot.verify.engine_env import Engine
@@ -209,7 +209,9 @@ def case_check(case: EngineCase, raw: dict[str, Any], base: dict[str, Any], log:
             record["runs"].append(_run_record("before", method, before, signatures=case))
         if not after or not before:
             continue
-        verdict = _method_verdict(method, before, after, baseline, case, _control(runs))
+        verdict = _method_verdict(
+            method, before, after, baseline, case, _control(runs), engine=str(record["engine"])
+        )
         target_list = {False: problems, None: not_checked, True: summaries}[verdict[0]]
         target_list.append(verdict[1])
     engine_note = f"{record['engine']}"
@@ -235,6 +237,7 @@ def _method_verdict(
     baseline: dict[str, Any],
     case: EngineCase,
     lossy: str | None = None,
+    engine: str = "the engine",
 ) -> tuple[bool | None, str]:
     name = {"eagle3": "EAGLE-3", "dflash": "DFlash"}[method]
     if before.get("outcome") != "load_error":
@@ -273,10 +276,18 @@ def _method_verdict(
         return False, f"{name} after the patch: none of {proposed} constant drafts accepted"
     return True, (
         f"{name}: before, load refused with {matched.message_prefix.strip()!r} "
-        f"({matched.location}); after, {after.get('tokens')} tokens identical to no "
-        f"speculation, {accepted} of {proposed} drafted tokens accepted, "
+        f"({_refused_at(before, matched, engine)}); after, {after.get('tokens')} tokens "
+        f"identical to no speculation, {accepted} of {proposed} drafted tokens accepted, "
         f"{after.get('seconds')}s"
     )
+
+
+def _refused_at(before: dict[str, Any], matched: ErrorSignature, engine: str) -> str:
+    """Where the engine that ran raised the refusal (its own file and line, which differ from
+    the tree's when the engine is an older release), else the tree's line, said to be the
+    tree's."""
+    site = raised_site(str(before.get("error") or ""))
+    return f"{site} of {engine}" if site else f"{matched.location} of the tree"
 
 
 def _control(runs: dict[str, Any]) -> str | None:
