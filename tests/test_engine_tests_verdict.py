@@ -227,6 +227,24 @@ def test_junit_outcomes_name_each_case() -> None:
     assert case_outcomes(report) == {"t[A]": "passed", "t[B]": "failure: RuntimeError: no"}
 
 
+def test_a_like_failure_reads_alike_whichever_run_folder_it_names() -> None:
+    """A long message naming a file in the run's own folder: ``engine-tests-before`` is one
+    character longer than ``-after``, so a cut made before the folder is left out ends in a
+    different place (0.34.0's Kimi-Audio, red for it until the folder went first)."""
+
+    def report(when: str) -> bytes:
+        path = f"/tmp/bot-x/engine-tests-{when}/hf/hub/models--m--k/snapshots/{'0' * 40}/"
+        message = f"FileNotFoundError: tiktoken.model not found at {path}{'x' * 200}"
+        return (
+            b'<testsuites><testsuite><testcase classname="c" name="t[K]">'
+            + f'<failure message="{message}"/></testcase></testsuite></testsuites>'.encode()
+        )
+
+    before, after = case_outcomes(report("before")), case_outcomes(report("after"))
+    assert before == after and "engine-tests-" not in before["t[K]"]
+    assert before["t[K]"].startswith("failure: FileNotFoundError: tiktoken.model not found at /hf/")
+
+
 def _engine_env(tmp_path: Path, raising_line: int | None) -> Engine:
     """An engine environment as ``bot env --engine`` lays it out, its installed ``vllm``
     raising the missing-interface error at ``raising_line`` of its own file (or nowhere)."""

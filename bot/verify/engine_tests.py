@@ -364,7 +364,10 @@ def case_outcomes(report: bytes) -> dict[str, str]:
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 message = (child.get("message") or "").strip().splitlines()
-                outcome = f"{child.tag}: {message[0][:200] if message else ''}".rstrip(": ")
+                # The run's folder out before the cut: "before" and "after" differ in length,
+                # and a like failure must read alike.
+                first = _without_run_folder(message[0])[:200] if message else ""
+                outcome = f"{child.tag}: {first}".rstrip(": ")
         outcomes[str(case.get("name"))] = outcome
     return outcomes
 
