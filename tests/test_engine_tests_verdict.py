@@ -303,6 +303,32 @@ def test_unjudged_members_come_in_one_order_whatever_order_the_record_holds() ->
     assert "`AlphaForCausalLM`, `ZetaForCausalLM`: no config" in _body(archs, verdict)
 
 
+def test_members_whose_modules_fail_to_import_alike_share_one_line() -> None:
+    """0.34.0's interface-only group: six members' modules need torchvision, which the engine
+    lacks. The harness names each module; the body says the result once for all six."""
+
+    def missing(module: str, package: str) -> str:
+        why = f"ModuleNotFoundError(\"No module named '{package}'\")"
+        return f"vllm.model_executor.models.{module} does not import on this engine: {why}"
+
+    unrunnable = {
+        "AForCausalLM": missing("a", "torchvision"),
+        "BForCausalLM": missing("b_vl", "torchvision"),
+        "CForCausalLM": missing("c", "timm"),
+    }
+    archs = ["GlmForCausalLM", *unrunnable]
+    tests = _tests(archs, unrunnable)
+    tests.runs["before"] = _run("before", {"GlmForCausalLM": REFUSED}, ERROR) | {"failed": 1}
+    tests.runs["after"] = _run("after", {"GlmForCausalLM": "passed"}) | {"passed": 1}
+    body = _body(archs, check(tests, None))
+    assert (
+        "- `AForCausalLM`, `BForCausalLM`: their modules do not import on this engine: "
+        "ModuleNotFoundError(\"No module named 'torchvision'\")" in body
+    )
+    assert "- `CForCausalLM`: its module does not import on this engine: " in body
+    assert body.count("import on this engine") == 2  # one line per result
+
+
 NO_BUILD = "failure: AttributeError: property 'layer_types' of 'MambaConfig' object has no setter"
 
 

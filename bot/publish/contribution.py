@@ -407,11 +407,28 @@ def unjudged_members(plan: Plan) -> list[dict[str, str]]:
         return []
     by_reason: dict[str, list[str]] = {}
     for arch, why in sorted(left_out.items(), key=lambda item: str(item[0])):
-        by_reason.setdefault(str(why), []).append(str(arch))
+        # Each member's own module named aside, members whose modules fail alike (the engine
+        # lacks torchvision) share one line: each result once.
+        by_reason.setdefault(_OWN_MODULE.sub("", str(why)), []).append(str(arch))
     return [
-        {"members": ", ".join(_code(a) for a in archs), "why": _said(why)}
+        {"members": ", ".join(_code(a) for a in archs), "why": _said(_whose(why, len(archs)))}
         for why, archs in by_reason.items()
     ]
+
+
+def _whose(why: str, members: int) -> str:
+    if not why.startswith(_NOT_IMPORTING):
+        return why
+    exception = why.removeprefix(_NOT_IMPORTING)
+    if members == 1:
+        return f"its module does not import on this engine: {exception}"
+    return f"their modules do not import on this engine: {exception}"
+
+
+# The harness's reason for a member whose file does not import: "<its module> does not
+# import on this engine: <exception>" (bot/verify/harness).
+_NOT_IMPORTING = " does not import on this engine: "
+_OWN_MODULE = re.compile(rf"^vllm(?:\.\w+)+(?={re.escape(_NOT_IMPORTING)})")
 
 
 _SITE_SAID = re.compile(r" \((\S+\.py:\d+) of [^()]*\)$")
