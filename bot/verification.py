@@ -163,12 +163,20 @@ def runner_identity() -> str | None:
     return f"{name} <{email}>" if name and email else None
 
 
+# Where git looks for its configuration: passed on to the one git that reads it, which
+# otherwise gets the bot's minimal environment (bot.gitrepo).
+_GIT_CONFIG_LOCATION = ("GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM")
+
+
 def _git_config(key: str) -> str:
     """A value of git's own configuration as ``git config --get`` resolves it, or ""."""
-    import git  # GitPython runs git itself: includes, GIT_CONFIG_GLOBAL and the repo's own
+    import git
 
+    from bot.gitrepo import MinimalEnvGit
+
+    where = {n: os.environ[n] for n in _GIT_CONFIG_LOCATION if n in os.environ}
     try:
-        return str(git.Git().config("--get", key)).strip()
+        return str(MinimalEnvGit().config("--get", key, env=where)).strip()
     except (git.GitCommandError, git.GitCommandNotFound):
         return ""
 
