@@ -275,7 +275,7 @@ def _claims_view(plan: Plan) -> dict[str, Any] | None:
     any record, that nothing is checked yet; None for a single class claiming no outcome."""
     if not plan.is_group:
         return _single_view(plan)
-    tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
+    tests = _test_functions(plan.tests.cpu)
     results = member_results(plan)
     check = plan.verification.check("cpu-tests") if plan.verification else None
     view: dict[str, Any] = {
@@ -291,6 +291,11 @@ def _claims_view(plan: Plan) -> dict[str, Any] | None:
         unbacked = [r for r in results if not r.backed]
         view["unbacked"] = [{"cls": _code(r.cls), "why": _said(r.why)} for r in unbacked]
     return view
+
+
+def _test_functions(nodes: Sequence[str]) -> list[str]:
+    """The test functions ``nodes`` run, once each, parameters left out."""
+    return list(dict.fromkeys(n.partition("[")[0] for n in nodes))
 
 
 def _single_view(plan: Plan) -> dict[str, Any] | None:
@@ -331,7 +336,7 @@ def _single_view(plan: Plan) -> dict[str, Any] | None:
 def _shown(plan: Plan, check: Check) -> tuple[bool | None, str]:
     """Whether ``check``'s record shows a single class's claimed outcome, and in what words."""
     if check.name == "cpu-tests":
-        tests = list(dict.fromkeys(n.partition("[")[0] for n in plan.tests.cpu))
+        tests = _test_functions(plan.tests.cpu)
         named = ", ".join(_code(t) for t in tests[:2]) + (
             f" and {len(tests) - 2} more" if len(tests) > 2 else ""
         )
